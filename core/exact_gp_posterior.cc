@@ -1,0 +1,130 @@
+#include "core/exact_gp_posterior.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+namespace {
+
+void ScoreExact(const MultiUserKernel& kernel, const Eigen::Ref<const Eigen::MatrixXd>& history_x,
+                const std::vector<int32_t>& history_users,
+                const Eigen::Ref<const Eigen::MatrixXd>& chol, const Eigen::VectorXd& alpha,
+                int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                Eigen::VectorXd* mean, Eigen::VectorXd* stddev) {
+  const Eigen::VectorXd prior = kernel.Diagonal(user, points);
+  if (history_x.cols() == 0) {
+    *mean = Eigen::VectorXd::Zero(points.cols());
+    *stddev = prior.cwiseMax(0.0).cwiseSqrt();
+    return;
+  }
+  Eigen::MatrixXd k;
+  kernel.CrossForUser(history_x, history_users, user, points, &k);
+  mean->noalias() = k.transpose() * alpha;
+  chol.triangularView<Eigen::Lower>().solveInPlace(k);
+  *stddev = (prior.array() - k.colwise().squaredNorm().transpose().array())
+                .cwiseMax(0.0)
+                .sqrt()
+                .matrix();
+}
+
+}  // namespace
+
+class ExactGpPosterior::FrozenScorer final : public Scorer {
+ public:
+  FrozenScorer(MultiUserKernel kernel, Eigen::MatrixXd history_x,
+               std::vector<int32_t> history_users, Eigen::MatrixXd chol, Eigen::VectorXd alpha)
+      : kernel_(std::move(kernel)),
+        history_x_(std::move(history_x)),
+        history_users_(std::move(history_users)),
+        chol_(std::move(chol)),
+        alpha_(std::move(alpha)) {}
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override {
+    ScoreExact(kernel_, history_x_, history_users_, chol_, alpha_, user, points, mean, stddev);
+  }
+
+ private:
+  MultiUserKernel kernel_;
+  Eigen::MatrixXd history_x_;
+  std::vector<int32_t> history_users_;
+  Eigen::MatrixXd chol_;
+  Eigen::VectorXd alpha_;
+};
+
+ExactGpPosterior::ExactGpPosterior(int dim, const ArmKernel& arm,
+                                   std::shared_ptr<const GreenFunction> green, double ridge)
+    : dim_(dim), kernel_(arm, std::move(green)), ridge_(ridge), history_x_(dim) {}
+
+const Eigen::VectorXd& ExactGpPosterior::Alpha() const {
+  if (alpha_dirty_) {
+    alpha_ = history_size() > 0
+                 ? chol_.Solve(Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(),
+                                                                 history_rewards_.size()))
+                 : Eigen::VectorXd();
+    alpha_dirty_ = false;
+  }
+  return alpha_;
+}
+
+void ExactGpPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                             Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
+  ScoreExact(kernel_, history_x_.view(), history_users_, chol_.matrix(), Alpha(), user, points,
+             mean, stddev);
+}
+
+absl::Status ExactGpPosterior::Observe(int32_t user,
+                                       const Eigen::Ref<const Eigen::VectorXd>& point,
+                                       double reward) {
+  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
+  if (point.size() != dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
+  }
+  if (!point.allFinite() || !std::isfinite(reward)) {
+    return absl::InvalidArgumentError("observation contains a non-finite value");
+  }
+  Eigen::MatrixXd border;
+  kernel_.CrossForUser(history_x_.view(), history_users_, user, point, &border);
+  const double k_ss = kernel_.Diagonal(user, point)(0);
+  const double corner = k_ss + ridge_;
+  // Posterior variance of the new point before it is added, for the log-det recursion (P4).
+  Eigen::VectorXd projected = border.col(0);
+  chol_.ForwardSolveInPlace(projected);
+  const double variance = std::max(k_ss - projected.squaredNorm(), 0.0);
+  absl::Status status = chol_.Append(border.col(0), corner);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("exact GP factor: ", status.message()));
+  }
+  log_det_gain_ += std::log1p(variance / ridge_);
+  history_x_.Append(point);
+  history_users_.push_back(user);
+  history_rewards_.push_back(reward);
+  alpha_dirty_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ExactGpPosterior::SetGreenFunction(std::shared_ptr<const GreenFunction> green) {
+  kernel_.set_green(std::move(green));
+  alpha_dirty_ = true;
+  const int64_t t = history_size();
+  if (t == 0) return absl::OkStatus();
+  Eigen::MatrixXd gram;
+  kernel_.Cross(history_x_.view(), history_users_, history_x_.view(), history_users_.data(),
+                &gram);
+  Eigen::MatrixXd identity_plus = gram / ridge_;
+  identity_plus.diagonal().array() += 1.0;
+  Eigen::LLT<Eigen::MatrixXd> gain(identity_plus);
+  log_det_gain_ = 2.0 * Eigen::MatrixXd(gain.matrixL()).diagonal().array().log().sum();
+  gram.diagonal().array() += ridge_;
+  return chol_.Reset(gram);
+}
+
+std::shared_ptr<const Scorer> ExactGpPosterior::Freeze() const {
+  return std::make_shared<FrozenScorer>(kernel_, Eigen::MatrixXd(history_x_.view()),
+                                        history_users_, Eigen::MatrixXd(chol_.matrix()), Alpha());
+}
+
+}  // namespace graphbandit

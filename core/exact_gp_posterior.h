@@ -1,0 +1,58 @@
+// The exact GP posterior (ALGORITHMS.md §0.4 and §1.6, the exact phase of LK-GP-UCB/TS):
+//   mean(s) = k_t(s)^T (K_t + lambda I)^-1 y,  variance(s) = K(s,s) - k_t(s)^T (K_t + lambda I)^-1 k_t(s)
+// kept as a Cholesky factor of K_t + lambda I that grows by one bordered row per observation
+// (O(t^2)); decisions cost O(candidates * t^2). Meant for small problems and as the oracle the
+// Nyström posterior is tested against.
+#ifndef GRAPHBANDIT_CORE_EXACT_GP_POSTERIOR_H_
+#define GRAPHBANDIT_CORE_EXACT_GP_POSTERIOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/linalg/cholesky_factor.h"
+#include "core/linalg/growable_columns.h"
+#include "core/multi_user_kernel.h"
+#include "core/posterior.h"
+
+namespace graphbandit {
+
+class ExactGpPosterior final : public Learner {
+ public:
+  ExactGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const GreenFunction> green,
+                   double ridge);
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override;
+  absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                       double reward) override;
+  absl::Status SetGreenFunction(std::shared_ptr<const GreenFunction> green) override;
+  std::shared_ptr<const Scorer> Freeze() const override;
+
+  int64_t history_size() const override { return history_x_.cols(); }
+  int64_t dictionary_size() const override { return 0; }
+
+  // log det(I + K_t / lambda), the information gain gamma_t of LK §1.3 (by the P4 recursion).
+  double LogDetGain() const { return log_det_gain_; }
+
+ private:
+  class FrozenScorer;
+  const Eigen::VectorXd& Alpha() const;  // (K_t + lambda I)^-1 y, cached
+
+  int dim_;
+  MultiUserKernel kernel_;
+  double ridge_;
+  GrowableColumns history_x_;
+  std::vector<int32_t> history_users_;
+  std::vector<double> history_rewards_;
+  CholeskyFactor chol_;  // K_t + lambda I
+  double log_det_gain_ = 0.0;
+  mutable Eigen::VectorXd alpha_;
+  mutable bool alpha_dirty_ = true;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_EXACT_GP_POSTERIOR_H_

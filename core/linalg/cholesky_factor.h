@@ -1,0 +1,73 @@
+// A lower-triangular Cholesky factor that can grow by one row and column and absorb rank-one
+// updates in O(m^2), without refactoring.
+//
+// The posterior states need exactly these two operations (ALGORITHMS.md §0.5, P2; and the
+// rank-one update behind EK-UCB's Sherman-Morrison step, done here on the factor instead of on
+// the inverse because the factor stays accurate over millions of updates while an explicitly
+// updated inverse drifts).
+#ifndef GRAPHBANDIT_CORE_LINALG_CHOLESKY_FACTOR_H_
+#define GRAPHBANDIT_CORE_LINALG_CHOLESKY_FACTOR_H_
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+
+namespace graphbandit {
+
+class CholeskyFactor {
+ public:
+  CholeskyFactor() = default;
+
+  // Factor of an explicit symmetric positive definite matrix (only its lower triangle is read).
+  // Fails with FailedPrecondition if the matrix is not numerically positive definite.
+  absl::Status Reset(const Eigen::Ref<const Eigen::MatrixXd>& a);
+  void Clear() { size_ = 0; }
+  // Drops trailing rows/columns; undoes Append calls (the leading block never changes).
+  void Truncate(int n) { size_ = n < size_ ? n : size_; }
+
+  int size() const { return size_; }
+
+  // The factor L (size x size, lower triangular) with L L^T = A.
+  Eigen::Block<const Eigen::MatrixXd> matrix() const {
+    return storage_.topLeftCorner(size_, size_);
+  }
+  auto lower() const { return matrix().triangularView<Eigen::Lower>(); }
+
+  // A <- [[A, b], [b^T, c]]. Requires the Schur complement c - b^T A^-1 b to exceed
+  // min_pivot_sq; otherwise returns FailedPrecondition and leaves the factor unchanged.
+  absl::Status Append(const Eigen::Ref<const Eigen::VectorXd>& b, double c,
+                      double min_pivot_sq = 0.0);
+
+  // A <- A + v v^T. Always succeeds for finite v.
+  void RankOneUpdate(Eigen::VectorXd v);
+
+  // A <- A - v v^T. Fails with FailedPrecondition (factor unchanged) if the result would not be
+  // positive definite.
+  absl::Status RankOneDowndate(Eigen::VectorXd v);
+
+  // x = L^-1 b, solved in place for a vector or for every column of a matrix.
+  template <typename Derived>
+  void ForwardSolveInPlace(Eigen::MatrixBase<Derived>& b) const {
+    lower().solveInPlace(b);
+  }
+  template <typename Derived>
+  void ForwardSolveInPlace(Eigen::MatrixBase<Derived>&& b) const {
+    lower().solveInPlace(b);
+  }
+
+  // x = A^-1 b.
+  Eigen::VectorXd Solve(const Eigen::Ref<const Eigen::VectorXd>& b) const;
+
+  // log det A.
+  double LogDeterminant() const;
+
+ private:
+  void Reserve(int n);
+
+  Eigen::MatrixXd storage_;  // capacity x capacity; only the leading size_ x size_ is live
+  int size_ = 0;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LINALG_CHOLESKY_FACTOR_H_

@@ -1,0 +1,356 @@
+#include "core/nystrom_posterior.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+namespace {
+
+// History is processed in blocks of this many points when the dictionary grows or is rebuilt.
+constexpr int kHistoryBlock = 2048;
+
+// The scoring formulas of the header, shared by the live learner and its frozen copies.
+void ScoreNystrom(const MultiUserKernel& kernel, double ridge,
+                  const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
+                  const std::vector<int32_t>& basis_users,
+                  const Eigen::Ref<const Eigen::MatrixXd>& chol_m,
+                  const Eigen::Ref<const Eigen::MatrixXd>& chol_zz, const Eigen::VectorXd& weights,
+                  int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                  Eigen::VectorXd* mean, Eigen::VectorXd* stddev) {
+  const Eigen::VectorXd prior = kernel.Diagonal(user, points);
+  if (basis_x.cols() == 0) {
+    *mean = Eigen::VectorXd::Zero(points.cols());
+    *stddev = prior.cwiseMax(0.0).cwiseSqrt();
+    return;
+  }
+  Eigen::MatrixXd kz;
+  kernel.CrossForUser(basis_x, basis_users, user, points, &kz);
+  mean->noalias() = kz.transpose() * weights;
+  Eigen::MatrixXd projected = kz;
+  chol_m.triangularView<Eigen::Lower>().solveInPlace(projected);
+  chol_zz.triangularView<Eigen::Lower>().solveInPlace(kz);
+  const Eigen::ArrayXd residual =
+      (prior.array() - kz.colwise().squaredNorm().transpose().array()).cwiseMax(0.0);
+  *stddev =
+      (ridge * projected.colwise().squaredNorm().transpose().array() + residual).sqrt().matrix();
+}
+
+}  // namespace
+
+struct NystromPosterior::Basis {
+  Eigen::MatrixXd x;
+  std::vector<int32_t> users;
+  Eigen::MatrixXd chol_zz;
+};
+
+class NystromPosterior::FrozenScorer final : public Scorer {
+ public:
+  FrozenScorer(MultiUserKernel kernel, double ridge, std::shared_ptr<const Basis> basis,
+               Eigen::MatrixXd chol_m, Eigen::VectorXd weights)
+      : kernel_(std::move(kernel)),
+        ridge_(ridge),
+        basis_(std::move(basis)),
+        chol_m_(std::move(chol_m)),
+        weights_(std::move(weights)) {}
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override {
+    ScoreNystrom(kernel_, ridge_, basis_->x, basis_->users, chol_m_, basis_->chol_zz, weights_,
+                 user, points, mean, stddev);
+  }
+
+ private:
+  MultiUserKernel kernel_;
+  double ridge_;
+  std::shared_ptr<const Basis> basis_;
+  Eigen::MatrixXd chol_m_;
+  Eigen::VectorXd weights_;
+};
+
+NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
+                                   std::shared_ptr<const GreenFunction> green,
+                                   const NystromOptions& options)
+    : dim_(dim),
+      kernel_(arm, std::move(green)),
+      options_(options),
+      rng_(options.seed),
+      history_x_(dim),
+      basis_x_(dim) {}
+
+void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                             Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
+  ScoreNystrom(kernel_, options_.ridge, basis_x_.view(), basis_users_, chol_m_.matrix(),
+               chol_zz_.matrix(), Weights(), user, points, mean, stddev);
+}
+
+const Eigen::VectorXd& NystromPosterior::Weights() const {
+  if (weights_dirty_) {
+    weights_ = dictionary_size() > 0 ? chol_m_.Solve(gamma_) : Eigen::VectorXd();
+    weights_dirty_ = false;
+  }
+  return weights_;
+}
+
+Eigen::VectorXd NystromPosterior::DictionaryColumn(int32_t user,
+                                                   const Eigen::Ref<const Eigen::VectorXd>& point,
+                                                   double* k_ss) const {
+  const GreenFunction::Column column = kernel_.green()->ColumnOf(user);
+  *k_ss = column.Diagonal() * kernel_.arm().Diagonal(point);
+  Eigen::MatrixXd cross;
+  kernel_.arm().Cross(basis_x_.view(), point, &cross);
+  Eigen::VectorXd kz(dictionary_size());
+  for (int j = 0; j < dictionary_size(); ++j) kz(j) = column.At(basis_users_[j]) * cross(j, 0);
+  return kz;
+}
+
+double NystromPosterior::KorsScore(int32_t user,
+                                   const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  double k_ss = 0.0;
+  Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);
+  double u = 0.0;
+  if (kz.size() > 0) {
+    chol_kors_.ForwardSolveInPlace(kz);
+    u = kz.squaredNorm();
+  }
+  const double r = std::max(k_ss - u, 0.0);
+  return (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+}
+
+uint64_t NystromPosterior::PointHash(int32_t user,
+                                     const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(user)) * 0x9E3779B97F4A7C15ULL;
+  for (Eigen::Index i = 0; i < point.size(); ++i) {
+    uint64_t bits;
+    const double value = point(i) == 0.0 ? 0.0 : point(i);  // -0.0 and 0.0 are the same point
+    std::memcpy(&bits, &value, sizeof bits);
+    h ^= bits + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+int NystromPosterior::FindDuplicate(int32_t user,
+                                    const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  auto it = basis_by_hash_.find(PointHash(user, point));
+  if (it == basis_by_hash_.end()) return -1;
+  for (int j : it->second) {
+    if (basis_users_[j] == user && basis_x_.col(j) == point) return j;
+  }
+  return -1;
+}
+
+absl::Status NystromPosterior::Observe(int32_t user,
+                                       const Eigen::Ref<const Eigen::VectorXd>& point,
+                                       double reward) {
+  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
+  if (point.size() != dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
+  }
+  if (!point.allFinite() || !std::isfinite(reward)) {
+    return absl::InvalidArgumentError("observation contains a non-finite value");
+  }
+  double k_ss = 0.0;
+  const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);
+  const int m = static_cast<int>(dictionary_size());
+
+  // KORS decision, on the dictionary as it was before this point (EK Algorithm 2, step 5).
+  double p = 1.0;
+  if (m > 0 && !force_accept_) {
+    Eigen::VectorXd b = kz;
+    chol_kors_.ForwardSolveInPlace(b);
+    const double r = std::max(k_ss - b.squaredNorm(), 0.0);
+    const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+    p = std::min(1.0, options_.kors_gamma * tau);
+  }
+  // Always draw, so that the stream position depends only on the number of observations.
+  const bool accept = rng_.Uniform() < p;
+  force_accept_ = false;
+
+  // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += y kz.
+  if (m > 0) {
+    chol_m_.RankOneUpdate(kz);
+    gamma_ += reward * kz;
+  }
+  history_x_.Append(point);
+  history_users_.push_back(user);
+  history_rewards_.push_back(reward);
+  weights_dirty_ = true;
+
+  if (!accept) return absl::OkStatus();
+  ++stats_.kors_accepted;
+  const int duplicate = FindDuplicate(user, point);
+  if (duplicate >= 0) {
+    // Same feature map as an existing dictionary point: its KORS weight grows by 1/p, i.e. the
+    // diagonal entry mu / w of K_ZZ + mu W^-1 shrinks (a rank-one downdate).
+    const double w_old = basis_weights_[duplicate];
+    const double w_new = w_old + 1.0 / p;
+    Eigen::VectorXd v = Eigen::VectorXd::Zero(m);
+    v(duplicate) = std::sqrt(options_.kors_mu * (1.0 / w_old - 1.0 / w_new));
+    if (!chol_kors_.RankOneDowndate(v).ok()) {
+      // Cannot happen in exact arithmetic (the matrix stays positive definite); refactor.
+      Eigen::MatrixXd kzz;
+      kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
+      basis_weights_[duplicate] = w_new;
+      kzz.diagonal().array() +=
+          options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), m);
+      return chol_kors_.Reset(kzz);
+    }
+    basis_weights_[duplicate] = w_new;
+    ++stats_.merged_duplicates;
+    return absl::OkStatus();
+  }
+  if (m >= options_.max_dictionary_size) {
+    ++stats_.skipped_full;
+    return absl::OkStatus();
+  }
+  return GrowDictionary(history_size() - 1, kz, k_ss, p);
+}
+
+absl::Status NystromPosterior::GrowDictionary(int64_t index, const Eigen::VectorXd& kz,
+                                              double k_ss, double p) {
+  const int m = static_cast<int>(dictionary_size());
+  const Eigen::VectorXd z = history_x_.col(index);
+  const int32_t z_user = history_users_[index];
+
+  // K_ZZ grows first: its Schur complement is z's Nyström residual, which the guard checks.
+  const double min_residual = options_.min_relative_residual * k_ss;
+  if (!chol_zz_.Append(kz, k_ss, min_residual).ok()) {
+    ++stats_.skipped_dependent;
+    return absl::OkStatus();
+  }
+  const double residual =
+      chol_zz_.matrix()(m, m) * chol_zz_.matrix()(m, m);  // Schur complement of K_ZZ
+
+  // Border of M over the whole history, which already contains z (EK §4.6, step 7).
+  Eigen::VectorXd border = Eigen::VectorXd::Zero(m);
+  double corner = 0.0, gamma_new = 0.0;
+  const std::vector<int32_t> z_users = {z_user};
+  const int64_t t = history_size();
+  for (int64_t start = 0; start < t; start += kHistoryBlock) {
+    const int64_t len = std::min<int64_t>(kHistoryBlock, t - start);
+    const auto block = history_x_.view().middleCols(start, len);
+    const int32_t* block_users = history_users_.data() + start;
+    Eigen::MatrixXd k_zs;  // 1 x len
+    kernel_.Cross(z, z_users, block, block_users, &k_zs);
+    const auto rewards = Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + start, len);
+    corner += k_zs.row(0).squaredNorm();
+    gamma_new += k_zs.row(0).dot(rewards);
+    if (m > 0) {
+      Eigen::MatrixXd k_bs;  // m x len
+      kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
+      border.noalias() += k_bs * k_zs.row(0).transpose();
+    }
+  }
+  border += options_.ridge * kz;
+  corner += options_.ridge * k_ss;
+  // The Schur complement of M is at least lambda * residual in exact arithmetic.
+  if (!chol_m_.Append(border, corner, 1e-3 * options_.ridge * residual).ok()) {
+    chol_zz_.Truncate(m);
+    ++stats_.skipped_dependent;
+    return absl::OkStatus();
+  }
+  // KORS matrix K_ZZ + mu W^-1 with the new point's weight w = 1/p.
+  absl::Status status = chol_kors_.Append(kz, k_ss + options_.kors_mu * p);
+  if (!status.ok()) {
+    chol_zz_.Truncate(m);
+    chol_m_.Truncate(m);
+    return absl::InternalError(absl::StrCat("KORS factor lost definiteness: ", status.message()));
+  }
+  gamma_.conservativeResize(m + 1);
+  gamma_(m) = gamma_new;
+  basis_x_.Append(z);
+  basis_users_.push_back(z_user);
+  basis_weights_.push_back(1.0 / p);
+  basis_by_hash_[PointHash(z_user, z)].push_back(m);
+  weights_dirty_ = true;
+  basis_snapshot_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::SetGreenFunction(std::shared_ptr<const GreenFunction> green) {
+  kernel_.set_green(std::move(green));
+  basis_snapshot_.reset();
+  weights_dirty_ = true;
+  const int m = static_cast<int>(dictionary_size());
+  if (m == 0) return absl::OkStatus();
+
+  // Re-admit the dictionary in order under the new kernel, dropping points that became
+  // (numerically) dependent, with the same guard as growth.
+  Eigen::MatrixXd kzz_all;
+  kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz_all);
+  std::vector<int> kept;
+  chol_zz_.Clear();
+  for (int j = 0; j < m; ++j) {
+    Eigen::VectorXd border(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) border(i) = kzz_all(kept[i], j);
+    if (chol_zz_.Append(border, kzz_all(j, j), options_.min_relative_residual * kzz_all(j, j))
+            .ok()) {
+      kept.push_back(j);
+    }
+  }
+  if (static_cast<int>(kept.size()) < m) {
+    stats_.skipped_dependent += m - static_cast<int>(kept.size());
+    basis_x_.Select(kept);
+    std::vector<int32_t> users;
+    std::vector<double> weights;
+    for (int j : kept) {
+      users.push_back(basis_users_[j]);
+      weights.push_back(basis_weights_[j]);
+    }
+    basis_users_ = std::move(users);
+    basis_weights_ = std::move(weights);
+  }
+  basis_by_hash_.clear();
+  for (int j = 0; j < static_cast<int>(kept.size()); ++j) {
+    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
+  }
+  const int mk = static_cast<int>(kept.size());
+  Eigen::MatrixXd kzz(mk, mk);
+  for (int a = 0; a < mk; ++a) {
+    for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
+  }
+
+  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS Y from the history.
+  Eigen::MatrixXd m_matrix = options_.ridge * kzz;
+  gamma_ = Eigen::VectorXd::Zero(mk);
+  const int64_t t = history_size();
+  for (int64_t start = 0; start < t; start += kHistoryBlock) {
+    const int64_t len = std::min<int64_t>(kHistoryBlock, t - start);
+    Eigen::MatrixXd k_bs;
+    kernel_.Cross(basis_x_.view(), basis_users_, history_x_.view().middleCols(start, len),
+                  history_users_.data() + start, &k_bs);
+    m_matrix.selfadjointView<Eigen::Lower>().rankUpdate(k_bs);
+    gamma_.noalias() +=
+        k_bs * Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + start, len);
+  }
+  absl::Status status = chol_m_.Reset(m_matrix);  // reads the lower triangle
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("rebuilding the Nyström factor: ", status.message()));
+  }
+  Eigen::MatrixXd kors = kzz;
+  kors.diagonal().array() +=
+      options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), mk);
+  return chol_kors_.Reset(kors);
+}
+
+std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot() const {
+  if (basis_snapshot_ == nullptr) {
+    auto basis = std::make_shared<Basis>();
+    basis->x = basis_x_.view();
+    basis->users = basis_users_;
+    basis->chol_zz = chol_zz_.matrix();
+    basis_snapshot_ = std::move(basis);
+  }
+  return basis_snapshot_;
+}
+
+std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
+  return std::make_shared<FrozenScorer>(kernel_, options_.ridge, BasisSnapshot(),
+                                        Eigen::MatrixXd(chol_m_.matrix()), Weights());
+}
+
+}  // namespace graphbandit

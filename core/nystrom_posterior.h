@@ -1,0 +1,142 @@
+// EK-UCB's incremental Nyström posterior with KORS dictionary growth (ALGORITHMS.md §4.4-4.6,
+// from "Efficient Kernel UCB for Contextual Bandits"), over any kernel and in particular over
+// the Laplacian multi-user kernel (our combination of that paper with the Laplacian Kernelized
+// Bandit paper).
+//
+// With dictionary Z (m points) and history S (t points, rewards Y), the projected ridge
+// regression gives, for a point s with kz = K_Z(s) and k_ss = K(s,s):
+//
+//   mean(s)     = kz^T M^-1 Gamma,                 M = K_ZS K_SZ + lambda K_ZZ,  Gamma = K_ZS Y
+//   variance(s) = lambda kz^T M^-1 kz + (k_ss - kz^T K_ZZ^-1 kz)
+//
+// which is lambda times EK's sigma~^2, i.e. the GP-posterior variance with noise variance
+// lambda; with Z = S it equals the exact GP posterior. Instead of EK's explicit inverses we keep
+// Cholesky factors of M, K_ZZ and the KORS matrix K_ZZ + mu W^-1, updated in O(m^2) per reward
+// (rank-one update of M) and bordered when Z grows. Both variance terms are then sums of
+// squares, so round-off cannot make them negative.
+//
+// KORS (EK eq. 41, the paper's formula, not the reference code's): an observed point joins Z
+// with probability p = min(1, gamma * tau), tau = (1+eps)(k_ss - u)/(k_ss - u + mu),
+// u = kz^T (K_ZZ + mu W^-1)^-1 kz, where W holds each dictionary point's weight 1/p. Two
+// deliberate refinements, both documented in the README:
+//  * an accepted point identical to a dictionary point (same user, same features) adds its
+//    weight 1/p to that point instead of a second copy: the weighted KORS operator
+//    sum_z phi_z phi_z^T / p_z is unchanged, and K_ZZ stays non-singular;
+//  * an accepted point whose Nyström residual k_ss - kz^T K_ZZ^-1 kz is below
+//    min_relative_residual * k_ss is not added (it would not change the span, only the
+//    conditioning).
+// The first observation always seeds the dictionary (EK's initialisation).
+//
+// Memory: the history (t points) plus O(m^2). K_ZS is not stored; the border a growth step
+// needs is recomputed from the history in blocked matrix products, O(t m d) per growth.
+#ifndef GRAPHBANDIT_CORE_NYSTROM_POSTERIOR_H_
+#define GRAPHBANDIT_CORE_NYSTROM_POSTERIOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/linalg/cholesky_factor.h"
+#include "core/linalg/growable_columns.h"
+#include "core/multi_user_kernel.h"
+#include "core/posterior.h"
+#include "core/random.h"
+
+namespace graphbandit {
+
+struct NystromOptions {
+  double ridge = 0.1;          // lambda
+  double kors_mu = 0.1;        // mu
+  double kors_epsilon = 0.5;   // eps
+  double kors_gamma = 1.0;     // gamma
+  int max_dictionary_size = 1000;
+  double min_relative_residual = 1e-8;
+  uint64_t seed = 1;           // KORS coin flips
+};
+
+// Counters describing how the dictionary evolved.
+struct NystromStats {
+  int64_t kors_accepted = 0;      // coin flips that came up "add"
+  int64_t merged_duplicates = 0;  // accepted points merged into an identical dictionary point
+  int64_t skipped_dependent = 0;  // accepted points refused by the residual guard
+  int64_t skipped_full = 0;       // accepted points refused because Z was at its cap
+};
+
+class NystromPosterior final : public Learner {
+ public:
+  NystromPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const GreenFunction> green,
+                   const NystromOptions& options);
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override;
+  absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                       double reward) override;
+  absl::Status SetGreenFunction(std::shared_ptr<const GreenFunction> green) override;
+  std::shared_ptr<const Scorer> Freeze() const override;
+
+  int64_t history_size() const override { return history_x_.cols(); }
+  int64_t dictionary_size() const override { return basis_x_.cols(); }
+  const NystromStats& stats() const { return stats_; }
+
+  // Leverage estimate tau (before gamma and the cap at 1) that KORS would give `point` now.
+  double KorsScore(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  // Dictionary contents, for tests and introspection.
+  Eigen::MatrixXd dictionary_points() const { return basis_x_.view(); }
+  const std::vector<int32_t>& dictionary_users() const { return basis_users_; }
+  const std::vector<double>& dictionary_weights() const { return basis_weights_; }
+
+  // Forces the next Observe to add its point to the dictionary with probability p = 1 (used by
+  // tests that need a full dictionary).
+  void set_force_accept(bool force) { force_accept_ = force; }
+
+ private:
+  struct Basis;  // immutable dictionary snapshot shared with frozen scorers
+  class FrozenScorer;
+
+  // K_Z(s) for one point.
+  Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                                   double* k_ss) const;
+  // Adds history point `index` to the dictionary with weight 1/p (the history already holds it).
+  absl::Status GrowDictionary(int64_t index, const Eigen::VectorXd& kz, double k_ss, double p);
+  // (K_ZS K_SZ, K_ZS Y) or, for a single new point z, (K_ZS k_S(z), k_S(z)^T k_S(z),
+  // k_S(z)^T Y), computed over the history in blocks.
+  void HistoryProducts(const Eigen::Ref<const Eigen::MatrixXd>& points,
+                       const std::vector<int32_t>& users, Eigen::MatrixXd* gram,
+                       Eigen::VectorXd* gamma) const;
+  int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  const Eigen::VectorXd& Weights() const;  // M^-1 Gamma, cached
+  std::shared_ptr<const Basis> BasisSnapshot() const;
+
+  int dim_;
+  MultiUserKernel kernel_;
+  NystromOptions options_;
+  Rng rng_;
+  bool force_accept_ = false;
+  NystromStats stats_;
+
+  GrowableColumns history_x_;
+  std::vector<int32_t> history_users_;
+  std::vector<double> history_rewards_;
+
+  GrowableColumns basis_x_;
+  std::vector<int32_t> basis_users_;
+  std::vector<double> basis_weights_;  // W: sum of 1/p over merged KORS acceptances
+  absl::flat_hash_map<uint64_t, std::vector<int>> basis_by_hash_;
+
+  CholeskyFactor chol_m_;     // M = K_ZS K_SZ + lambda K_ZZ
+  CholeskyFactor chol_zz_;    // K_ZZ
+  CholeskyFactor chol_kors_;  // K_ZZ + mu W^-1
+  Eigen::VectorXd gamma_;     // K_ZS Y
+
+  mutable Eigen::VectorXd weights_;
+  mutable bool weights_dirty_ = true;
+  mutable std::shared_ptr<const Basis> basis_snapshot_;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_NYSTROM_POSTERIOR_H_

@@ -1,0 +1,46 @@
+// Interfaces between the posterior states and their users (the model, the simulator).
+//
+// A Learner owns the mutable state and is driven by a single writer. Freeze() hands out an
+// immutable Scorer that any number of threads may use while the learner moves on; this is how
+// decisions never wait for learning. Points are scaled joint inputs (see FeatureScaling), one
+// per column; all points of one Score call belong to the same user.
+#ifndef GRAPHBANDIT_CORE_POSTERIOR_H_
+#define GRAPHBANDIT_CORE_POSTERIOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "core/green_function.h"
+
+namespace graphbandit {
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // Posterior mean and standard deviation of f(point, user) for every column of `points`.
+  // `user` may be kUnknownUser (a user with no data and no edges: the prior).
+  virtual void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                     Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const = 0;
+};
+
+class Learner : public Scorer {
+ public:
+  // Learns reward y at (point, user); user must be a registered index (>= 0).
+  virtual absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                               double reward) = 0;
+  // Switches to a new user kernel (after a graph edit) and recomputes every cached quantity
+  // from the stored history. The result depends only on the history and the new kernel.
+  virtual absl::Status SetGreenFunction(std::shared_ptr<const GreenFunction> green) = 0;
+  // An immutable copy of what scoring needs, safe to share across threads.
+  virtual std::shared_ptr<const Scorer> Freeze() const = 0;
+
+  virtual int64_t history_size() const = 0;
+  virtual int64_t dictionary_size() const = 0;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_POSTERIOR_H_

@@ -1,0 +1,106 @@
+// The bordered-append and rank-one primitives (ALGORITHMS.md §0.5 P2/P3, §6.3 item 1) against
+// factorising from scratch.
+#include "core/linalg/cholesky_factor.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/test_util.h"
+
+namespace graphbandit {
+namespace {
+
+using testing::RandomMatrix;
+using testing::RandomSpd;
+using testing::RelativeError;
+
+Eigen::MatrixXd Dense(const CholeskyFactor& f) {
+  const Eigen::MatrixXd l = f.matrix();
+  return l * l.transpose();
+}
+
+TEST(CholeskyFactorTest, AppendMatchesFactorisingTheBorderedMatrix) {
+  Rng rng(7);
+  const int n = 120;
+  const Eigen::MatrixXd a = RandomSpd(n, rng, 1e4);
+  CholeskyFactor grown;
+  for (int k = 0; k < n; ++k) {
+    ASSERT_TRUE(grown.Append(a.col(k).head(k), a(k, k)).ok()) << "row " << k;
+  }
+  Eigen::LLT<Eigen::MatrixXd> reference(a);
+  EXPECT_LT(RelativeError(grown.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
+  EXPECT_LT(RelativeError(Dense(grown), a), 1e-12);
+  // Strict upper triangle of the exposed factor is exactly zero.
+  EXPECT_EQ(grown.matrix().triangularView<Eigen::StrictlyUpper>().toDenseMatrix().norm(), 0.0);
+}
+
+TEST(CholeskyFactorTest, AppendRefusesADependentRowAndLeavesTheFactorUnchanged) {
+  Rng rng(3);
+  const Eigen::MatrixXd basis = RandomMatrix(5, 4, rng);
+  const Eigen::MatrixXd gram = basis.transpose() * basis;  // rank 4, positive definite
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(gram).ok());
+  const Eigen::MatrixXd before = f.matrix();
+  // A new column equal to the first one: Schur complement 0.
+  EXPECT_FALSE(f.Append(gram.col(0), gram(0, 0), 1e-12).ok());
+  EXPECT_EQ(f.size(), 4);
+  EXPECT_EQ(f.matrix(), before);
+}
+
+TEST(CholeskyFactorTest, RankOneUpdatesMatchRefactorisationOverManySteps) {
+  Rng rng(11);
+  const int n = 60;
+  Eigen::MatrixXd a = RandomSpd(n, rng, 1e3);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a).ok());
+  for (int step = 0; step < 2000; ++step) {
+    const Eigen::VectorXd v = RandomMatrix(n, 1, rng);
+    a += v * v.transpose();
+    f.RankOneUpdate(v);
+  }
+  Eigen::LLT<Eigen::MatrixXd> reference(a);
+  EXPECT_LT(RelativeError(f.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
+}
+
+TEST(CholeskyFactorTest, DowndateUndoesUpdateAndRefusesIndefiniteResults) {
+  Rng rng(5);
+  const int n = 30;
+  const Eigen::MatrixXd a = RandomSpd(n, rng, 10.0);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a).ok());
+  const Eigen::VectorXd v = RandomMatrix(n, 1, rng);
+  f.RankOneUpdate(v);
+  ASSERT_TRUE(f.RankOneDowndate(v).ok());
+  EXPECT_LT(RelativeError(Dense(f), a), 1e-12);
+
+  // Removing more than is there must fail and leave the factor as it was.
+  const Eigen::MatrixXd before = f.matrix();
+  Eigen::VectorXd too_big = Eigen::VectorXd::Zero(n);
+  too_big(3) = 2.0 * std::sqrt(a(3, 3));
+  EXPECT_FALSE(f.RankOneDowndate(too_big).ok());
+  EXPECT_EQ(f.matrix(), before);
+}
+
+TEST(CholeskyFactorTest, SolveAndLogDeterminant) {
+  Rng rng(9);
+  const int n = 40;
+  const Eigen::MatrixXd a = RandomSpd(n, rng, 1e3);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a).ok());
+  const Eigen::VectorXd b = RandomMatrix(n, 1, rng);
+  EXPECT_LT(RelativeError(f.Solve(b), a.fullPivLu().solve(b)), 1e-10);
+  EXPECT_NEAR(f.LogDeterminant(), std::log(a.determinant()), 1e-9);
+}
+
+TEST(CholeskyFactorTest, TruncateUndoesAppend) {
+  Rng rng(2);
+  const Eigen::MatrixXd a = RandomSpd(6, rng);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a.topLeftCorner(5, 5)).ok());
+  const Eigen::MatrixXd before = f.matrix();
+  ASSERT_TRUE(f.Append(a.col(5).head(5), a(5, 5)).ok());
+  f.Truncate(5);
+  EXPECT_EQ(f.matrix(), before);
+}
+
+}  // namespace
+}  // namespace graphbandit

@@ -1,0 +1,39 @@
+// Helpers shared by the unit tests: random problems and relative-error comparisons.
+#ifndef GRAPHBANDIT_TESTS_TEST_UTIL_H_
+#define GRAPHBANDIT_TESTS_TEST_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+
+#include <Eigen/Dense>
+
+#include "core/random.h"
+
+namespace graphbandit::testing {
+
+inline Eigen::MatrixXd RandomMatrix(int rows, int cols, Rng& rng) {
+  Eigen::MatrixXd m(rows, cols);
+  for (int j = 0; j < cols; ++j) {
+    for (int i = 0; i < rows; ++i) m(i, j) = rng.Normal();
+  }
+  return m;
+}
+
+// A random symmetric positive definite matrix with condition number around `spread`.
+inline Eigen::MatrixXd RandomSpd(int n, Rng& rng, double spread = 100.0) {
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(RandomMatrix(n, n, rng));
+  const Eigen::MatrixXd q = qr.householderQ();
+  Eigen::VectorXd eigenvalues(n);
+  for (int i = 0; i < n; ++i) eigenvalues(i) = std::pow(spread, rng.Uniform());
+  return q * eigenvalues.asDiagonal() * q.transpose();
+}
+
+// max |a - b| / max(|b|_inf, floor): relative error in the sup norm.
+inline double RelativeError(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
+                            double floor = 1e-300) {
+  return (a - b).cwiseAbs().maxCoeff() / std::max(b.cwiseAbs().maxCoeff(), floor);
+}
+
+}  // namespace graphbandit::testing
+
+#endif  // GRAPHBANDIT_TESTS_TEST_UTIL_H_
