@@ -1,0 +1,73 @@
+// The state-changing operations of a model. Each is one record in the model's append-only log
+// (core/storage); replaying the records in order rebuilds the model exactly, because every
+// operation is applied by a single writer in log order and the learner's only randomness (the
+// KORS coin flips) comes from a seeded stream.
+#ifndef GRAPHBANDIT_CORE_MODEL_OPS_H_
+#define GRAPHBANDIT_CORE_MODEL_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace graphbandit {
+
+// Fixes the feature dimensions of a model whose configuration left them open.
+struct FixDimensionsOp {
+  int32_t context_dim = 0;
+  int32_t arm_dim = 0;
+};
+
+struct AddUsersOp {
+  std::vector<std::string> users;
+};
+
+struct EdgeEdit {
+  std::string user_a;
+  std::string user_b;
+  double weight = 1.0;
+};
+
+// Adds edges or replaces their weights.
+struct SetEdgesOp {
+  std::vector<EdgeEdit> edges;
+};
+
+struct RemoveEdgesOp {
+  std::vector<std::pair<std::string, std::string>> pairs;
+};
+
+// One learned reward: the user, the raw (unscaled) context and arm features, the reward, and
+// for auditing the decision it came from.
+struct ObserveOp {
+  std::string event_id;
+  std::string arm_id;
+  std::string user;
+  std::vector<double> context;
+  std::vector<double> features;
+  double reward = 0.0;
+};
+
+using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp>;
+
+// Log record types (never reuse a number; 0 is invalid in the log format).
+enum class OpType : uint8_t {
+  kFixDimensions = 1,
+  kAddUsers = 2,
+  kSetEdges = 3,
+  kRemoveEdges = 4,
+  kObserve = 5,
+};
+
+OpType TypeOf(const ModelOp& op);
+std::string EncodeOp(const ModelOp& op);
+// Fails with DataLoss on a malformed payload or an unknown type.
+absl::StatusOr<ModelOp> DecodeOp(uint8_t type, absl::string_view payload);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_OPS_H_

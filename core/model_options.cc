@@ -1,0 +1,90 @@
+#include "core/model_options.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+
+absl::string_view PolicyName(PolicyKind policy) {
+  switch (policy) {
+    case PolicyKind::kEkUcb:
+      return "EK_UCB";
+    case PolicyKind::kEkTs:
+      return "EK_TS";
+    case PolicyKind::kGpUcb:
+      return "GP_UCB";
+    case PolicyKind::kGpTs:
+      return "GP_TS";
+  }
+  return "UNKNOWN";
+}
+
+bool IsValidModelName(absl::string_view name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateModelOptions(const ModelOptions& o) {
+  auto positive = [&o](double value, absl::string_view field) -> absl::Status {
+    if (std::isfinite(value) && value > 0.0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": %s must be a finite number > 0, got %g", o.name, field, value));
+  };
+  if (!IsValidModelName(o.name)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model name \"%s\" must be 1..64 characters from [A-Za-z0-9_.-]", o.name));
+  }
+  for (auto [value, field] : {std::pair<double, absl::string_view>{o.kernel_variance, "arm_kernel.variance"},
+                              {o.arm_lengthscale, "arm_kernel.arm_lengthscale"},
+                              {o.context_lengthscale, "arm_kernel.context_lengthscale"},
+                              {o.rho, "graph.rho"},
+                              {o.ridge, "ridge"},
+                              {o.effective_kors_mu(), "nystrom.kors_mu"},
+                              {o.kors_epsilon, "nystrom.kors_epsilon"},
+                              {o.kors_gamma, "nystrom.kors_gamma"},
+                              {o.reward_bound, "limits.reward_bound"}}) {
+    if (absl::Status s = positive(value, field); !s.ok()) return s;
+  }
+  if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));
+  }
+  auto at_least_one = [&o](int64_t value, absl::string_view field) -> absl::Status {
+    if (value >= 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": %s must be >= 1, got %d", o.name, field, value));
+  };
+  for (auto [value, field] : {std::pair<int64_t, absl::string_view>{o.max_dictionary_size, "nystrom.max_dictionary_size"},
+                              {o.exact_max_observations, "exact_gp.max_observations"},
+                              {o.max_candidates, "limits.max_candidates"},
+                              {o.max_feature_dim, "limits.max_feature_dim"},
+                              {o.max_users, "limits.max_users"},
+                              {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
+                              {o.max_decisions, "ledger.max_decisions"}}) {
+    if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
+  }
+  if (o.reward_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": ledger.reward_window_seconds must be >= 1", o.name));
+  }
+  if (o.arm_dim == 0 && o.context_dim != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": context_dim is set but arm_feature_dim is 0; set both, or neither to let "
+        "the first request fix them", o.name));
+  }
+  if (o.arm_dim < 0 || o.context_dim < 0 || o.arm_dim > o.max_feature_dim ||
+      o.context_dim > o.max_feature_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": feature dimensions must be within 0..limits.max_feature_dim (%d)", o.name,
+        o.max_feature_dim));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,73 @@
+// Everything that defines one model, in core's own terms (the server maps its protobuf
+// configuration onto this; see server/config.cc). Defaults are the documented defaults of
+// proto/graphbandit/v1/config.proto.
+#ifndef GRAPHBANDIT_CORE_MODEL_OPTIONS_H_
+#define GRAPHBANDIT_CORE_MODEL_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/arm_kernel.h"
+
+namespace graphbandit {
+
+enum class PolicyKind { kEkUcb, kEkTs, kGpUcb, kGpTs };
+
+absl::string_view PolicyName(PolicyKind policy);
+
+struct ModelOptions {
+  std::string name = "default";
+  PolicyKind policy = PolicyKind::kEkUcb;
+
+  KernelType kernel = KernelType::kRbf;
+  double kernel_variance = 1.0;
+  double arm_lengthscale = 1.0;
+  double context_lengthscale = 1.0;
+
+  double rho = 0.1;             // Laplacian regulariser of the user kernel
+  std::string edge_list_file;   // applied as an AddEdges at every start
+  double ridge = 0.1;           // lambda, the GP noise variance
+  double exploration = 1.0;     // beta (UCB) or nu (Thompson sampling)
+
+  double kors_mu = 0.0;         // 0: use ridge
+  double kors_epsilon = 0.5;
+  double kors_gamma = 1.0;
+  int max_dictionary_size = 1000;
+  int exact_max_observations = 20000;
+
+  // arm_dim > 0 fixes the dimensions; arm_dim == 0 (and context_dim == 0) lets the model's
+  // first valid decision fix them.
+  int context_dim = 0;
+  int arm_dim = 0;
+  uint64_t seed = 1;
+
+  int max_candidates = 1000;
+  int max_feature_dim = 4096;
+  int64_t max_users = 10'000'000;
+  double reward_bound = 1e9;
+  int max_graph_edits_per_call = 100'000;
+
+  absl::Duration reward_window = absl::Hours(24);
+  int64_t max_decisions = 1'000'000;
+
+  bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
+  double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
+};
+
+// Checks ranges (positive length-scales, rho, ridge...). Messages name the field.
+absl::Status ValidateModelOptions(const ModelOptions& options);
+
+// Model names double as directory names: 1..64 characters from [A-Za-z0-9_.-], not "." or "..".
+bool IsValidModelName(absl::string_view name);
+
+// Ids (users, arms): 1..256 bytes.
+inline constexpr size_t kMaxIdBytes = 256;
+// Client event ids: 1..128 printable ASCII characters.
+inline constexpr size_t kMaxEventIdBytes = 128;
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_OPTIONS_H_

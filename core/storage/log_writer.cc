@@ -1,0 +1,243 @@
+#include "core/storage/log_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/storage/crc32c.h"
+#include "core/storage/log_format.h"
+
+namespace graphbandit::storage {
+namespace {
+
+// Keeping a buffer that once held a 64 MiB record would pin that memory for
+// the life of the writer; above this size it is released after each append.
+constexpr size_t kMaxRetainedBuffer = 1 << 20;
+
+// glibc gives the GNU strerror_r (returns char*) under _GNU_SOURCE, which g++
+// defines; the overloads keep this compiling against the XSI variant too.
+[[maybe_unused]] const char* PickStrError(int rc, const char* buf) {
+  return rc == 0 ? buf : "unknown error";
+}
+[[maybe_unused]] const char* PickStrError(const char* msg, const char*) {
+  return msg;
+}
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  buf[0] = '\0';
+  return absl::StrFormat("%s (errno %d)",
+                         PickStrError(strerror_r(err, buf, sizeof(buf)), buf),
+                         err);
+}
+
+absl::Status OsError(int err, absl::string_view what, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+void CloseQuietly(int fd) {
+  // On Linux the descriptor is released even if close() reports EINTR, so
+  // retrying could close an unrelated descriptor opened meanwhile.
+  if (fd >= 0) (void)::close(fd);
+}
+
+std::string ParentDir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// A new file is only durable once the directory entry naming it is.
+absl::Status SyncParentDir(const std::string& path) {
+  const std::string dir = ParentDir(path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return OsError(errno, "open directory", dir);
+  absl::Status status;
+  if (::fsync(fd) != 0) status = OsError(errno, "fsync directory", dir);
+  CloseQuietly(fd);
+  return status;
+}
+
+// Writes all of [data, data+n) or returns the errno of the failure.
+int WriteFully(int fd, const char* data, size_t n, size_t* written) {
+  *written = 0;
+  while (*written < n) {
+    const ssize_t r = ::write(fd, data + *written, n - *written);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) return EIO;  // Not expected for regular files; avoid spinning.
+    *written += static_cast<size_t>(r);
+  }
+  return 0;
+}
+
+// Checks the first bytes of an existing, non-empty log. Uses its own read-only
+// descriptor because the append descriptor is write-only.
+absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
+  if (file_size < kLogMagicSize) {
+    return absl::DataLossError(absl::StrFormat(
+        "log %s is %d bytes, shorter than its %d-byte magic; run RecoverLog "
+        "before opening it for writing",
+        path, file_size, kLogMagicSize));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return OsError(errno, "open for reading", path);
+  char magic[kLogMagicSize];
+  size_t got = 0;
+  int err = 0;
+  while (got < sizeof(magic)) {
+    const ssize_t r = ::pread(fd, magic + got, sizeof(magic) - got,
+                              static_cast<off_t>(got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      break;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  CloseQuietly(fd);
+  if (err != 0) return OsError(err, "read magic of", path);
+  if (got != sizeof(magic) ||
+      absl::string_view(magic, sizeof(magic)) != kLogMagic) {
+    return absl::DataLossError(
+        absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(
+    const std::string& path) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return OsError(errno, "open log", path);
+
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    CloseQuietly(fd);
+    return OsError(err, "stat log", path);
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  if (size == 0) {
+    size_t written = 0;
+    int err = WriteFully(fd, kLogMagic.data(), kLogMagic.size(), &written);
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    if (err != 0) {
+      CloseQuietly(fd);
+      return absl::DataLossError(absl::StrFormat(
+          "writing magic to new log %s: %s", path, ErrnoText(err)));
+    }
+    size = kLogMagicSize;
+    // Covers the file we just created and also an empty file left by a crash
+    // during an earlier creation, whose directory entry may never have been
+    // synced either.
+    if (absl::Status s = SyncParentDir(path); !s.ok()) {
+      CloseQuietly(fd);
+      return s;
+    }
+  } else if (absl::Status s = VerifyMagic(path, size); !s.ok()) {
+    CloseQuietly(fd);
+    return s;
+  }
+  return std::unique_ptr<LogWriter>(new LogWriter(path, fd, size));
+}
+
+LogWriter::LogWriter(std::string path, int fd, uint64_t size)
+    : path_(std::move(path)), fd_(fd), size_(size) {}
+
+LogWriter::~LogWriter() { CloseQuietly(fd_); }
+
+absl::Status LogWriter::Poison(absl::Status status) {
+  if (failed_.ok()) failed_ = std::move(status);
+  return failed_;
+}
+
+absl::Status LogWriter::CheckUsable() const {
+  if (!failed_.ok()) return failed_;
+  if (fd_ < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("log ", path_, " is closed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  if (type == kInvalidRecordType) {
+    return absl::InvalidArgumentError("log record type 0 is reserved");
+  }
+  if (payload.size() > kMaxRecordPayload) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "log record payload of %d bytes exceeds the %d-byte limit",
+        payload.size(), kMaxRecordPayload));
+  }
+
+  const uint32_t length = static_cast<uint32_t>(payload.size());
+  const char type_byte = static_cast<char>(type);
+  uint32_t crc = Crc32cExtend(0, &type_byte, 1);
+  crc = Mask(Crc32cExtend(crc, payload.data(), payload.size()));
+
+  // One buffer, one write loop: with O_APPEND a single write() places the
+  // record contiguously, and a crash can leave at most a prefix of it.
+  buf_.clear();
+  buf_.reserve(kLogHeaderSize + payload.size());
+  char header[kLogHeaderSize];
+  for (int i = 0; i < 4; ++i) {
+    header[i] = static_cast<char>((crc >> (8 * i)) & 0xffu);
+    header[4 + i] = static_cast<char>((length >> (8 * i)) & 0xffu);
+  }
+  header[8] = type_byte;
+  buf_.append(header, sizeof(header));
+  buf_.append(payload.data(), payload.size());
+
+  size_t written = 0;
+  const int err = WriteFully(fd_, buf_.data(), buf_.size(), &written);
+  size_ += written;
+  if (buf_.capacity() > kMaxRetainedBuffer) std::string().swap(buf_);
+  if (err != 0) {
+    return Poison(absl::DataLossError(absl::StrFormat(
+        "append to log %s failed after %d of %d bytes at offset %d: %s; the "
+        "log may end in a partial record and must be recovered before reuse",
+        path_, written, kLogHeaderSize + payload.size(), size_ - written,
+        ErrnoText(err))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::Sync() {
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  if (::fdatasync(fd_) != 0) {
+    const int err = errno;
+    return Poison(absl::DataLossError(absl::StrFormat(
+        "fdatasync of log %s failed: %s; appended records may not be durable",
+        path_, ErrnoText(err))));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogWriter::Close() {
+  if (fd_ < 0) return absl::OkStatus();
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 && errno != EINTR) {
+    const int err = errno;
+    return Poison(absl::DataLossError(absl::StrFormat(
+        "close of log %s failed: %s", path_, ErrnoText(err))));
+  }
+  return failed_;
+}
+
+}  // namespace graphbandit::storage

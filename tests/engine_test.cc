@@ -1,0 +1,528 @@
+// The service semantics in-process (core/engine.h): validation, event ids and retries, the
+// reward join, the ledger's bounds, graph administration, persistence and replay.
+#include "core/engine.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace graphbandit {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A request that owns its data (DecisionRequest only holds views).
+struct OwnedRequest {
+  std::string model;
+  std::string user = "alice";
+  std::vector<double> context;
+  std::vector<std::pair<std::string, std::vector<double>>> candidates;
+  int slate_size = 1;
+  std::string event_id;
+
+  DecisionRequest View() const {
+    DecisionRequest r;
+    r.model = model;
+    r.user_id = user;
+    r.context = context;
+    for (const auto& [id, f] : candidates) r.candidates.push_back(CandidateRef{id, f});
+    r.slate_size = slate_size;
+    r.event_id = event_id;
+    return r;
+  }
+};
+
+OwnedRequest ThreeArms(const std::string& user = "alice") {
+  OwnedRequest r;
+  r.user = user;
+  r.candidates = {{"a", {1.0, 0.0}}, {"b", {0.0, 1.0}}, {"c", {0.7, 0.7}}};
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "/engine_test.XXXXXX";
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::unique_ptr<Engine> OpenEngine(std::vector<ModelOptions> models = {},
+                                   const std::string& state_dir = "") {
+  EngineOptions options;
+  options.models = std::move(models);
+  options.state_dir = state_dir;
+  auto engine = Engine::Open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return *std::move(engine);
+}
+
+absl::Status SelectStatus(Engine& engine, const OwnedRequest& request) {
+  return engine.SelectArm(request.View()).status();
+}
+
+TEST(EngineTest, InvalidDecisionRequestsAreRejectedWithPreciseMessages) {
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());  // fixes dims: context 0, arms 2
+
+  struct Case {
+    std::string name;
+    std::function<void(OwnedRequest&)> mutate;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const double nan = std::nan(""), inf = INFINITY;
+  const std::vector<Case> cases = {
+      {"empty user", [](OwnedRequest& r) { r.user = ""; }, absl::StatusCode::kInvalidArgument, "user_id must not be empty"},
+      {"long user", [](OwnedRequest& r) { r.user = std::string(300, 'u'); }, absl::StatusCode::kInvalidArgument, "user_id is 300 bytes long"},
+      {"no candidates", [](OwnedRequest& r) { r.candidates.clear(); }, absl::StatusCode::kInvalidArgument, "candidates must not be empty"},
+      {"nan feature", [nan](OwnedRequest& r) { r.candidates[1].second[0] = nan; }, absl::StatusCode::kInvalidArgument, "candidates[1] (\"b\") features[0] is NaN"},
+      {"inf feature", [inf](OwnedRequest& r) { r.candidates[2].second[1] = -inf; }, absl::StatusCode::kInvalidArgument, "features[1] is infinite"},
+      {"wrong dimension", [](OwnedRequest& r) { r.candidates[0].second.push_back(1.0); }, absl::StatusCode::kInvalidArgument, "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
+      {"unexpected context", [](OwnedRequest& r) { r.context = {1.0}; }, absl::StatusCode::kInvalidArgument, "context has 1 values; model \"default\" expects 0"},
+      {"duplicate ids", [](OwnedRequest& r) { r.candidates[2].first = "a"; }, absl::StatusCode::kInvalidArgument, "duplicate arm id \"a\": candidates[0] and candidates[2]"},
+      {"empty arm id", [](OwnedRequest& r) { r.candidates[1].first = ""; }, absl::StatusCode::kInvalidArgument, "candidates[1].id must not be empty"},
+      {"slate too large", [](OwnedRequest& r) { r.slate_size = 4; }, absl::StatusCode::kInvalidArgument, "slate_size 4 exceeds the number of candidates (3)"},
+      {"slate zero", [](OwnedRequest& r) { r.slate_size = 0; }, absl::StatusCode::kInvalidArgument, "slate_size must be at least 1"},
+      {"bad event id", [](OwnedRequest& r) { r.event_id = "tab\there"; }, absl::StatusCode::kInvalidArgument, "outside printable ASCII"},
+      {"long event id", [](OwnedRequest& r) { r.event_id = std::string(129, 'e'); }, absl::StatusCode::kInvalidArgument, "event_id must be 1..128"},
+      {"unknown model", [](OwnedRequest& r) { r.model = "nope"; }, absl::StatusCode::kNotFound, "unknown model \"nope\"; this server hosts: default"},
+  };
+  for (const Case& c : cases) {
+    OwnedRequest request = ThreeArms();
+    c.mutate(request);
+    const absl::Status status = SelectStatus(*engine, request);
+    EXPECT_EQ(status.code(), c.code) << c.name << ": " << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(c.message)) << c.name;
+  }
+  // Nothing was recorded for the failed requests.
+  Model* model = *engine->FindModel("");
+  EXPECT_EQ(model->Stats().decisions, 1);
+  EXPECT_EQ(model->Stats().pending_decisions, 1);
+}
+
+TEST(EngineTest, TooManyCandidatesIsInvalid) {
+  ModelOptions options;
+  options.max_candidates = 2;
+  auto engine = OpenEngine({options});
+  const absl::Status status = SelectStatus(*engine, ThreeArms());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("3 candidates exceed model \"default\"'s limit of 2"));
+}
+
+TEST(EngineTest, FirstRequestFixesDimensionsAndTheyAreReported) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  EXPECT_FALSE(model->View()->dimensions_fixed);
+  OwnedRequest request = ThreeArms();
+  request.candidates[1].second = {1.0};  // inconsistent first request: nothing gets fixed
+  EXPECT_EQ(SelectStatus(*engine, request).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(model->View()->dimensions_fixed);
+  request = ThreeArms();
+  request.context = {0.5, 0.5, 0.5};
+  ASSERT_TRUE(engine->SelectArm(request.View()).ok());
+  EXPECT_TRUE(model->View()->dimensions_fixed);
+  EXPECT_EQ(model->View()->context_dim, 3);
+  EXPECT_EQ(model->View()->arm_dim, 2);
+}
+
+TEST(EngineTest, SelectRewardLearnMovesTheMeanTowardTheTruth) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  // True reward: 1 for arm "a", 0 for the others.
+  for (int round = 0; round < 60; ++round) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    ASSERT_EQ(decision->arms.size(), 1u);
+    const double reward = decision->arms[0].arm_id == "a" ? 1.0 : 0.0;
+    RewardRequest report{decision->event_id, reward, {}, ""};
+    auto result = engine->ReportReward(report);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);
+    model->WaitForWriter();
+  }
+  EXPECT_EQ(model->View()->rewards_learned, 60);
+  auto decision = engine->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision->arms[0].arm_id, "a");
+  EXPECT_NEAR(decision->arms[0].mean, 1.0, 0.1);
+  EXPECT_LT(decision->arms[0].stddev, 0.3);
+  EXPECT_GT(decision->model_version, 0u);
+}
+
+TEST(EngineTest, RetriedEventIdReturnsTheStoredDecisionAndReuseIsRejected) {
+  ModelOptions options;
+  options.policy = PolicyKind::kEkTs;  // randomised: a retry must not redraw
+  auto engine = OpenEngine({options});
+  OwnedRequest request = ThreeArms();
+  request.event_id = "impression-42";
+  auto first = engine->SelectArm(request.View());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->event_id, "impression-42");
+  EXPECT_FALSE(first->replayed);
+  for (int retry = 0; retry < 5; ++retry) {
+    auto again = engine->SelectArm(request.View());
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->replayed);
+    EXPECT_EQ(again->arms[0].arm_id, first->arms[0].arm_id);
+    EXPECT_EQ(again->arms[0].score, first->arms[0].score);
+  }
+  EXPECT_EQ((*engine->FindModel(""))->Stats().decisions, 1);  // nothing decided twice
+  request.user = "bob";
+  const absl::Status reuse = SelectStatus(*engine, request);
+  EXPECT_EQ(reuse.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(reuse.message()), HasSubstr("already used for a different request"));
+}
+
+TEST(EngineTest, RewardOutcomes) {
+  auto engine = OpenEngine();
+  OwnedRequest slate = ThreeArms();
+  slate.slate_size = 2;
+  auto decision = engine->SelectArm(slate.View());
+  ASSERT_TRUE(decision.ok());
+  const std::string first = decision->arms[0].arm_id, second = decision->arms[1].arm_id;
+
+  auto unknown = engine->ReportReward({"no-such-event", 1.0, {}, ""});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->outcome, RewardOutcome::kUnknownEvent);
+
+  auto scalar = engine->ReportReward({decision->event_id, 1.0, {}, ""});
+  EXPECT_EQ(scalar.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(scalar.status().message()), HasSubstr("returned 2 arms; report each arm's reward in arm_rewards"));
+
+  auto stranger = engine->ReportReward({decision->event_id, std::nullopt, {{"zzz", 1.0}}, ""});
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(stranger.status().message()), HasSubstr("arm \"zzz\" was not returned"));
+
+  auto both = engine->ReportReward({decision->event_id, 1.0, {{first, 1.0}}, ""});
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+  auto none = engine->ReportReward({decision->event_id, std::nullopt, {}, ""});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  auto nan = engine->ReportReward({decision->event_id, std::nullopt, {{first, std::nan("")}}, ""});
+  EXPECT_EQ(nan.status().code(), absl::StatusCode::kInvalidArgument);
+  auto twice = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}, {first, 0.0}}, ""});
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  auto huge = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1e12}}, ""});
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  auto wrong_model = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}}, "other"});
+  EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kNotFound);
+
+  Model* model = *engine->FindModel("");
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 0);  // every failure above learned nothing
+  EXPECT_EQ(model->Stats().pending_decisions, 1);
+
+  auto partial = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}}, ""});
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->outcome, RewardOutcome::kAccepted);
+  EXPECT_EQ(model->Stats().pending_decisions, 1);  // the second arm is still open
+  auto mixed = engine->ReportReward({decision->event_id, std::nullopt, {{first, 0.0}, {second, 0.5}}, ""});
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->outcome, RewardOutcome::kAccepted);
+  ASSERT_EQ(mixed->arm_outcomes.size(), 2u);
+  EXPECT_EQ(mixed->arm_outcomes[0].second, RewardOutcome::kDuplicate);
+  EXPECT_EQ(mixed->arm_outcomes[1].second, RewardOutcome::kAccepted);
+  EXPECT_EQ(model->Stats().pending_decisions, 0);
+  auto duplicate = engine->ReportReward({decision->event_id, std::nullopt, {{second, 0.5}}, ""});
+  ASSERT_TRUE(duplicate.ok());
+  EXPECT_EQ(duplicate->outcome, RewardOutcome::kDuplicate);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 2);  // each arm learned exactly once
+}
+
+TEST(EngineTest, LedgerIsBoundedAndExpires) {
+  ModelOptions options;
+  options.max_decisions = 3;
+  options.reward_window = absl::Milliseconds(300);
+  auto engine = OpenEngine({options});
+  std::vector<std::string> events;
+  for (int i = 0; i < 3; ++i) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok());
+    events.push_back(decision->event_id);
+  }
+  const absl::Status full = SelectStatus(*engine, ThreeArms());
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(full.message()), HasSubstr("ledger.max_decisions"));
+  // A rewarded decision can make room (it is kept only for duplicate detection).
+  ASSERT_TRUE(engine->ReportReward({events[0], 1.0, {}, ""}).ok());
+  ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
+  // After the window everything is forgotten: rewards for old events are unknown.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto late = engine->ReportReward({events[1], 1.0, {}, ""});
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->outcome, RewardOutcome::kUnknownEvent);
+  Model* model = *engine->FindModel("");
+  EXPECT_EQ(model->Stats().pending_decisions, 0);
+  EXPECT_EQ(model->Stats().expired_decisions, 3);
+  EXPECT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
+}
+
+TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  auto users = model->AddUsers({"alice", "bob", "alice"});
+  ASSERT_TRUE(users.ok());
+  EXPECT_EQ(users->added, 2);
+  EXPECT_EQ(users->already_present, 1);
+  // Alice learns that arm "a" is good.
+  for (int round = 0; round < 30; ++round) {
+    auto decision = engine->SelectArm(ThreeArms("alice").View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, decision->arms[0].arm_id == "a" ? 1.0 : 0.0, {}, ""}).ok());
+  }
+  model->WaitForWriter();
+  auto before = engine->SelectArm(ThreeArms("carol").View());  // a stranger: prior only
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->arms[0].mean, 0.0);
+
+  auto edges = model->AddEdges({{"carol", "alice", 2.0}, {"bob", "carol", 1.0}});
+  ASSERT_TRUE(edges.ok()) << edges.status();
+  EXPECT_EQ(edges->changed, 2);
+  EXPECT_EQ(edges->users_added, 1);  // carol
+  EXPECT_EQ(edges->edges, 2);
+  auto after = engine->SelectArm(ThreeArms("carol").View());  // first request as a friend
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->arms[0].arm_id, "a");
+  EXPECT_GT(after->arms[0].mean, 0.3);
+
+  auto reweight = model->AddEdges({{"alice", "carol", 0.5}});
+  ASSERT_TRUE(reweight.ok());
+  EXPECT_EQ(reweight->changed, 0);
+  EXPECT_EQ(reweight->unchanged, 1);
+  auto removed = model->RemoveEdges({{"alice", "carol"}, {"alice", "bob"}});
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->changed, 1);
+  EXPECT_EQ(removed->unchanged, 1);
+  EXPECT_EQ(model->View()->edges, 1);
+
+  // Invalid edits.
+  EXPECT_EQ(model->AddEdges({{"x", "x", 1.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "y", 0.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "y", std::nan("")}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "", 1.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "y", 1.0}, {"y", "x", 2.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddUsers({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->RemoveEdges({{"a", "b"}, {"b", "a"}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->Stats().users, 3);  // nothing registered by the failures
+}
+
+TEST(EngineTest, UserLimitIsEnforced) {
+  ModelOptions options;
+  options.max_users = 2;
+  auto engine = OpenEngine({options});
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(model->AddUsers({"u1", "u2"}).ok());
+  EXPECT_EQ(model->AddUsers({"u3"}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(model->AddEdges({{"u1", "u3", 1.0}}).status().code(), absl::StatusCode::kResourceExhausted);
+  // A stranger is still served, but their reward cannot be learned.
+  auto decision = engine->SelectArm(ThreeArms("u9").View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(engine->ReportReward({decision->event_id, 1.0, {}, ""}).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*engine->FindModel(""))->Stats().pending_decisions, 1);  // refused, so still open
+  // A known user's reward goes through.
+  auto known = engine->SelectArm(ThreeArms("u1").View());
+  ASSERT_TRUE(known.ok());
+  EXPECT_TRUE(engine->ReportReward({known->event_id, 1.0, {}, ""}).ok());
+}
+
+TEST(EngineTest, ExactGpModelsRefuseRewardsBeyondTheirCapacity) {
+  ModelOptions options;
+  options.policy = PolicyKind::kGpUcb;
+  options.exact_max_observations = 3;
+  auto engine = OpenEngine({options});
+  for (int i = 0; i < 3; ++i) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    const auto accepted = engine->ReportReward({decision->event_id, 1.0, {}, ""});
+    ASSERT_TRUE(accepted.ok()) << accepted.status();
+  }
+  auto decision = engine->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision->policy, "GP_UCB");
+  const auto refused = engine->ReportReward({decision->event_id, 1.0, {}, ""});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*engine->FindModel(""))->Stats().pending_decisions, 1);  // still open
+}
+
+// Drives a model with a fixed sequence and returns the scores of a probe request.
+std::vector<double> DriveAndProbe(Engine& engine, int rounds) {
+  Model* model = *engine.FindModel("");
+  for (int round = 0; round < rounds; ++round) {
+    OwnedRequest request = ThreeArms(absl::StrCat("user", round % 4));
+    request.event_id = absl::StrCat("e", round);
+    auto decision = engine.SelectArm(request.View());
+    EXPECT_TRUE(decision.ok());
+    const double reward = decision->arms[0].arm_id == "b" ? 0.8 : 0.1 * (round % 3);
+    EXPECT_TRUE(engine.ReportReward({decision->event_id, reward, {}, ""}).ok());
+    if (round == rounds / 2) {
+      EXPECT_TRUE(model->AddEdges({{"user0", "user1", 1.0}, {"user2", "user3", 0.5}}).ok());
+    }
+  }
+  model->WaitForWriter();
+  std::vector<double> scores;
+  for (const char* user : {"user0", "user3", "stranger"}) {
+    OwnedRequest probe = ThreeArms(user);
+    probe.slate_size = 3;
+    auto decision = engine.SelectArm(probe.View());
+    EXPECT_TRUE(decision.ok());
+    for (const ChosenArm& arm : decision->arms) {
+      scores.push_back(arm.mean);
+      scores.push_back(arm.stddev);
+    }
+  }
+  return scores;
+}
+
+TEST(EngineTest, RestartReplaysTheLogToABitIdenticalModel) {
+  TempDir dir;
+  std::vector<double> before;
+  int64_t learned = 0;
+  uint64_t version = 0;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    before = DriveAndProbe(*engine, 80);
+    Model* model = *engine->FindModel("");
+    learned = model->View()->rewards_learned;
+    version = model->View()->version;
+    EXPECT_EQ(learned, 80);
+  }
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  EXPECT_EQ(model->recovery().records_replayed, static_cast<int64_t>(version));
+  EXPECT_FALSE(model->recovery().truncated);
+  EXPECT_EQ(model->View()->rewards_learned, learned);
+  EXPECT_EQ(model->View()->version, version);
+  EXPECT_EQ(model->View()->edges, 2);
+  std::vector<double> after;
+  for (const char* user : {"user0", "user3", "stranger"}) {
+    OwnedRequest probe = ThreeArms(user);
+    probe.slate_size = 3;
+    auto decision = engine->SelectArm(probe.View());
+    ASSERT_TRUE(decision.ok());
+    for (const ChosenArm& arm : decision->arms) {
+      after.push_back(arm.mean);
+      after.push_back(arm.stddev);
+    }
+  }
+  EXPECT_EQ(before, after);  // bit-identical
+}
+
+TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    DriveAndProbe(*engine, 10);
+  }
+  const std::string log = dir.path() + "/default/ops.log";
+  const auto size = std::filesystem::file_size(log);
+  std::filesystem::resize_file(log, size - 5);  // tear the last record
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  EXPECT_TRUE(model->recovery().truncated);
+  EXPECT_THAT(model->recovery().damage, HasSubstr("truncated"));
+  // The last record was the last reward: 9 of the 10 remain learned.
+  EXPECT_EQ(model->View()->rewards_learned, 9);
+  // The model keeps working and logging after recovery.
+  auto decision = engine->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(engine->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
+}
+
+TEST(EngineTest, EdgeListFileIsAppliedAtStartAndNotRelogged) {
+  TempDir dir;
+  const std::string edges = dir.path() + "/edges.txt";
+  {
+    std::ofstream out(edges);
+    out << "# friends\nalice\tbob\n bob carol 2.5\n\nbob alice 1\n";
+  }
+  ModelOptions options;
+  options.edge_list_file = edges;
+  uint64_t version = 0;
+  {
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    EXPECT_EQ(model->View()->edges, 2);
+    EXPECT_EQ(model->Stats().users, 3);
+    EXPECT_EQ(model->View()->graph_components, 1);
+    version = model->View()->version;
+  }
+  auto engine = OpenEngine({options}, dir.path());
+  EXPECT_EQ((*engine->FindModel(""))->View()->version, version);  // nothing new logged
+
+  {
+    std::ofstream out(edges);
+    out << "alice bob -1\n";
+  }
+  EngineOptions bad;
+  bad.models = {options};
+  const auto failed = Engine::Open(bad);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("line 1"));
+}
+
+TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
+  ModelOptions fixed;
+  fixed.name = "fixed";
+  fixed.context_dim = 1;
+  fixed.arm_dim = 2;
+  auto engine = OpenEngine({fixed});
+  OwnedRequest request = ThreeArms();
+  request.model = "fixed";
+  EXPECT_EQ(SelectStatus(*engine, request).code(), absl::StatusCode::kInvalidArgument);
+  request.context = {0.3};
+  EXPECT_TRUE(SelectStatus(*engine, request).ok());
+  EXPECT_EQ(engine->ModelNames(), (std::vector<std::string>{"default", "fixed"}));
+
+  ModelOptions broken;
+  broken.ridge = -1;
+  EngineOptions options;
+  options.models = {broken};
+  const auto failed = Engine::Open(options);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("ridge must be a finite number > 0"));
+  ModelOptions bad_name;
+  bad_name.name = "../etc";
+  options.models = {bad_name};
+  EXPECT_EQ(Engine::Open(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineTest, ConcurrentDecisionsWhileLearning) {
+  auto engine = OpenEngine();
+  ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&engine, &failures, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto decision = engine->SelectArm(ThreeArms(absl::StrCat("u", (t * 7 + i) % 10)).View());
+        if (!decision.ok()) {
+          ++failures;
+          continue;
+        }
+        if (!engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  Model* model = *engine->FindModel("");
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 800);
+}
+
+}  // namespace
+}  // namespace graphbandit
