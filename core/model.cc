@@ -659,7 +659,8 @@ ModelStats Model::Stats() const {
   stats.ledger_size = const_cast<DecisionLedger&>(ledger_).size();
   stats.expired_decisions = const_cast<DecisionLedger&>(ledger_).expired_total();
   absl::MutexLock lock(&queue_mu_);
-  stats.queued_operations = static_cast<int64_t>(queue_.size());
+  // Logged but not yet published (a batch the writer is applying is no longer in queue_).
+  stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
   return stats;
 }
 

@@ -30,7 +30,7 @@ struct ModelOptions {
   double rho = 0.1;             // Laplacian regulariser of the user kernel
   std::string edge_list_file;   // applied as an AddEdges at every start
   double ridge = 0.1;           // lambda, the GP noise variance
-  double exploration = 1.0;     // beta (UCB) or nu (Thompson sampling)
+  double exploration = 2.0;     // beta (UCB) or nu (Thompson sampling)
 
   double kors_mu = 0.0;         // 0: use ridge
   double kors_epsilon = 0.5;

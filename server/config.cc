@@ -1,0 +1,200 @@
+#include "server/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace graphbandit::server {
+namespace {
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    errors.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::vector<std::string> errors;
+};
+
+template <typename T>
+T Or(T value, T fallback) {
+  return value != T{} ? value : fallback;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ServerConfig> ParseServerConfig(const std::string& text,
+                                                   const std::string& source_name) {
+  v1::ServerConfig config;
+  CollectErrors errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %s", source_name, absl::StrJoin(errors.errors, "; ")));
+  }
+  return config;
+}
+
+absl::StatusOr<v1::ServerConfig> ReadServerConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrFormat("cannot open config file \"%s\"", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseServerConfig(buffer.str(), path);
+}
+
+absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
+  const ModelOptions d;  // defaults
+  ModelOptions o;
+  o.name = c.name();
+  switch (c.policy()) {
+    case v1::POLICY_UNSPECIFIED:
+    case v1::EK_UCB:
+      o.policy = PolicyKind::kEkUcb;
+      break;
+    case v1::EK_TS:
+      o.policy = PolicyKind::kEkTs;
+      break;
+    case v1::GP_UCB:
+      o.policy = PolicyKind::kGpUcb;
+      break;
+    case v1::GP_TS:
+      o.policy = PolicyKind::kGpTs;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": unknown policy %d", o.name, c.policy()));
+  }
+  switch (c.arm_kernel().type()) {
+    case v1::ArmKernelConfig::TYPE_UNSPECIFIED:
+    case v1::ArmKernelConfig::RBF:
+      o.kernel = KernelType::kRbf;
+      break;
+    case v1::ArmKernelConfig::MATERN32:
+      o.kernel = KernelType::kMatern32;
+      break;
+    case v1::ArmKernelConfig::MATERN52:
+      o.kernel = KernelType::kMatern52;
+      break;
+    case v1::ArmKernelConfig::LINEAR:
+      o.kernel = KernelType::kLinear;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": unknown arm kernel %d", o.name, c.arm_kernel().type()));
+  }
+  o.kernel_variance = Or(c.arm_kernel().variance(), d.kernel_variance);
+  o.arm_lengthscale = Or(c.arm_kernel().arm_lengthscale(), d.arm_lengthscale);
+  o.context_lengthscale = Or(c.arm_kernel().context_lengthscale(), d.context_lengthscale);
+  o.rho = Or(c.graph().rho(), d.rho);
+  o.edge_list_file = c.graph().edge_list_file();
+  o.ridge = Or(c.ridge(), d.ridge);
+  o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
+  o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
+  o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
+  o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
+  o.max_dictionary_size = static_cast<int>(Or<uint32_t>(c.nystrom().max_dictionary_size(),
+                                                        d.max_dictionary_size));
+  o.exact_max_observations =
+      static_cast<int>(Or<uint32_t>(c.exact_gp().max_observations(), d.exact_max_observations));
+  o.context_dim = static_cast<int>(c.context_dim());
+  o.arm_dim = static_cast<int>(c.arm_feature_dim());
+  o.seed = Or<uint64_t>(c.seed(), d.seed);
+  o.max_candidates =
+      static_cast<int>(Or<uint32_t>(c.limits().max_candidates(), d.max_candidates));
+  o.max_feature_dim =
+      static_cast<int>(Or<uint32_t>(c.limits().max_feature_dim(), d.max_feature_dim));
+  o.max_users = static_cast<int64_t>(Or<uint64_t>(c.limits().max_users(), d.max_users));
+  o.reward_bound = Or(c.limits().reward_bound(), d.reward_bound);
+  o.max_graph_edits_per_call = static_cast<int>(
+      Or<uint32_t>(c.limits().max_graph_edits_per_call(), d.max_graph_edits_per_call));
+  o.reward_window = c.ledger().reward_window_seconds() > 0
+                        ? absl::Seconds(c.ledger().reward_window_seconds())
+                        : d.reward_window;
+  o.max_decisions = static_cast<int64_t>(Or<uint32_t>(c.ledger().max_decisions(),
+                                                      static_cast<uint32_t>(d.max_decisions)));
+  if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
+  return o;
+}
+
+v1::ModelConfig ToModelConfig(const ModelOptions& o) {
+  v1::ModelConfig c;
+  c.set_name(o.name);
+  switch (o.policy) {
+    case PolicyKind::kEkUcb:
+      c.set_policy(v1::EK_UCB);
+      break;
+    case PolicyKind::kEkTs:
+      c.set_policy(v1::EK_TS);
+      break;
+    case PolicyKind::kGpUcb:
+      c.set_policy(v1::GP_UCB);
+      break;
+    case PolicyKind::kGpTs:
+      c.set_policy(v1::GP_TS);
+      break;
+  }
+  auto* kernel = c.mutable_arm_kernel();
+  switch (o.kernel) {
+    case KernelType::kRbf:
+      kernel->set_type(v1::ArmKernelConfig::RBF);
+      break;
+    case KernelType::kMatern32:
+      kernel->set_type(v1::ArmKernelConfig::MATERN32);
+      break;
+    case KernelType::kMatern52:
+      kernel->set_type(v1::ArmKernelConfig::MATERN52);
+      break;
+    case KernelType::kLinear:
+      kernel->set_type(v1::ArmKernelConfig::LINEAR);
+      break;
+  }
+  kernel->set_variance(o.kernel_variance);
+  kernel->set_arm_lengthscale(o.arm_lengthscale);
+  kernel->set_context_lengthscale(o.context_lengthscale);
+  c.mutable_graph()->set_rho(o.rho);
+  c.mutable_graph()->set_edge_list_file(o.edge_list_file);
+  c.set_ridge(o.ridge);
+  c.set_exploration(o.exploration);
+  c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());
+  c.mutable_nystrom()->set_kors_epsilon(o.kors_epsilon);
+  c.mutable_nystrom()->set_kors_gamma(o.kors_gamma);
+  c.mutable_nystrom()->set_max_dictionary_size(o.max_dictionary_size);
+  c.mutable_exact_gp()->set_max_observations(o.exact_max_observations);
+  c.set_context_dim(o.context_dim);
+  c.set_arm_feature_dim(o.arm_dim);
+  c.set_seed(o.seed);
+  c.mutable_limits()->set_max_candidates(o.max_candidates);
+  c.mutable_limits()->set_max_feature_dim(o.max_feature_dim);
+  c.mutable_limits()->set_max_users(o.max_users);
+  c.mutable_limits()->set_reward_bound(o.reward_bound);
+  c.mutable_limits()->set_max_graph_edits_per_call(o.max_graph_edits_per_call);
+  c.mutable_ledger()->set_reward_window_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds(o.reward_window)));
+  c.mutable_ledger()->set_max_decisions(static_cast<uint32_t>(o.max_decisions));
+  return c;
+}
+
+absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
+                                              const std::string& state_dir) {
+  EngineOptions options;
+  options.state_dir = state_dir;
+  options.default_model = config.default_model().empty() ? "default" : config.default_model();
+  for (int i = 0; i < config.models_size(); ++i) {
+    if (config.models(i).name().empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("models[%d].name is required", i));
+    }
+    absl::StatusOr<ModelOptions> model = ToModelOptions(config.models(i));
+    if (!model.ok()) return model.status();
+    options.models.push_back(*std::move(model));
+  }
+  return options;
+}
+
+}  // namespace graphbandit::server

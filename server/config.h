@@ -1,0 +1,31 @@
+// The server's configuration file (protobuf text format, graphbandit.v1.ServerConfig) and the
+// mapping between its ModelConfig and core's ModelOptions, defaults included.
+#ifndef GRAPHBANDIT_SERVER_CONFIG_H_
+#define GRAPHBANDIT_SERVER_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/engine.h"
+#include "core/model_options.h"
+#include "graphbandit/v1/config.pb.h"
+
+namespace graphbandit::server {
+
+// Parses a ServerConfig; errors carry the file name, line and column.
+absl::StatusOr<v1::ServerConfig> ParseServerConfig(const std::string& text,
+                                                   const std::string& source_name);
+absl::StatusOr<v1::ServerConfig> ReadServerConfig(const std::string& path);
+
+// ModelConfig -> ModelOptions, filling in defaults for unset (zero) fields and validating.
+absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& config);
+// The effective configuration, every field set.
+v1::ModelConfig ToModelConfig(const ModelOptions& options);
+
+// Engine options from a ServerConfig (the default model is added by the engine if absent).
+absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
+                                              const std::string& state_dir);
+
+}  // namespace graphbandit::server
+
+#endif  // GRAPHBANDIT_SERVER_CONFIG_H_

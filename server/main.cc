@@ -1,0 +1,154 @@
+// graphbandit-server: parses flags, opens the engine, serves until SIGTERM or SIGINT.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "core/engine.h"
+#include "server/config.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "HOST:PORT for gRPC (IPv6 as [::1]:PORT). Port 0 picks a free port (see --port_file).");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "HOST:PORT for the Prometheus endpoint http://HOST:PORT/metrics; empty disables it.");
+ABSL_FLAG(std::string, state_dir, "graphbandit-state",
+          "Directory for each model's append-only log (<state_dir>/<model>/ops.log), replayed at "
+          "start. Empty keeps everything in memory (lost at exit).");
+ABSL_FLAG(std::string, graph, "",
+          "Edge list for the default model's user graph, applied at start: lines "
+          "'user_a user_b [weight]', '#' comments. Overrides graph.edge_list_file in --config.");
+ABSL_FLAG(std::string, config, "",
+          "ServerConfig in protobuf text format (proto/graphbandit/v1/config.proto) declaring "
+          "models. Without it the server hosts one model, 'default', with default settings.");
+ABSL_FLAG(int32_t, max_message_bytes, 8 << 20, "Largest gRPC message accepted or sent.");
+ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
+          "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, once serving, write 'GRPC_PORT METRICS_PORT' to this file (for --listen with "
+          "port 0).");
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "graphbandit-server: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+// "HOST:PORT" with the port actually bound (it differs when PORT was 0).
+std::string WithPort(const std::string& address, int port) {
+  const size_t colon = address.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? address : address.substr(0, colon), ":", port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread starts, so that every thread inherits the
+  // mask and only the sigwait below ever sees them (an early SIGTERM waits for us instead of
+  // killing the process halfway through start-up).
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGTERM);
+  sigaddset(&shutdown_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+
+  // --help lists this file's flags (absl would otherwise look for a file named after the binary).
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "online graph-kernel bandit decisions over gRPC.\n"
+      "Usage: graphbandit-server [--listen=HOST:PORT] [--metrics_listen=HOST:PORT]\n"
+      "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]");
+  absl::ParseCommandLine(argc, argv);
+
+  graphbandit::v1::ServerConfig config;
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    auto parsed = graphbandit::server::ReadServerConfig(path);
+    if (!parsed.ok()) return Fail(parsed.status());
+    config = *std::move(parsed);
+  }
+  auto engine_options =
+      graphbandit::server::ToEngineOptions(config, absl::GetFlag(FLAGS_state_dir));
+  if (!engine_options.ok()) return Fail(engine_options.status());
+  if (const std::string graph = absl::GetFlag(FLAGS_graph); !graph.empty()) {
+    bool found = false;
+    for (auto& model : engine_options->models) {
+      if (model.name == engine_options->default_model) {
+        model.edge_list_file = graph;
+        found = true;
+      }
+    }
+    if (!found) {
+      graphbandit::ModelOptions model;
+      model.name = engine_options->default_model;
+      model.edge_list_file = graph;
+      engine_options->models.push_back(model);
+    }
+  }
+  auto engine = graphbandit::Engine::Open(*std::move(engine_options));
+  if (!engine.ok()) return Fail(engine.status());
+  for (const std::string& name : (*engine)->ModelNames()) {
+    graphbandit::Model* model = *(*engine)->FindModel(name);
+    const auto& recovery = model->recovery();
+    const auto view = model->View();
+    std::fprintf(stderr,
+                 "graphbandit-server: model \"%s\" (%s): %lld log records replayed, %lld rewards "
+                 "learned, %lld users, %lld edges\n",
+                 name.c_str(), std::string(graphbandit::PolicyName(model->options().policy)).c_str(),
+                 static_cast<long long>(recovery.records_replayed),
+                 static_cast<long long>(view->rewards_learned),
+                 static_cast<long long>(model->Stats().users), static_cast<long long>(view->edges));
+    if (!recovery.damage.empty()) {
+      std::fprintf(stderr, "graphbandit-server: WARNING: damaged log recovered: %s\n",
+                   recovery.damage.c_str());
+    }
+  }
+
+  graphbandit::server::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  auto server = graphbandit::server::GraphbanditServer::Start(options, *std::move(engine));
+  if (!server.ok()) return Fail(server.status());
+  std::fprintf(stderr, "graphbandit-server: serving gRPC on %s",
+               WithPort(options.listen, (*server)->grpc_port()).c_str());
+  if (!options.metrics_listen.empty()) {
+    std::fprintf(stderr, ", metrics on http://%s/metrics",
+                 WithPort(options.metrics_listen, (*server)->metrics_port()).c_str());
+  }
+  std::fprintf(stderr, "; state in %s\n",
+               absl::GetFlag(FLAGS_state_dir).empty() ? "memory only"
+                                                      : absl::GetFlag(FLAGS_state_dir).c_str());
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << (*server)->grpc_port() << " " << (*server)->metrics_port() << "\n";
+    }
+    std::rename(tmp.c_str(), port_file.c_str());  // readers never see a half-written file
+  }
+
+  int signal_number = 0;
+  sigwait(&shutdown_signals, &signal_number);
+  std::fprintf(stderr, "graphbandit-server: %s received; shutting down\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  std::fprintf(stderr, "graphbandit-server: stopped cleanly\n");
+  return 0;
+}

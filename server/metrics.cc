@@ -1,0 +1,155 @@
+#include "server/metrics.h"
+
+#include <prometheus/metric_family.h>
+
+#include "core/model.h"
+
+namespace graphbandit::server {
+namespace {
+
+// Latency buckets from 50 us to 5 s; a unary SelectArm on loopback is well under 1 ms.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+      0.025,   0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0};
+  return *buckets;
+}
+
+class ModelCollector : public prometheus::Collectable {
+ public:
+  explicit ModelCollector(const Engine* engine) : engine_(engine) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    struct Series {
+      const char* name;
+      const char* help;
+      prometheus::MetricType type;
+      double (*value)(const ModelStats&);
+    };
+    static const Series kSeries[] = {
+        {"graphbandit_decisions_total", "Decisions made by SelectArm since the server started.",
+         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.decisions); }},
+        {"graphbandit_dictionary_size", "Nystrom dictionary size m (0 for exact-GP models).",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.dictionary_size); }},
+        {"graphbandit_users", "Users registered in the model's graph.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.users); }},
+        {"graphbandit_graph_edges", "Undirected edges in the model's user graph.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.edges); }},
+        {"graphbandit_pending_decisions", "Decisions waiting for at least one reward.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.pending_decisions); }},
+        {"graphbandit_ledger_decisions", "Decisions held by the ledger (pending and recently completed).",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.ledger_size); }},
+        {"graphbandit_decisions_expired_total", "Decisions whose reward window ended with an arm still unrewarded.",
+         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.expired_decisions); }},
+        {"graphbandit_rewards_learned", "Rewards the model has learned from over its logged history.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.rewards_learned); }},
+        {"graphbandit_model_version", "Version (last applied log sequence number) of the served state.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.version); }},
+        {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.queued_operations); }},
+    };
+    std::vector<ModelStats> stats;
+    std::vector<std::string> names = engine_->ModelNames();
+    for (const std::string& name : names) stats.push_back((*engine_->FindModel(name))->Stats());
+    std::vector<prometheus::MetricFamily> families;
+    for (const Series& series : kSeries) {
+      prometheus::MetricFamily family{series.name, series.help, series.type, {}};
+      for (size_t i = 0; i < names.size(); ++i) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"model", names[i]}};
+        if (series.type == prometheus::MetricType::Counter) {
+          metric.counter.value = series.value(stats[i]);
+        } else {
+          metric.gauge.value = series.value(stats[i]);
+        }
+        family.metric.push_back(std::move(metric));
+      }
+      families.push_back(std::move(family));
+    }
+    prometheus::MetricFamily info{"graphbandit_build_info", "Build information; always 1.",
+                                  prometheus::MetricType::Gauge, {}};
+    prometheus::ClientMetric one;
+    one.label = {{"version", "0.1.0"}};
+    one.gauge.value = 1.0;
+    info.metric.push_back(one);
+    families.push_back(std::move(info));
+    return families;
+  }
+
+ private:
+  const Engine* engine_;
+};
+
+}  // namespace
+
+const char* StatusCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::CANCELLED: return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED: return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "UNKNOWN";
+  }
+}
+
+ServerMetrics::ServerMetrics(const Engine* engine)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      model_collector_(std::make_shared<ModelCollector>(engine)),
+      rpc_requests_(prometheus::BuildCounter()
+                        .Name("graphbandit_rpc_requests_total")
+                        .Help("RPCs handled, by method and gRPC status code.")
+                        .Register(*registry_)),
+      rpc_duration_(prometheus::BuildHistogram()
+                        .Name("graphbandit_rpc_duration_seconds")
+                        .Help("Time spent handling an RPC, by method and gRPC status code.")
+                        .Register(*registry_)),
+      rewards_(prometheus::BuildCounter()
+                   .Name("graphbandit_rewards_total")
+                   .Help("Rewards reported, per arm, by model and outcome (accepted, duplicate, "
+                         "unknown_event; model is empty for unknown events).")
+                   .Register(*registry_)) {}
+
+void ServerMetrics::RecordRpc(const std::string& method, grpc::StatusCode code, double seconds) {
+  RpcSeries series;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = rpc_series_.try_emplace({method, static_cast<int>(code)});
+    if (inserted) {
+      const prometheus::Labels labels = {{"method", method}, {"code", StatusCodeName(code)}};
+      it->second.requests = &rpc_requests_.Add(labels);
+      it->second.duration = &rpc_duration_.Add(labels, LatencyBuckets());
+    }
+    series = it->second;
+  }
+  series.requests->Increment();
+  series.duration->Observe(seconds);
+}
+
+void ServerMetrics::RecordReward(const std::string& model, RewardOutcome outcome) {
+  prometheus::Counter* counter;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = reward_series_.try_emplace({model, static_cast<int>(outcome)});
+    if (inserted) {
+      it->second = &rewards_.Add(
+          {{"model", model}, {"outcome", std::string(RewardOutcomeName(outcome))}});
+    }
+    counter = it->second;
+  }
+  counter->Increment();
+}
+
+}  // namespace graphbandit::server

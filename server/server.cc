@@ -1,0 +1,83 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace graphbandit::server {
+namespace {
+
+const char* const kServices[] = {"graphbandit.v1.BanditService", "graphbandit.v1.AdminService"};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
+    const ServerOptions& options, std::unique_ptr<Engine> engine) {
+  std::unique_ptr<GraphbanditServer> server(new GraphbanditServer());
+  server->engine_ = std::move(engine);
+  server->metrics_ = std::make_unique<ServerMetrics>(server->engine_.get());
+  server->bandit_ = std::make_unique<BanditServiceImpl>(server->engine_.get(), server->metrics_.get());
+  server->admin_ = std::make_unique<AdminServiceImpl>(server->engine_.get(), server->metrics_.get());
+
+  if (!options.metrics_listen.empty()) {
+    try {
+      server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot serve metrics on %s (%s); is the port in use? Choose another with "
+          "--metrics_listen",
+          options.metrics_listen, e.what()));
+    }
+    server->exposer_->RegisterCollectable(server->metrics_->registry());
+    server->exposer_->RegisterCollectable(server->metrics_->model_collector());
+    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    server->metrics_port_ = ports.empty() ? 0 : ports.front();
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  builder.RegisterService(server->bandit_.get());
+  builder.RegisterService(server->admin_.get());
+  // gRPC sets SO_REUSEPORT by default, which lets a second server silently share a busy port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot listen for gRPC on %s; is the port in use? Choose another with --listen",
+        options.listen));
+  }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus(true);
+  for (const char* service : kServices) health->SetServingStatus(service, true);
+  return server;
+}
+
+void GraphbanditServer::Shutdown(absl::Duration grace) {
+  if (shut_down_ || server_ == nullptr) return;  // nothing started (a failed Start)
+  shut_down_ = true;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  // CivetWeb (behind the Exposer) polls with a fixed 2 s quantum, so stopping it takes up to
+  // 2 s: do that while gRPC drains, and wait for it before returning.
+  std::thread metrics_stopper([exposer = std::move(exposer_)]() mutable { exposer.reset(); });
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::microseconds(absl::ToInt64Microseconds(grace));
+  server_->Shutdown(deadline);
+  server_->Wait();
+  engine_->Shutdown();
+  metrics_stopper.join();
+}
+
+GraphbanditServer::~GraphbanditServer() { Shutdown(absl::Seconds(5)); }
+
+}  // namespace graphbandit::server

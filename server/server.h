@@ -1,0 +1,56 @@
+// A running graphbandit server: the gRPC services with health checking and reflection, and the
+// Prometheus endpoint. Used by main.cc and by the integration tests (on loopback port 0).
+#ifndef GRAPHBANDIT_SERVER_SERVER_H_
+#define GRAPHBANDIT_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/engine.h"
+#include "server/metrics.h"
+#include "server/services.h"
+
+namespace graphbandit::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";          // port 0 picks a free port
+  std::string metrics_listen = "127.0.0.1:9464";   // empty: no metrics endpoint
+  int max_message_bytes = 8 << 20;
+};
+
+class GraphbanditServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GraphbanditServer>> Start(const ServerOptions& options,
+                                                                   std::unique_ptr<Engine> engine);
+  ~GraphbanditServer();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  Engine& engine() { return *engine_; }
+
+  // Health goes NOT_SERVING, new calls are refused, in-flight calls get until `grace` to
+  // finish, then every model applies what it has queued and closes its log.
+  void Shutdown(absl::Duration grace);
+
+ private:
+  GraphbanditServer() = default;
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<BanditServiceImpl> bandit_;
+  std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace graphbandit::server
+
+#endif  // GRAPHBANDIT_SERVER_SERVER_H_

@@ -1,0 +1,179 @@
+#include "server/services.h"
+
+#include <climits>
+
+#include "server/config.h"
+#include "server/status_util.h"
+
+namespace graphbandit::server {
+namespace {
+
+// A call whose deadline passed (or whose client went away) before we started is not worth
+// starting: the answer could not be delivered.
+bool Abandoned(grpc::ServerContext* context) { return context->IsCancelled(); }
+
+v1::RewardOutcome ToProto(RewardOutcome outcome) {
+  switch (outcome) {
+    case RewardOutcome::kAccepted:
+      return v1::ACCEPTED;
+    case RewardOutcome::kDuplicate:
+      return v1::DUPLICATE;
+    case RewardOutcome::kUnknownEvent:
+      return v1::UNKNOWN_EVENT;
+  }
+  return v1::REWARD_OUTCOME_UNSPECIFIED;
+}
+
+}  // namespace
+
+grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
+                                          const v1::SelectArmRequest* request,
+                                          v1::SelectArmResponse* response) {
+  RpcRecorder rpc(metrics_, "SelectArm");
+  if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
+  DecisionRequest decision_request;
+  decision_request.model = request->model();
+  decision_request.user_id = request->user_id();
+  decision_request.context = absl::MakeConstSpan(request->context().data(), request->context_size());
+  decision_request.candidates.reserve(request->candidates_size());
+  for (const v1::Arm& arm : request->candidates()) {
+    decision_request.candidates.push_back(
+        CandidateRef{arm.id(), absl::MakeConstSpan(arm.features().data(), arm.features_size())});
+  }
+  const uint32_t slate = request->slate_size() == 0 ? 1 : request->slate_size();
+  decision_request.slate_size = slate > INT_MAX ? INT_MAX : static_cast<int>(slate);
+  decision_request.event_id = request->event_id();
+
+  absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request);
+  if (!decision.ok()) return rpc.Finish(ToGrpcStatus(decision.status()));
+  response->set_event_id(decision->event_id);
+  response->set_model_version(decision->model_version);
+  response->set_model(decision->model);
+  response->set_policy(decision->policy);
+  response->set_replayed(decision->replayed);
+  for (const ChosenArm& arm : decision->arms) {
+    v1::RankedArm* out = response->add_arms();
+    out->set_arm_id(arm.arm_id);
+    out->set_candidate_index(static_cast<uint32_t>(arm.candidate_index));
+    out->set_mean(arm.mean);
+    out->set_stddev(arm.stddev);
+    out->set_score(arm.score);
+    if (arm.probability.has_value()) out->set_selection_probability(*arm.probability);
+  }
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
+                                             const v1::ReportRewardRequest* request,
+                                             v1::ReportRewardResponse* response) {
+  RpcRecorder rpc(metrics_, "ReportReward");
+  if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
+  RewardRequest reward_request;
+  reward_request.event_id = request->event_id();
+  if (request->has_reward()) reward_request.reward = request->reward();
+  for (const v1::ArmReward& arm : request->arm_rewards()) {
+    reward_request.arm_rewards.emplace_back(arm.arm_id(), arm.reward());
+  }
+  reward_request.model = request->model();
+  absl::StatusOr<RewardResult> result = engine_->ReportReward(reward_request);
+  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+  response->set_outcome(ToProto(result->outcome));
+  response->set_model(result->model);
+  if (result->outcome == RewardOutcome::kUnknownEvent) {
+    metrics_->RecordReward("", RewardOutcome::kUnknownEvent);
+  }
+  for (const auto& [arm_id, outcome] : result->arm_outcomes) {
+    v1::ArmRewardOutcome* out = response->add_arm_outcomes();
+    out->set_arm_id(arm_id);
+    out->set_outcome(ToProto(outcome));
+    metrics_->RecordReward(result->model, outcome);
+  }
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::AddUsers(grpc::ServerContext* context,
+                                        const v1::AddUsersRequest* request,
+                                        v1::AddUsersResponse* response) {
+  RpcRecorder rpc(metrics_, "AddUsers");
+  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
+  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  std::vector<std::string> users(request->user_ids().begin(), request->user_ids().end());
+  absl::StatusOr<AddUsersResult> result = (*model)->AddUsers(users);
+  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+  response->set_added(result->added);
+  response->set_already_present(result->already_present);
+  response->set_users(result->users);
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::AddEdges(grpc::ServerContext* context,
+                                        const v1::AddEdgesRequest* request,
+                                        v1::AddEdgesResponse* response) {
+  RpcRecorder rpc(metrics_, "AddEdges");
+  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
+  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  std::vector<EdgeEdit> edges;
+  edges.reserve(request->edges_size());
+  for (const v1::Edge& edge : request->edges()) {
+    edges.push_back(EdgeEdit{edge.user_a(), edge.user_b(), edge.weight()});
+  }
+  absl::StatusOr<EdgeEditResult> result = (*model)->AddEdges(std::move(edges));
+  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+  response->set_added(result->changed);
+  response->set_updated(result->unchanged);
+  response->set_users_added(result->users_added);
+  response->set_edges(result->edges);
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::RemoveEdges(grpc::ServerContext* context,
+                                           const v1::RemoveEdgesRequest* request,
+                                           v1::RemoveEdgesResponse* response) {
+  RpcRecorder rpc(metrics_, "RemoveEdges");
+  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
+  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const v1::UserPair& pair : request->edges()) pairs.emplace_back(pair.user_a(), pair.user_b());
+  absl::StatusOr<EdgeEditResult> result = (*model)->RemoveEdges(std::move(pairs));
+  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+  response->set_removed(result->changed);
+  response->set_not_found(result->unchanged);
+  response->set_edges(result->edges);
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
+                                             const v1::DescribeModelRequest* request,
+                                             v1::ModelDescription* response) {
+  RpcRecorder rpc(metrics_, "DescribeModel");
+  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
+  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  const ModelStats stats = (*model)->Stats();
+  response->set_name((*model)->name());
+  *response->mutable_config() = ToModelConfig((*model)->options());
+  response->set_users(stats.users);
+  response->set_edges(stats.view.edges);
+  response->set_graph_components(stats.view.graph_components);
+  response->set_decisions(stats.decisions);
+  response->set_rewards_learned(stats.view.rewards_learned);
+  response->set_history_size(stats.view.history_size);
+  response->set_dictionary_size(stats.view.dictionary_size);
+  response->set_model_version(stats.view.version);
+  response->set_pending_decisions(stats.pending_decisions);
+  response->set_context_dim(stats.view.context_dim);
+  response->set_arm_feature_dim(stats.view.arm_dim);
+  response->set_dimensions_fixed(stats.view.dimensions_fixed);
+  response->set_queued_operations(stats.queued_operations);
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::ListModels(grpc::ServerContext* context,
+                                          const v1::ListModelsRequest* request,
+                                          v1::ListModelsResponse* response) {
+  RpcRecorder rpc(metrics_, "ListModels");
+  for (const std::string& name : engine_->ModelNames()) response->add_models(name);
+  response->set_default_model(engine_->default_model());
+  return rpc.Finish(grpc::Status::OK);
+}
+
+}  // namespace graphbandit::server

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End to end with the real programs, as a user would run them: start graphbandit-server on
+# loopback (free ports), check health and reflection with graphbandit-cli, play the load
+# generator and check that regret falls, read /metrics, stop the server with SIGTERM, restart
+# it on the same state directory and check that the log was replayed.
+#
+# usage: e2e_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+server=$build/server/graphbandit-server
+cli=$build/client/graphbandit-cli
+loadtest=$build/client/graphbandit-loadtest
+
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; [[ -f $work/server.log ]] && sed 's/^/  server: /' "$work/server.log" >&2; exit 1; }
+
+start_server() {
+  rm -f "$work/ports"
+  "$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --state_dir="$work/state" \
+    --port_file="$work/ports" 2>>"$work/server.log" &
+  pid=$!
+  for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
+  [[ -s $work/ports ]] || fail "server did not start"
+  read -r grpc_port metrics_port < "$work/ports"
+  target=127.0.0.1:$grpc_port
+}
+
+stop_server() {
+  kill -TERM "$pid"
+  local status=0
+  wait "$pid" || status=$?
+  pid=""
+  [[ $status -eq 0 ]] || fail "server exited with status $status after SIGTERM"
+  grep -q "stopped cleanly" "$work/server.log" || fail "no clean stop in the server log"
+}
+
+json_number() {  # json_number FILE KEY: the first number after "KEY":
+  grep -o "\"$2\": [-0-9.eE+]*" "$1" | head -1 | awk '{print $2}'
+}
+
+start_server
+[[ $("$cli" --target="$target" health) == SERVING ]] || fail "health is not SERVING"
+"$cli" --target="$target" services | grep -qx graphbandit.v1.BanditService || fail "reflection does not list the service"
+
+"$loadtest" --target="$target" --rounds=3000 --concurrency=4 --users=20 --seed=3 \
+  --compare_window=1000 --report_json="$work/report.json" > "$work/loadtest.out" || fail "loadtest failed: $(cat "$work/loadtest.out")"
+cat "$work/loadtest.out"
+for key in p50 p90 p99; do grep -q "$key" "$work/loadtest.out" || fail "no $key latency printed"; done
+[[ $(json_number "$work/report.json" rounds_completed) == 3000 ]] || fail "not every round completed"
+ratio=$(json_number "$work/report.json" last_over_first)
+awk -v r="$ratio" 'BEGIN { exit !(r < 0.5) }' || fail "regret did not halve: last/first = $ratio"
+grep -q '"windows": \[{"start": 0' "$work/report.json" || fail "no per-window regret in the JSON report"
+
+metrics=$(curl -sf "http://127.0.0.1:$metrics_port/metrics") || fail "cannot read /metrics"
+for series in 'graphbandit_rpc_requests_total{code="OK",method="SelectArm"} 3000' \
+              'graphbandit_rewards_total{model="default",outcome="accepted"} 3000' \
+              'graphbandit_rewards_learned{model="default"} 3000' \
+              'graphbandit_users{model="default"} 20'; do
+  grep -qF "$series" <<<"$metrics" || fail "metrics lack: $series"
+done
+grep -qE '^graphbandit_dictionary_size\{model="default"\} [1-9]' <<<"$metrics" || fail "dictionary size is 0"
+grep -qE '^graphbandit_rpc_duration_seconds_count\{code="OK",method="ReportReward"\} 3000' <<<"$metrics" \
+  || fail "no ReportReward latency histogram"
+
+stop_server
+start_server
+grep -q '3000 rewards learned, 20 users' "$work/server.log" || fail "restart did not replay the log"
+"$cli" --target="$target" DescribeModel '{}' | grep -q '"rewards_learned": "3000"' || fail "DescribeModel after restart"
+stop_server
+echo "PASS"
