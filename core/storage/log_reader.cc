@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/storage/crc32c.h"
+#include "core/storage/file_util.h"
 #include "core/storage/log_format.h"
 
 namespace graphbandit::storage {
@@ -21,68 +22,10 @@ namespace {
 // enough not to matter next to the records themselves.
 constexpr size_t kReadChunk = 256 << 10;
 
-absl::Status OsError(int err, absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
-}
-
-void CloseQuietly(int fd) {
-  // Linux releases the descriptor even when close() fails, so never retry.
-  if (fd >= 0) (void)::close(fd);
-}
-
 uint32_t LoadLE32(const char* p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
-}
-
-std::string ParentDir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-absl::Status SyncParentDir(const std::string& path) {
-  const std::string dir = ParentDir(path);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return OsError(errno, "open directory", dir);
-  absl::Status status;
-  if (::fsync(fd) != 0) status = OsError(errno, "fsync directory", dir);
-  CloseQuietly(fd);
-  return status;
-}
-
-absl::Status WriteFully(int fd, const char* data, size_t n,
-                        const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::write(fd, data + done, n - done);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return OsError(errno, "write", path);
-    }
-    if (r == 0) return OsError(EIO, "write", path);
-    done += static_cast<size_t>(r);
-  }
-  return absl::OkStatus();
-}
-
-// Reads up to n bytes at `offset`; returns the count (short only at EOF).
-absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
-                                 const std::string& path) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::pread(fd, dst + got, n - got,
-                              static_cast<off_t>(offset + got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return OsError(errno, "read", path);
-    }
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
-  return got;
 }
 
 // Returns the first min(max_bytes, file size) bytes of `path`.

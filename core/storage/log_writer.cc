@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/storage/crc32c.h"
+#include "core/storage/file_util.h"
 #include "core/storage/log_format.h"
 
 namespace graphbandit::storage {
@@ -37,49 +38,6 @@ std::string ErrnoText(int err) {
                          err);
 }
 
-absl::Status OsError(int err, absl::string_view what, const std::string& path) {
-  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
-}
-
-void CloseQuietly(int fd) {
-  // On Linux the descriptor is released even if close() reports EINTR, so
-  // retrying could close an unrelated descriptor opened meanwhile.
-  if (fd >= 0) (void)::close(fd);
-}
-
-std::string ParentDir(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-// A new file is only durable once the directory entry naming it is.
-absl::Status SyncParentDir(const std::string& path) {
-  const std::string dir = ParentDir(path);
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return OsError(errno, "open directory", dir);
-  absl::Status status;
-  if (::fsync(fd) != 0) status = OsError(errno, "fsync directory", dir);
-  CloseQuietly(fd);
-  return status;
-}
-
-// Writes all of [data, data+n) or returns the errno of the failure.
-int WriteFully(int fd, const char* data, size_t n, size_t* written) {
-  *written = 0;
-  while (*written < n) {
-    const ssize_t r = ::write(fd, data + *written, n - *written);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (r == 0) return EIO;  // Not expected for regular files; avoid spinning.
-    *written += static_cast<size_t>(r);
-  }
-  return 0;
-}
-
 // Checks the first bytes of an existing, non-empty log. Uses its own read-only
 // descriptor because the append descriptor is write-only.
 absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
@@ -92,22 +50,12 @@ absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OsError(errno, "open for reading", path);
   char magic[kLogMagicSize];
-  size_t got = 0;
   int err = 0;
-  while (got < sizeof(magic)) {
-    const ssize_t r = ::pread(fd, magic + got, sizeof(magic) - got,
-                              static_cast<off_t>(got));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    if (r == 0) break;
-    got += static_cast<size_t>(r);
-  }
+  const absl::StatusOr<size_t> got =
+      PreadUpTo(fd, magic, sizeof(magic), 0, path, &err);
   CloseQuietly(fd);
-  if (err != 0) return OsError(err, "read magic of", path);
-  if (got != sizeof(magic) ||
+  if (!got.ok()) return OsError(err, "read magic of", path);
+  if (*got != sizeof(magic) ||
       absl::string_view(magic, sizeof(magic)) != kLogMagic) {
     return absl::DataLossError(
         absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
@@ -132,9 +80,11 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(
   uint64_t size = static_cast<uint64_t>(st.st_size);
 
   if (size == 0) {
-    size_t written = 0;
-    int err = WriteFully(fd, kLogMagic.data(), kLogMagic.size(), &written);
-    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    int err = 0;
+    const absl::Status write_status =
+        WriteFully(fd, kLogMagic.data(), kLogMagic.size(), path,
+                   /*written=*/nullptr, &err);
+    if (write_status.ok() && ::fsync(fd) != 0) err = errno;
     if (err != 0) {
       CloseQuietly(fd);
       return absl::DataLossError(absl::StrFormat(
@@ -204,10 +154,12 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
   buf_.append(payload.data(), payload.size());
 
   size_t written = 0;
-  const int err = WriteFully(fd_, buf_.data(), buf_.size(), &written);
+  int err = 0;
+  const absl::Status write_status =
+      WriteFully(fd_, buf_.data(), buf_.size(), path_, &written, &err);
   size_ += written;
   if (buf_.capacity() > kMaxRetainedBuffer) std::string().swap(buf_);
-  if (err != 0) {
+  if (!write_status.ok()) {
     return Poison(absl::DataLossError(absl::StrFormat(
         "append to log %s failed after %d of %d bytes at offset %d: %s; the "
         "log may end in a partial record and must be recovered before reuse",
