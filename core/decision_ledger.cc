@@ -55,6 +55,12 @@ bool DecisionLedger::Lookup(const std::string& event_id, absl::Time now, Decisio
   return true;
 }
 
+bool DecisionLedger::Contains(const std::string& event_id, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(now);
+  return entries_.contains(event_id);
+}
+
 void DecisionLedger::MarkRewarded(LedgerEntry* entry, int index) {
   if (entry->arms[index].rewarded) return;
   entry->arms[index].rewarded = true;

@@ -59,6 +59,9 @@ class DecisionLedger {
   bool Lookup(const std::string& event_id, absl::Time now, Decision* decision,
               uint64_t* fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether `event_id` is known (and not expired).
+  bool Contains(const std::string& event_id, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Runs f(entry) under the ledger's lock, with nullptr for an unknown (or expired) event.
   // f may mark arms rewarded through MarkRewarded. Returns what f returns.
   template <typename F>

@@ -15,10 +15,6 @@
 namespace graphbandit {
 namespace {
 
-std::string Quote(absl::string_view id) {
-  return absl::StrCat("\"", absl::CHexEscape(id.substr(0, 64)), id.size() > 64 ? "...\"" : "\"");
-}
-
 absl::Status CheckEventId(absl::string_view id) {
   if (id.empty() || id.size() > kMaxEventIdBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -28,7 +24,7 @@ absl::Status CheckEventId(absl::string_view id) {
   for (char c : id) {
     if (c < 0x20 || c > 0x7e) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("event_id %s contains a byte outside printable ASCII", Quote(id)));
+          absl::StrFormat("event_id %s contains a byte outside printable ASCII", QuoteId(id)));
     }
   }
   return absl::OkStatus();
@@ -105,7 +101,7 @@ absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {
   auto it = models_.find(name);
   if (it == models_.end()) {
     return absl::NotFoundError(absl::StrFormat("unknown model %s; this server hosts: %s",
-                                               Quote(name), absl::StrJoin(ModelNames(), ", ")));
+                                               QuoteId(name), absl::StrJoin(ModelNames(), ", ")));
   }
   return it->second.get();
 }
@@ -133,7 +129,7 @@ absl::StatusOr<Decision> Engine::SelectArm(const DecisionRequest& request) {
       if (stored_fingerprint != fingerprint) {
         return absl::AlreadyExistsError(absl::StrFormat(
             "event_id %s was already used for a different request on model \"%s\"",
-            Quote(event_id), model->name()));
+            QuoteId(event_id), model->name()));
       }
       stored.replayed = true;
       return stored;
@@ -173,7 +169,7 @@ absl::StatusOr<Decision> Engine::SelectArm(const DecisionRequest& request) {
       if (existing.fingerprint != fingerprint) {
         return absl::AlreadyExistsError(absl::StrFormat(
             "event_id %s was already used for a different request on model \"%s\"",
-            Quote(event_id), model->name()));
+            QuoteId(event_id), model->name()));
       }
       existing.decision.replayed = true;
       return existing.decision;
@@ -214,7 +210,7 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
     }
     if (!reported.insert(arm_id).second) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("arm %s is reported twice in arm_rewards", Quote(arm_id)));
+          absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
     }
   }
 
@@ -227,18 +223,14 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
     owners.push_back(*model);
   } else {
     for (const auto& [name, model] : models_) {
-      Decision ignored;
-      uint64_t fingerprint;
-      if (model->ledger().Lookup(request.event_id, now, &ignored, &fingerprint)) {
-        owners.push_back(model.get());
-      }
+      if (model->ledger().Contains(request.event_id, now)) owners.push_back(model.get());
     }
     if (owners.size() > 1) {
       std::vector<std::string> names;
       for (Model* m : owners) names.push_back(m->name());
       return absl::InvalidArgumentError(absl::StrFormat(
           "event_id %s exists in models %s; set model to say which one",
-          Quote(request.event_id), absl::StrJoin(names, ", ")));
+          QuoteId(request.event_id), absl::StrJoin(names, ", ")));
     }
     if (owners.empty()) return RewardResult{};  // unknown event
   }
@@ -253,7 +245,7 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
           if (entry->arms.size() != 1) {
             return absl::InvalidArgumentError(absl::StrFormat(
                 "event_id %s returned %d arms; report each arm's reward in arm_rewards",
-                Quote(request.event_id), entry->arms.size()));
+                QuoteId(request.event_id), entry->arms.size()));
           }
           slots.emplace_back(0, *request.reward);
         } else {
@@ -264,10 +256,10 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
             }
             if (index < 0) {
               std::vector<std::string> returned;
-              for (const LedgerArm& arm : entry->arms) returned.push_back(Quote(arm.arm_id));
+              for (const LedgerArm& arm : entry->arms) returned.push_back(QuoteId(arm.arm_id));
               return absl::InvalidArgumentError(absl::StrFormat(
-                  "arm %s was not returned by event_id %s (it returned %s)", Quote(arm_id),
-                  Quote(request.event_id), absl::StrJoin(returned, ", ")));
+                  "arm %s was not returned by event_id %s (it returned %s)", QuoteId(arm_id),
+                  QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
             }
             slots.emplace_back(index, reward);
           }
@@ -277,7 +269,7 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
           if (std::abs(reward) > bound) {
             return absl::InvalidArgumentError(absl::StrFormat(
                 "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
-                reward, Quote(entry->arms[index].arm_id), bound, bound, model->name()));
+                reward, QuoteId(entry->arms[index].arm_id), bound, bound, model->name()));
           }
         }
         std::vector<ObserveOp> observations;

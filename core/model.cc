@@ -29,12 +29,6 @@ struct OpCompletion {
 
 namespace {
 
-// An id quoted in an error message: escaped, and cut if long.
-std::string Quote(absl::string_view id) {
-  std::string escaped = absl::CHexEscape(id.substr(0, 64));
-  return absl::StrCat("\"", escaped, id.size() > 64 ? "...\"" : "\"");
-}
-
 absl::Status CheckId(absl::string_view id, absl::string_view field) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
   if (id.size() > kMaxIdBytes) {
@@ -136,30 +130,36 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     model->applied_seq_ = last_seq;
     model->rewards_held_ = model->learner_ != nullptr ? model->learner_->history_size() : 0;
   }
-  model->Publish(last_seq);
-  model->writer_ = std::thread([m = model.get()] { m->WriterLoop(); });
-
   if (!options.edge_list_file.empty()) {
+    // Applied as one logged edit, before the writer starts. Only edges that are missing or
+    // weighted differently are part of it, so an unchanged file adds nothing on restart.
     auto edges = ReadEdgeList(options.edge_list_file);
     if (!edges.ok()) return edges.status();
-    // Only edges that are missing or weighted differently become a (logged) edit, so an
-    // unchanged file adds nothing to the log on restart.
-    std::vector<EdgeEdit> changes;
-    {
-      absl::MutexLock lock(&model->queue_mu_);  // the writer is idle: nothing is queued yet
-      for (EdgeEdit& edge : *edges) {
-        const int32_t a = model->registry_->Find(edge.user_a);
-        const int32_t b = model->registry_->Find(edge.user_b);
-        if (a < 0 || b < 0 || model->graph_.Weight(a, b) != edge.weight) {
-          changes.push_back(std::move(edge));
-        }
+    SetEdgesOp changes;
+    for (EdgeEdit& edge : *edges) {
+      const int32_t a = model->registry_->Find(edge.user_a);
+      const int32_t b = model->registry_->Find(edge.user_b);
+      if (a < 0 || b < 0 || model->graph_.Weight(a, b) != edge.weight) {
+        changes.edges.push_back(std::move(edge));
       }
     }
-    if (!changes.empty()) {
-      auto applied = model->SubmitAndWait(SetEdgesOp{std::move(changes)});
-      if (!applied.ok()) return applied.status();
+    if (!changes.edges.empty()) {
+      {
+        absl::MutexLock lock(&model->queue_mu_);
+        if (model->log_ != nullptr) {
+          absl::Status s = model->log_->Append(static_cast<uint8_t>(OpType::kSetEdges),
+                                               EncodeOp(ModelOp(changes)));
+          if (!s.ok()) return s;
+        }
+        last_seq = model->next_seq_++;
+        model->applied_seq_ = last_seq;
+      }
+      EdgeEditResult ignored;
+      if (absl::Status s = model->Apply(changes, &ignored); !s.ok()) return s;
     }
   }
+  model->Publish(last_seq);
+  model->writer_ = std::thread([m = model.get()] { m->WriterLoop(); });
   return model;
 }
 
@@ -258,6 +258,7 @@ void Model::Publish(uint64_t version) {
   view->version = version;
   if (learner_ != nullptr) {
     view->scorer = learner_->Freeze();
+    view->scaling = scaling_;
     view->context_dim = scaling_.context_dim;
     view->arm_dim = scaling_.arm_dim;
     view->dimensions_fixed = true;
@@ -410,12 +411,12 @@ absl::Status Model::ValidateRequest(const DecisionRequest& request, const Dimens
     auto [it, inserted] = seen.emplace(candidate.id, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "duplicate arm id %s: candidates[%d] and candidates[%d]", Quote(candidate.id),
+          "duplicate arm id %s: candidates[%d] and candidates[%d]", QuoteId(candidate.id),
           it->second, i));
     }
     if (static_cast<int>(candidate.features.size()) != expected_arm) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "candidates[%d] (%s) has %d features; %s %d", i, Quote(candidate.id),
+          "candidates[%d] (%s) has %d features; %s %d", i, QuoteId(candidate.id),
           candidate.features.size(),
           dims.fixed ? absl::StrFormat("model \"%s\" expects", options_.name)
                      : std::string("candidates[0] has"),
@@ -423,7 +424,7 @@ absl::Status Model::ValidateRequest(const DecisionRequest& request, const Dimens
     }
     if (absl::Status s = CheckFinite(candidate.features,
                                      absl::StrFormat("candidates[%d] (%s) features", i,
-                                                     Quote(candidate.id)));
+                                                     QuoteId(candidate.id)));
         !s.ok()) {
       return s;
     }
@@ -449,11 +450,10 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
     if (view->scorer == nullptr) return absl::InternalError("model has no posterior");
   }
   const int n = static_cast<int>(request.candidates.size());
-  const int joint = dims.context_dim + dims.arm_dim;
-  Eigen::MatrixXd points(joint, n);
+  Eigen::MatrixXd points(view->scaling.joint_dim(), n);
   for (int i = 0; i < n; ++i) {
-    scaling_.Apply(request.context.data(), request.candidates[i].features.data(),
-                   points.col(i).data());
+    view->scaling.Apply(request.context.data(), request.candidates[i].features.data(),
+                        points.col(i).data());
   }
   Eigen::VectorXd mean, stddev;
   view->scorer->Score(registry_->Find(request.user_id), points, &mean, &stddev);
@@ -576,7 +576,7 @@ absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges) {
     }
     if (e.user_a == e.user_b) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("edges[%d] joins user %s to itself", i, Quote(e.user_a)));
+          absl::StrFormat("edges[%d] joins user %s to itself", i, QuoteId(e.user_a)));
     }
     if (!std::isfinite(e.weight) || e.weight <= 0.0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -587,7 +587,7 @@ absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges) {
     auto [it, inserted] = pairs.emplace(key, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, Quote(e.user_a), Quote(e.user_b),
+          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(e.user_a), QuoteId(e.user_b),
           it->second));
     }
   }
@@ -637,7 +637,7 @@ absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
     auto [it, inserted] = seen.emplace(key, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, Quote(a), Quote(b), it->second));
+          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(a), QuoteId(b), it->second));
     }
   }
   return SubmitAndWait(RemoveEdgesOp{std::move(pairs)});
@@ -655,9 +655,9 @@ ModelStats Model::Stats() const {
   stats.view = *View();
   stats.users = registry_->size();
   stats.decisions = decisions_.load(std::memory_order_relaxed);
-  stats.pending_decisions = const_cast<DecisionLedger&>(ledger_).pending();
-  stats.ledger_size = const_cast<DecisionLedger&>(ledger_).size();
-  stats.expired_decisions = const_cast<DecisionLedger&>(ledger_).expired_total();
+  stats.pending_decisions = ledger_.pending();
+  stats.ledger_size = ledger_.size();
+  stats.expired_decisions = ledger_.expired_total();
   absl::MutexLock lock(&queue_mu_);
   // Logged but not yet published (a batch the writer is applying is no longer in queue_).
   stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);

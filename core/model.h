@@ -43,6 +43,7 @@ namespace graphbandit {
 struct ModelView {
   uint64_t version = 0;
   std::shared_ptr<const Scorer> scorer;  // null until the dimensions are fixed
+  FeatureScaling scaling;                // valid when dimensions_fixed
   int context_dim = 0;
   int arm_dim = 0;
   bool dimensions_fixed = false;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace graphbandit {
@@ -18,6 +20,10 @@ absl::string_view PolicyName(PolicyKind policy) {
       return "GP_TS";
   }
   return "UNKNOWN";
+}
+
+std::string QuoteId(absl::string_view id) {
+  return absl::StrCat("\"", absl::CHexEscape(id.substr(0, 64)), id.size() > 64 ? "...\"" : "\"");
 }
 
 bool IsValidModelName(absl::string_view name) {

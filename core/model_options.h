@@ -36,7 +36,7 @@ struct ModelOptions {
   double kors_epsilon = 0.5;
   double kors_gamma = 1.0;
   int max_dictionary_size = 1000;
-  int exact_max_observations = 20000;
+  int exact_max_observations = 2000;
 
   // arm_dim > 0 fixes the dimensions; arm_dim == 0 (and context_dim == 0) lets the model's
   // first valid decision fix them.
@@ -50,7 +50,7 @@ struct ModelOptions {
   double reward_bound = 1e9;
   int max_graph_edits_per_call = 100'000;
 
-  absl::Duration reward_window = absl::Hours(24);
+  absl::Duration reward_window = absl::Minutes(10);
   int64_t max_decisions = 1'000'000;
 
   bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
@@ -62,6 +62,9 @@ absl::Status ValidateModelOptions(const ModelOptions& options);
 
 // Model names double as directory names: 1..64 characters from [A-Za-z0-9_.-], not "." or "..".
 bool IsValidModelName(absl::string_view name);
+
+// An id quoted for an error message: C-escaped, cut after 64 bytes.
+std::string QuoteId(absl::string_view id);
 
 // Ids (users, arms): 1..256 bytes.
 inline constexpr size_t kMaxIdBytes = 256;
