@@ -55,8 +55,8 @@ class ExactGpPosterior::FrozenScorer final : public Scorer {
 };
 
 ExactGpPosterior::ExactGpPosterior(int dim, const ArmKernel& arm,
-                                   std::shared_ptr<const GreenFunction> green, double ridge)
-    : dim_(dim), kernel_(arm, std::move(green)), ridge_(ridge), history_x_(dim) {}
+                                   std::shared_ptr<const UserKernel> users, double ridge)
+    : dim_(dim), kernel_(arm, std::move(users)), ridge_(ridge), history_x_(dim) {}
 
 const Eigen::VectorXd& ExactGpPosterior::Alpha() const {
   if (alpha_dirty_) {
@@ -106,8 +106,8 @@ absl::Status ExactGpPosterior::Observe(int32_t user,
   return absl::OkStatus();
 }
 
-absl::Status ExactGpPosterior::SetGreenFunction(std::shared_ptr<const GreenFunction> green) {
-  kernel_.set_green(std::move(green));
+absl::Status ExactGpPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
+  kernel_.set_users(std::move(users));
   alpha_dirty_ = true;
   const int64_t t = history_size();
   if (t == 0) return absl::OkStatus();

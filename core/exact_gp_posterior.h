@@ -21,14 +21,14 @@ namespace graphbandit {
 
 class ExactGpPosterior final : public Learner {
  public:
-  ExactGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const GreenFunction> green,
+  ExactGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
                    double ridge);
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;
   absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                        double reward) override;
-  absl::Status SetGreenFunction(std::shared_ptr<const GreenFunction> green) override;
+  absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
 
   int64_t history_size() const override { return history_x_.cols(); }

@@ -73,20 +73,15 @@ std::shared_ptr<const Eigen::VectorXd> GreenFunction::SolveColumn(int32_t c) con
   return values;
 }
 
-GreenFunction::Column GreenFunction::ColumnOf(int32_t u) const {
-  Column column;
-  column.user_ = u;
-  column.inverse_rho_ = 1.0 / rho_;
-  column.compact_ = &compact_of_user_;
+UserKernel::Column GreenFunction::ColumnOf(int32_t u) const {
   const int32_t c =
       (u >= 0 && u < static_cast<int32_t>(compact_of_user_.size())) ? compact_of_user_[u] : -1;
-  if (c < 0) {
-    column.diagonal_ = 1.0 / rho_;
-    return column;
+  if (c < 0) {  // no edges: G[u, u] = 1 / rho, 0 elsewhere
+    return MakeColumn(u, 1.0 / rho_, 1.0 / rho_, 0.0, nullptr, nullptr);
   }
-  column.values_ = SolveColumn(c);
-  column.diagonal_ = (*column.values_)(c);
-  return column;
+  std::shared_ptr<const Eigen::VectorXd> values = SolveColumn(c);
+  const double diagonal = (*values)(c);
+  return MakeColumn(u, diagonal, diagonal, 0.0, &compact_of_user_, std::move(values));
 }
 
 }  // namespace graphbandit

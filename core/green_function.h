@@ -22,32 +22,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/user_graph.h"
+#include "core/user_kernel.h"
 
 namespace graphbandit {
 
-class GreenFunction {
+class GreenFunction final : public UserKernel {
  public:
-  // One column G[:, u]; cheap to copy. Valid while the GreenFunction lives.
-  class Column {
-   public:
-    double At(int32_t v) const {
-      if (values_ == nullptr || v < 0 || v >= static_cast<int32_t>(compact_->size())) {
-        return v == user_ && v != kUnknownUser ? inverse_rho_ : 0.0;
-      }
-      const int32_t c = (*compact_)[v];
-      return c < 0 ? 0.0 : (*values_)(c);
-    }
-    double Diagonal() const { return diagonal_; }
-
-   private:
-    friend class GreenFunction;
-    int32_t user_ = kUnknownUser;
-    double inverse_rho_ = 0.0;
-    double diagonal_ = 0.0;
-    const std::vector<int32_t>* compact_ = nullptr;
-    std::shared_ptr<const Eigen::VectorXd> values_;  // null for isolated or unknown users
-  };
-
   // Factorises L + rho I for the users of `graph` that have edges. cache_bytes bounds the
   // memory of cached columns (at least 16 columns are kept).
   static absl::StatusOr<std::shared_ptr<const GreenFunction>> Build(
@@ -58,8 +38,7 @@ class GreenFunction {
   int32_t factorised_users() const { return static_cast<int32_t>(users_of_compact_.size()); }
 
   // G[:, u] for any u, including kUnknownUser (then it is the column of a user with no edges).
-  Column ColumnOf(int32_t u) const;
-  double Entry(int32_t u, int32_t v) const { return ColumnOf(u).At(v); }
+  Column ColumnOf(int32_t u) const override;
 
  private:
   GreenFunction() = default;

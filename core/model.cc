@@ -73,9 +73,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
                                                    const std::string& state_dir) {
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
   std::unique_ptr<Model> model(new Model(options));
-  auto green = GreenFunction::Build(model->graph_, options.rho);
-  if (!green.ok()) return green.status();
-  model->green_ = *std::move(green);
+  auto kernel = BuildUserKernel(model->graph_, options.user_kernel_options());
+  if (!kernel.ok()) return kernel.status();
+  model->user_kernel_ = *std::move(kernel);
   if (options.arm_dim > 0) {
     EdgeEditResult ignored;
     absl::Status s = model->Apply(FixDimensionsOp{options.context_dim, options.arm_dim}, &ignored);
@@ -182,7 +182,7 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
                               options_.arm_lengthscale};
     const ArmKernel arm(options_.kernel, options_.kernel_variance);
     if (options_.exact()) {
-      learner_ = std::make_unique<ExactGpPosterior>(scaling_.joint_dim(), arm, green_,
+      learner_ = std::make_unique<ExactGpPosterior>(scaling_.joint_dim(), arm, user_kernel_,
                                                     options_.ridge);
     } else {
       NystromOptions nystrom;
@@ -192,7 +192,7 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
       nystrom.kors_gamma = options_.kors_gamma;
       nystrom.max_dictionary_size = options_.max_dictionary_size;
       nystrom.seed = options_.seed;
-      learner_ = std::make_unique<NystromPosterior>(scaling_.joint_dim(), arm, green_, nystrom);
+      learner_ = std::make_unique<NystromPosterior>(scaling_.joint_dim(), arm, user_kernel_, nystrom);
     }
     absl::MutexLock lock(&queue_mu_);
     dims_ = Dimensions{true, fix->context_dim, fix->arm_dim};
@@ -245,12 +245,12 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
   if (!graph_changed) return absl::OkStatus();
   // Every graph edit rebuilds at once, so that the sequence of rebuilds (and hence the state)
   // depends on the log alone, not on how the writer happened to batch operations.
-  auto green = GreenFunction::Build(graph_, options_.rho);
-  if (!green.ok()) return green.status();
-  green_ = *std::move(green);
+  auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
+  if (!kernel.ok()) return kernel.status();
+  user_kernel_ = *std::move(kernel);
   components_ = graph_.CountComponents();
   users_at_rebuild_ = graph_.num_users();
-  return learner_ != nullptr ? learner_->SetGreenFunction(green_) : absl::OkStatus();
+  return learner_ != nullptr ? learner_->SetGraph(graph_, user_kernel_) : absl::OkStatus();
 }
 
 void Model::Publish(uint64_t version) {

@@ -161,7 +161,7 @@ class Model {
 
   // Owned by the writer (or by Open before the writer starts).
   UserGraph graph_;
-  std::shared_ptr<const GreenFunction> green_;
+  std::shared_ptr<const UserKernel> user_kernel_;
   std::unique_ptr<Learner> learner_;
   FeatureScaling scaling_;
   int64_t rewards_learned_ = 0;

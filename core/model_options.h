@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/arm_kernel.h"
+#include "core/user_kernel.h"
 
 namespace graphbandit {
 
@@ -28,6 +29,9 @@ struct ModelOptions {
   double context_lengthscale = 1.0;
 
   double rho = 0.1;             // Laplacian regulariser of the user kernel
+  UserKernelKind user_kernel = UserKernelKind::kLaplacianInverse;
+  double heat_tau = 1.0;        // heat user kernel exp(-tau L)
+  int spectral_dims = 8;        // spectral RBF user kernel: eigenvectors used
   std::string edge_list_file;   // applied as an AddEdges at every start
   double ridge = 0.1;           // lambda, the GP noise variance
   double exploration = 2.0;     // beta (UCB) or nu (Thompson sampling)
@@ -55,6 +59,14 @@ struct ModelOptions {
 
   bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
   double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
+  UserKernelOptions user_kernel_options() const {
+    UserKernelOptions o;
+    o.kind = user_kernel;
+    o.rho = rho;
+    o.heat_tau = heat_tau;
+    o.spectral_dims = spectral_dims;
+    return o;
+  }
 };
 
 // Checks ranges (positive length-scales, rho, ridge...). Messages name the field.

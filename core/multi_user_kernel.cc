@@ -6,7 +6,7 @@ namespace graphbandit {
 
 Eigen::VectorXd MultiUserKernel::UserFactors(const std::vector<int32_t>& users,
                                              int32_t user) const {
-  const GreenFunction::Column column = green_->ColumnOf(user);
+  const UserKernel::Column column = users_->ColumnOf(user);
   Eigen::VectorXd factors(users.size());
   for (size_t i = 0; i < users.size(); ++i) factors(i) = column.At(users[i]);
   return factors;
@@ -23,7 +23,7 @@ void MultiUserKernel::CrossForUser(const Eigen::Ref<const Eigen::MatrixXd>& x,
 
 Eigen::VectorXd MultiUserKernel::Diagonal(int32_t user,
                                           const Eigen::Ref<const Eigen::MatrixXd>& q) const {
-  return green_->ColumnOf(user).Diagonal() * arm_.Diagonal(q);
+  return users_->ColumnOf(user).Diagonal() * arm_.Diagonal(q);
 }
 
 void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
@@ -31,11 +31,11 @@ void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
                             const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
                             Eigen::MatrixXd* out) const {
   arm_.Cross(a, b, out);
-  absl::flat_hash_map<int32_t, GreenFunction::Column> columns;
+  absl::flat_hash_map<int32_t, UserKernel::Column> columns;
   for (int32_t u : users_a) {
-    if (!columns.contains(u)) columns.emplace(u, green_->ColumnOf(u));
+    if (!columns.contains(u)) columns.emplace(u, users_->ColumnOf(u));
   }
-  std::vector<const GreenFunction::Column*> row_columns(a.cols());
+  std::vector<const UserKernel::Column*> row_columns(a.cols());
   for (Eigen::Index i = 0; i < a.cols(); ++i) row_columns[i] = &columns.at(users_a[i]);
   for (Eigen::Index j = 0; j < b.cols(); ++j) {
     for (Eigen::Index i = 0; i < a.cols(); ++i) (*out)(i, j) *= row_columns[i]->At(users_b[j]);

@@ -1,6 +1,6 @@
 // The Laplacian multi-user kernel K((s,u),(s',u')) = G[u,u'] * k_x(s,s') (LK eq. 2), evaluated
 // block-wise: arm-kernel blocks come from one matrix product, user factors from cached columns
-// of the Green's function.
+// of the user kernel (e.g. the Green's function).
 #ifndef GRAPHBANDIT_CORE_MULTI_USER_KERNEL_H_
 #define GRAPHBANDIT_CORE_MULTI_USER_KERNEL_H_
 
@@ -11,18 +11,18 @@
 #include <Eigen/Dense>
 
 #include "core/arm_kernel.h"
-#include "core/green_function.h"
+#include "core/user_kernel.h"
 
 namespace graphbandit {
 
 class MultiUserKernel {
  public:
-  MultiUserKernel(ArmKernel arm, std::shared_ptr<const GreenFunction> green)
-      : arm_(arm), green_(std::move(green)) {}
+  MultiUserKernel(ArmKernel arm, std::shared_ptr<const UserKernel> users)
+      : arm_(arm), users_(std::move(users)) {}
 
   const ArmKernel& arm() const { return arm_; }
-  const std::shared_ptr<const GreenFunction>& green() const { return green_; }
-  void set_green(std::shared_ptr<const GreenFunction> green) { green_ = std::move(green); }
+  const std::shared_ptr<const UserKernel>& users() const { return users_; }
+  void set_users(std::shared_ptr<const UserKernel> users) { users_ = std::move(users); }
 
   // G[users[i], user] for every i.
   Eigen::VectorXd UserFactors(const std::vector<int32_t>& users, int32_t user) const;
@@ -43,7 +43,7 @@ class MultiUserKernel {
 
  private:
   ArmKernel arm_;
-  std::shared_ptr<const GreenFunction> green_;
+  std::shared_ptr<const UserKernel> users_;
 };
 
 }  // namespace graphbandit

@@ -72,10 +72,10 @@ class NystromPosterior::FrozenScorer final : public Scorer {
 };
 
 NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
-                                   std::shared_ptr<const GreenFunction> green,
+                                   std::shared_ptr<const UserKernel> users,
                                    const NystromOptions& options)
     : dim_(dim),
-      kernel_(arm, std::move(green)),
+      kernel_(arm, std::move(users)),
       options_(options),
       rng_(options.seed),
       history_x_(dim),
@@ -98,7 +98,7 @@ const Eigen::VectorXd& NystromPosterior::Weights() const {
 Eigen::VectorXd NystromPosterior::DictionaryColumn(int32_t user,
                                                    const Eigen::Ref<const Eigen::VectorXd>& point,
                                                    double* k_ss) const {
-  const GreenFunction::Column column = kernel_.green()->ColumnOf(user);
+  const UserKernel::Column column = kernel_.users()->ColumnOf(user);
   *k_ss = column.Diagonal() * kernel_.arm().Diagonal(point);
   Eigen::MatrixXd cross;
   kernel_.arm().Cross(basis_x_.view(), point, &cross);
@@ -271,8 +271,8 @@ absl::Status NystromPosterior::GrowDictionary(int64_t index, const Eigen::Vector
   return absl::OkStatus();
 }
 
-absl::Status NystromPosterior::SetGreenFunction(std::shared_ptr<const GreenFunction> green) {
-  kernel_.set_green(std::move(green));
+absl::Status NystromPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
+  kernel_.set_users(std::move(users));
   basis_snapshot_.reset();
   weights_dirty_ = true;
   const int m = static_cast<int>(dictionary_size());

@@ -13,7 +13,8 @@
 #include <Eigen/Dense>
 
 #include "absl/status/status.h"
-#include "core/green_function.h"
+#include "core/user_graph.h"
+#include "core/user_kernel.h"
 
 namespace graphbandit {
 
@@ -31,9 +32,11 @@ class Learner : public Scorer {
   // Learns reward y at (point, user); user must be a registered index (>= 0).
   virtual absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                double reward) = 0;
-  // Switches to a new user kernel (after a graph edit) and recomputes every cached quantity
-  // from the stored history. The result depends only on the history and the new kernel.
-  virtual absl::Status SetGreenFunction(std::shared_ptr<const GreenFunction> green) = 0;
+  // Switches to a new user graph and its user kernel (after a graph edit) and recomputes every
+  // cached quantity from the stored history. The result depends only on the history, the graph
+  // and the kernel. Kernel learners use `kernel`; linear graph learners use `graph`.
+  virtual absl::Status SetGraph(const UserGraph& graph,
+                                std::shared_ptr<const UserKernel> kernel) = 0;
   // An immutable copy of what scoring needs, safe to share across threads.
   virtual std::shared_ptr<const Scorer> Freeze() const = 0;
 

@@ -8,18 +8,6 @@
 namespace graphbandit {
 namespace {
 
-Eigen::MatrixXd DenseLaplacian(const UserGraph& graph) {
-  const int n = graph.num_users();
-  Eigen::MatrixXd l = Eigen::MatrixXd::Zero(n, n);
-  for (int u = 0; u < n; ++u) {
-    for (const auto& [v, w] : graph.Neighbours(u)) {
-      l(u, v) -= w;
-      l(u, u) += w;
-    }
-  }
-  return l;
-}
-
 TEST(GreenFunctionTest, EveryEntryMatchesTheDenseInverse) {
   Rng rng(17);
   UserGraph graph;
@@ -37,7 +25,7 @@ TEST(GreenFunctionTest, EveryEntryMatchesTheDenseInverse) {
       (DenseLaplacian(graph) + rho * Eigen::MatrixXd::Identity(n, n)).inverse();
   double worst = 0.0;
   for (int u = 0; u < n; ++u) {
-    const GreenFunction::Column column = (*green)->ColumnOf(u);
+    const UserKernel::Column column = (*green)->ColumnOf(u);
     EXPECT_NEAR(column.Diagonal(), dense(u, u), 1e-10 * dense(u, u));
     for (int v = 0; v < n; ++v) {
       worst = std::max(worst, std::abs(column.At(v) - dense(u, v)) / dense.cwiseAbs().maxCoeff());
@@ -51,12 +39,12 @@ TEST(GreenFunctionTest, UnknownAndLaterUsersAreIsolated) {
   graph.SetEdge(0, 1, 1.0);
   auto green = GreenFunction::Build(graph, 0.5);
   ASSERT_TRUE(green.ok());
-  const GreenFunction::Column unknown = (*green)->ColumnOf(kUnknownUser);
+  const UserKernel::Column unknown = (*green)->ColumnOf(kUnknownUser);
   EXPECT_DOUBLE_EQ(unknown.Diagonal(), 2.0);
   EXPECT_EQ(unknown.At(0), 0.0);
   EXPECT_EQ(unknown.At(kUnknownUser), 0.0);  // two unknown users are not the same user
   // A user registered after the factorisation (index 7) is isolated: G = e_u / rho.
-  const GreenFunction::Column late = (*green)->ColumnOf(7);
+  const UserKernel::Column late = (*green)->ColumnOf(7);
   EXPECT_DOUBLE_EQ(late.Diagonal(), 2.0);
   EXPECT_DOUBLE_EQ(late.At(7), 2.0);
   EXPECT_EQ(late.At(0), 0.0);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/exact_gp_posterior.h"
+#include "core/green_function.h"
 #include "core/nystrom_posterior.h"
 #include "tests/test_util.h"
 
@@ -27,7 +28,7 @@ struct Problem {
   double ridge = 0.2;
   ArmKernel arm{KernelType::kRbf, 1.3};
   UserGraph graph;
-  std::shared_ptr<const GreenFunction> green;
+  std::shared_ptr<const UserKernel> green;
   Eigen::MatrixXd x;           // dim x t
   std::vector<int32_t> users_of;
   Eigen::VectorXd y;
@@ -394,8 +395,8 @@ TEST(NystromPosteriorTest, GraphChangeRebuildEqualsLearningUnderTheNewGraph) {
   p.graph.RemoveEdge(0, 4);
   p.graph.SetEdge(5, 6, 0.3);
   p.green = *GreenFunction::Build(p.graph, p.rho);
-  ASSERT_TRUE(nystrom.SetGreenFunction(p.green).ok());
-  ASSERT_TRUE(gp.SetGreenFunction(p.green).ok());
+  ASSERT_TRUE(nystrom.SetGraph(p.graph, p.green).ok());
+  ASSERT_TRUE(gp.SetGraph(p.graph, p.green).ok());
   ExpectMatchesNaive(nystrom, p, 20, kTolerance);
   ExpectMatchesNaive(gp, p, 21, kTolerance);
   // Learning continues correctly after the rebuild.
