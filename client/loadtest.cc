@@ -262,10 +262,10 @@ int main(int argc, char** argv) {
         v1::SelectArmRequest select;
         select.set_model(model);
         select.set_user_id(user_id(round.user));
-        for (int item : round.items) {
+        for (size_t k = 0; k < round.items.size(); ++k) {
           v1::Arm* arm = select.add_candidates();
-          arm->set_id(item_id(item));
-          for (int i = 0; i < env_options.dim; ++i) arm->add_features(env.items()(i, item));
+          arm->set_id(item_id(round.items[k]));
+          for (int i = 0; i < env_options.dim; ++i) arm->add_features(round.arms(i, k));
         }
         v1::SelectArmResponse decision;
         auto t0 = std::chrono::steady_clock::now();

@@ -106,20 +106,37 @@ absl::Status ExactGpPosterior::Observe(int32_t user,
   return absl::OkStatus();
 }
 
-absl::Status ExactGpPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
+absl::Status ExactGpPosterior::SetGraph(const UserGraph& graph,
+                                        std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
+  return Refactor();
+}
+
+absl::Status ExactGpPosterior::SetRidge(double ridge) {
+  if (!(ridge > 0.0) || !std::isfinite(ridge)) {
+    return absl::InvalidArgumentError(absl::StrFormat("ridge must be > 0, got %g", ridge));
+  }
+  ridge_ = ridge;
+  return Refactor();
+}
+
+absl::Status ExactGpPosterior::Refactor() {
   alpha_dirty_ = true;
   const int64_t t = history_size();
-  if (t == 0) return absl::OkStatus();
+  if (t == 0) {
+    chol_.Clear();
+    log_det_gain_ = 0.0;
+    return absl::OkStatus();
+  }
   Eigen::MatrixXd gram;
   kernel_.Cross(history_x_.view(), history_users_, history_x_.view(), history_users_.data(),
                 &gram);
-  Eigen::MatrixXd identity_plus = gram / ridge_;
-  identity_plus.diagonal().array() += 1.0;
-  Eigen::LLT<Eigen::MatrixXd> gain(identity_plus);
-  log_det_gain_ = 2.0 * Eigen::MatrixXd(gain.matrixL()).diagonal().array().log().sum();
   gram.diagonal().array() += ridge_;
-  return chol_.Reset(gram);
+  absl::Status status = chol_.Reset(gram);
+  if (!status.ok()) return status;
+  // log det(I + K/lambda) = log det(K + lambda I) - t log lambda.
+  log_det_gain_ = chol_.LogDeterminant() - static_cast<double>(t) * std::log(ridge_);
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const Scorer> ExactGpPosterior::Freeze() const {

@@ -37,9 +37,22 @@ class ExactGpPosterior final : public Learner {
   // log det(I + K_t / lambda), the information gain gamma_t of LK §1.3 (by the P4 recursion).
   double LogDetGain() const { return log_det_gain_; }
 
+  double ridge() const { return ridge_; }
+  // Changes lambda and refactors K_t + lambda I from the history (O(t^3)).
+  absl::Status SetRidge(double ridge);
+
+  // The state, for LK-GP's switch to its grid phase (lk_gp_posterior.h).
+  const MultiUserKernel& kernel() const { return kernel_; }
+  auto history_points() const { return history_x_.view(); }
+  const std::vector<int32_t>& history_users() const { return history_users_; }
+  const std::vector<double>& history_rewards() const { return history_rewards_; }
+  const CholeskyFactor& factor() const { return chol_; }  // of K_t + lambda I
+  const Eigen::VectorXd& alpha() const { return Alpha(); }
+
  private:
   class FrozenScorer;
   const Eigen::VectorXd& Alpha() const;  // (K_t + lambda I)^-1 y, cached
+  absl::Status Refactor();                // K_t + lambda I and the gain from the history
 
   int dim_;
   MultiUserKernel kernel_;

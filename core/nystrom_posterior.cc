@@ -1,5 +1,7 @@
 #include "core/nystrom_posterior.h"
 
+#include "core/nystrom_math.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,38 +10,6 @@
 #include "absl/strings/str_format.h"
 
 namespace graphbandit {
-namespace {
-
-// History is processed in blocks of this many points when the dictionary grows or is rebuilt.
-constexpr int kHistoryBlock = 2048;
-
-// The scoring formulas of the header, shared by the live learner and its frozen copies.
-void ScoreNystrom(const MultiUserKernel& kernel, double ridge,
-                  const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
-                  const std::vector<int32_t>& basis_users,
-                  const Eigen::Ref<const Eigen::MatrixXd>& chol_m,
-                  const Eigen::Ref<const Eigen::MatrixXd>& chol_zz, const Eigen::VectorXd& weights,
-                  int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
-                  Eigen::VectorXd* mean, Eigen::VectorXd* stddev) {
-  const Eigen::VectorXd prior = kernel.Diagonal(user, points);
-  if (basis_x.cols() == 0) {
-    *mean = Eigen::VectorXd::Zero(points.cols());
-    *stddev = prior.cwiseMax(0.0).cwiseSqrt();
-    return;
-  }
-  Eigen::MatrixXd kz;
-  kernel.CrossForUser(basis_x, basis_users, user, points, &kz);
-  mean->noalias() = kz.transpose() * weights;
-  Eigen::MatrixXd projected = kz;
-  chol_m.triangularView<Eigen::Lower>().solveInPlace(projected);
-  chol_zz.triangularView<Eigen::Lower>().solveInPlace(kz);
-  const Eigen::ArrayXd residual =
-      (prior.array() - kz.colwise().squaredNorm().transpose().array()).cwiseMax(0.0);
-  *stddev =
-      (ridge * projected.colwise().squaredNorm().transpose().array() + residual).sqrt().matrix();
-}
-
-}  // namespace
 
 struct NystromPosterior::Basis {
   Eigen::MatrixXd x;
@@ -78,7 +48,7 @@ NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
       kernel_(arm, std::move(users)),
       options_(options),
       rng_(options.seed),
-      history_x_(dim),
+      history_(dim, options.max_history),
       basis_x_(dim) {}
 
 void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
@@ -175,9 +145,22 @@ absl::Status NystromPosterior::Observe(int32_t user,
     chol_m_.RankOneUpdate(kz);
     gamma_ += reward * kz;
   }
-  history_x_.Append(point);
-  history_users_.push_back(user);
-  history_rewards_.push_back(reward);
+  HistoryBuffer::Entry evicted;
+  if (history_.Append(point, user, reward, &evicted)) {
+    ++stats_.evicted;
+    if (options_.forget_evicted && m > 0) {
+      // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
+      double unused = 0.0;
+      const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused);
+      gamma_ -= evicted.reward * old;
+      if (!chol_m_.RankOneDowndate(old).ok()) {
+        ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
+        Eigen::MatrixXd kzz;
+        kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
+        if (absl::Status s = RefactorFromHistory(kzz); !s.ok()) return s;
+      }
+    }
+  }
   weights_dirty_ = true;
 
   if (!accept) return absl::OkStatus();
@@ -207,16 +190,14 @@ absl::Status NystromPosterior::Observe(int32_t user,
     ++stats_.skipped_full;
     return absl::OkStatus();
   }
-  return GrowDictionary(history_size() - 1, kz, k_ss, p);
+  return GrowDictionary(point, user, kz, k_ss, p);
 }
 
-absl::Status NystromPosterior::GrowDictionary(int64_t index, const Eigen::VectorXd& kz,
-                                              double k_ss, double p) {
+absl::Status NystromPosterior::GrowDictionary(const Eigen::VectorXd& z, int32_t z_user,
+                                              const Eigen::VectorXd& kz, double k_ss, double p) {
   const int m = static_cast<int>(dictionary_size());
-  const Eigen::VectorXd z = history_x_.col(index);
-  const int32_t z_user = history_users_[index];
 
-  // K_ZZ grows first: its Schur complement is z's Nyström residual, which the guard checks.
+  // K_ZZ grows first: its Schur complement is z's Nystrom residual, which the guard checks.
   const double min_residual = options_.min_relative_residual * k_ss;
   if (!chol_zz_.Append(kz, k_ss, min_residual).ok()) {
     ++stats_.skipped_dependent;
@@ -225,26 +206,22 @@ absl::Status NystromPosterior::GrowDictionary(int64_t index, const Eigen::Vector
   const double residual =
       chol_zz_.matrix()(m, m) * chol_zz_.matrix()(m, m);  // Schur complement of K_ZZ
 
-  // Border of M over the whole history, which already contains z (EK §4.6, step 7).
+  // Border of M over the retained history, which already contains z (EK §4.6, step 7).
   Eigen::VectorXd border = Eigen::VectorXd::Zero(m);
   double corner = 0.0, gamma_new = 0.0;
   const std::vector<int32_t> z_users = {z_user};
-  const int64_t t = history_size();
-  for (int64_t start = 0; start < t; start += kHistoryBlock) {
-    const int64_t len = std::min<int64_t>(kHistoryBlock, t - start);
-    const auto block = history_x_.view().middleCols(start, len);
-    const int32_t* block_users = history_users_.data() + start;
+  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
+                                           const double* block_rewards, int64_t len) {
     Eigen::MatrixXd k_zs;  // 1 x len
     kernel_.Cross(z, z_users, block, block_users, &k_zs);
-    const auto rewards = Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + start, len);
     corner += k_zs.row(0).squaredNorm();
-    gamma_new += k_zs.row(0).dot(rewards);
+    gamma_new += k_zs.row(0).dot(Eigen::Map<const Eigen::VectorXd>(block_rewards, len));
     if (m > 0) {
       Eigen::MatrixXd k_bs;  // m x len
       kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
       border.noalias() += k_bs * k_zs.row(0).transpose();
     }
-  }
+  });
   border += options_.ridge * kz;
   corner += options_.ridge * k_ss;
   // The Schur complement of M is at least lambda * residual in exact arithmetic.
@@ -314,26 +291,21 @@ absl::Status NystromPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<
     for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
   }
 
-  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS Y from the history.
+  return RefactorFromHistory(kzz);
+}
+
+absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
+  const int m = static_cast<int>(dictionary_size());
   Eigen::MatrixXd m_matrix = options_.ridge * kzz;
-  gamma_ = Eigen::VectorXd::Zero(mk);
-  const int64_t t = history_size();
-  for (int64_t start = 0; start < t; start += kHistoryBlock) {
-    const int64_t len = std::min<int64_t>(kHistoryBlock, t - start);
-    Eigen::MatrixXd k_bs;
-    kernel_.Cross(basis_x_.view(), basis_users_, history_x_.view().middleCols(start, len),
-                  history_users_.data() + start, &k_bs);
-    m_matrix.selfadjointView<Eigen::Lower>().rankUpdate(k_bs);
-    gamma_.noalias() +=
-        k_bs * Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + start, len);
-  }
+  AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma_);
+  weights_dirty_ = true;
   absl::Status status = chol_m_.Reset(m_matrix);  // reads the lower triangle
   if (!status.ok()) {
-    return absl::InternalError(absl::StrCat("rebuilding the Nyström factor: ", status.message()));
+    return absl::InternalError(absl::StrCat("rebuilding the Nystrom factor: ", status.message()));
   }
   Eigen::MatrixXd kors = kzz;
   kors.diagonal().array() +=
-      options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), mk);
+      options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), m);
   return chol_kors_.Reset(kors);
 }
 

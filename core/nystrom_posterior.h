@@ -40,6 +40,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/linalg/cholesky_factor.h"
+#include "core/history_buffer.h"
 #include "core/linalg/growable_columns.h"
 #include "core/multi_user_kernel.h"
 #include "core/posterior.h"
@@ -55,6 +56,13 @@ struct NystromOptions {
   int max_dictionary_size = 1000;
   double min_relative_residual = 1e-8;
   uint64_t seed = 1;           // KORS coin flips
+  // Bounded memory: keep only the last max_history observations (0 = all). They are what a
+  // growing dictionary's new row is computed from. Evicted observations either stay in the
+  // regression as they were (a new dictionary point never sees them: they count with zeros in
+  // its coordinates), or, with forget_evicted, are removed from it exactly (rank-one downdate),
+  // which makes the posterior a sliding-window regression for drifting rewards.
+  int64_t max_history = 0;
+  bool forget_evicted = false;
 };
 
 // Counters describing how the dictionary evolved.
@@ -63,6 +71,8 @@ struct NystromStats {
   int64_t merged_duplicates = 0;  // accepted points merged into an identical dictionary point
   int64_t skipped_dependent = 0;  // accepted points refused by the residual guard
   int64_t skipped_full = 0;       // accepted points refused because Z was at its cap
+  int64_t evicted = 0;            // observations dropped from the retained history
+  int64_t downdate_failures = 0;  // forgetting fell back to refactoring from the history
 };
 
 class NystromPosterior final : public Learner {
@@ -77,7 +87,9 @@ class NystromPosterior final : public Learner {
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
 
-  int64_t history_size() const override { return history_x_.cols(); }
+  int64_t history_size() const override { return history_.size(); }
+  // Observations learned in total (history_size() counts only the retained ones).
+  int64_t observations() const { return history_.total(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
   const NystromStats& stats() const { return stats_; }
 
@@ -99,13 +111,11 @@ class NystromPosterior final : public Learner {
   // K_Z(s) for one point.
   Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                    double* k_ss) const;
-  // Adds history point `index` to the dictionary with weight 1/p (the history already holds it).
-  absl::Status GrowDictionary(int64_t index, const Eigen::VectorXd& kz, double k_ss, double p);
-  // (K_ZS K_SZ, K_ZS Y) or, for a single new point z, (K_ZS k_S(z), k_S(z)^T k_S(z),
-  // k_S(z)^T Y), computed over the history in blocks.
-  void HistoryProducts(const Eigen::Ref<const Eigen::MatrixXd>& points,
-                       const std::vector<int32_t>& users, Eigen::MatrixXd* gram,
-                       Eigen::VectorXd* gamma) const;
+  // Adds `point` (just appended to the history) to the dictionary with weight 1/p.
+  absl::Status GrowDictionary(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
+                              double k_ss, double p);
+  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS Y over the retained history.
+  absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
   int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   const Eigen::VectorXd& Weights() const;  // M^-1 Gamma, cached
@@ -118,9 +128,7 @@ class NystromPosterior final : public Learner {
   bool force_accept_ = false;
   NystromStats stats_;
 
-  GrowableColumns history_x_;
-  std::vector<int32_t> history_users_;
-  std::vector<double> history_rewards_;
+  HistoryBuffer history_;
 
   GrowableColumns basis_x_;
   std::vector<int32_t> basis_users_;

@@ -117,7 +117,7 @@ double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::Vec
 
 std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
                                       const Eigen::VectorXd& mean, const Eigen::VectorXd& stddev,
-                                      int slate_size, Rng& rng) {
+                                      int slate_size, Rng& rng, bool probabilities) {
   const Eigen::Index n = mean.size();
   const Eigen::VectorXd spread = exploration * stddev;
   Eigen::VectorXd score(n);
@@ -130,6 +130,7 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
   std::vector<RankedChoice> slate(slate_size);
   for (int r = 0; r < slate_size; ++r) slate[r] = {order[r], score(order[r]), std::nullopt};
 
+  if (!probabilities) return slate;
   const bool random_rule = rule == SelectionRule::kThompson && (spread.array() > 0.0).any();
   if (!random_rule) {
     DeterministicProbabilities(mean + spread, slate_size, &slate);

@@ -30,10 +30,11 @@ struct RankedChoice {
 inline constexpr int kSlateProbabilityDraws = 1000;
 
 // Chooses slate_size (1..mean.size()) candidates, best first. Consumes `rng` for the tie-break
-// shuffle, the Thompson draws and (Thompson slates only) the probability estimate.
+// shuffle, the Thompson draws and (Thompson slates only) the probability estimate. Without
+// `probabilities` the choices are the same and carry no probability (simulations skip the cost).
 std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
                                       const Eigen::VectorXd& mean, const Eigen::VectorXd& stddev,
-                                      int slate_size, Rng& rng);
+                                      int slate_size, Rng& rng, bool probabilities = true);
 
 // P(candidate `i` has the largest value) when value j ~ N(mean_j, spread_j^2) independently
 // (spread 0 = deterministic; deterministic ties split evenly). Exposed for tests.

@@ -1,0 +1,153 @@
+#include "core/batched_nystrom_posterior.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/nystrom_math.h"
+
+namespace graphbandit {
+namespace {
+
+class FrozenBatchedScorer final : public Scorer {
+ public:
+  FrozenBatchedScorer(MultiUserKernel kernel, double ridge, Eigen::MatrixXd basis_x,
+                      std::vector<int32_t> basis_users, Eigen::MatrixXd chol_m,
+                      Eigen::MatrixXd chol_zz, Eigen::VectorXd weights)
+      : kernel_(std::move(kernel)),
+        ridge_(ridge),
+        basis_x_(std::move(basis_x)),
+        basis_users_(std::move(basis_users)),
+        chol_m_(std::move(chol_m)),
+        chol_zz_(std::move(chol_zz)),
+        weights_(std::move(weights)) {}
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override {
+    ScoreNystrom(kernel_, ridge_, basis_x_, basis_users_, chol_m_, chol_zz_, weights_, user,
+                 points, mean, stddev);
+  }
+
+ private:
+  MultiUserKernel kernel_;
+  double ridge_;
+  Eigen::MatrixXd basis_x_;
+  std::vector<int32_t> basis_users_;
+  Eigen::MatrixXd chol_m_, chol_zz_;
+  Eigen::VectorXd weights_;
+};
+
+}  // namespace
+
+BatchedNystromPosterior::BatchedNystromPosterior(int dim, const ArmKernel& arm,
+                                                 std::shared_ptr<const UserKernel> users,
+                                                 const BatchedNystromOptions& options)
+    : dim_(dim),
+      kernel_(arm, std::move(users)),
+      options_(options),
+      rng_(options.seed),
+      history_(dim, 0),
+      basis_x_(dim) {}
+
+void BatchedNystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                    Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
+  ScoreNystrom(kernel_, options_.ridge, basis_x_.view(), basis_users_, chol_m_.matrix(),
+               chol_zz_.matrix(), weights_, user, points, mean, stddev);
+}
+
+double BatchedNystromPosterior::VarianceOverRidge(int64_t i) const {
+  Eigen::VectorXd mean, sd;
+  Score(history_.user(i), history_.point(i), &mean, &sd);
+  return sd(0) * sd(0) / options_.ridge;
+}
+
+absl::Status BatchedNystromPosterior::Observe(int32_t user,
+                                              const Eigen::Ref<const Eigen::VectorXd>& point,
+                                              double reward) {
+  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
+  if (point.size() != dim_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
+  }
+  if (!point.allFinite() || !std::isfinite(reward)) {
+    return absl::InvalidArgumentError("observation contains a non-finite value");
+  }
+  Eigen::VectorXd mean, sd;
+  Score(user, point, &mean, &sd);
+  accumulated_ += sd(0) * sd(0) / options_.ridge;
+  history_.Append(point, user, reward);
+  if (accumulated_ <= options_.threshold) return absl::OkStatus();
+  accumulated_ = 0.0;
+  return Resparsify();
+}
+
+absl::Status BatchedNystromPosterior::Resparsify() {
+  ++redraws_;
+  // Draw the new dictionary with the current (stale) posterior's variances.
+  std::vector<int64_t> chosen;
+  for (int64_t i = 0; i < history_.size(); ++i) {
+    const double p = std::min(1.0, options_.oversampling * VarianceOverRidge(i));
+    if (rng_.Uniform() < p) chosen.push_back(i);
+  }
+  if (chosen.empty() && history_.size() > 0) chosen.push_back(history_.size() - 1);
+  basis_x_.Clear();
+  basis_users_.clear();
+  for (int64_t i : chosen) {
+    basis_x_.Append(history_.point(i));
+    basis_users_.push_back(history_.user(i));
+  }
+  return Recompute();
+}
+
+absl::Status BatchedNystromPosterior::Recompute() {
+  // K_ZZ with the same guard as EK-UCB: repeated or dependent points are dropped.
+  Eigen::MatrixXd kzz_all;
+  kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz_all);
+  std::vector<int> kept;
+  chol_zz_.Clear();
+  for (int j = 0; j < static_cast<int>(basis_users_.size()); ++j) {
+    Eigen::VectorXd border(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) border(i) = kzz_all(kept[i], j);
+    if (chol_zz_.Append(border, kzz_all(j, j), options_.min_relative_residual * kzz_all(j, j))
+            .ok()) {
+      kept.push_back(j);
+    }
+  }
+  basis_x_.Select(kept);
+  std::vector<int32_t> users;
+  for (int j : kept) users.push_back(basis_users_[j]);
+  basis_users_ = std::move(users);
+  const int m = static_cast<int>(kept.size());
+  if (m == 0) {
+    chol_m_.Clear();
+    weights_.resize(0);
+    return absl::OkStatus();
+  }
+  Eigen::MatrixXd m_matrix(m, m);
+  for (int a = 0; a < m; ++a) {
+    for (int b = 0; b < m; ++b) m_matrix(a, b) = options_.ridge * kzz_all(kept[a], kept[b]);
+  }
+  Eigen::VectorXd gamma;
+  AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma);
+  absl::Status status = chol_m_.Reset(m_matrix);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("batched Nystrom factor: ", status.message()));
+  }
+  weights_ = chol_m_.Solve(gamma);
+  return absl::OkStatus();
+}
+
+absl::Status BatchedNystromPosterior::SetGraph(const UserGraph& graph,
+                                               std::shared_ptr<const UserKernel> users) {
+  kernel_.set_users(std::move(users));
+  return Recompute();
+}
+
+std::shared_ptr<const Scorer> BatchedNystromPosterior::Freeze() const {
+  return std::make_shared<FrozenBatchedScorer>(kernel_, options_.ridge, basis_x_.view(),
+                                               basis_users_, chol_m_.matrix(), chol_zz_.matrix(),
+                                               weights_);
+}
+
+}  // namespace graphbandit
