@@ -232,8 +232,9 @@ int main(int argc, char** argv) {
 
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::string command;
-  for (int i = 0; i < argc; ++i) absl::StrAppend(&command, i ? " " : "", argv[i]);
+  // The program by its name (not the path it was started from), then the arguments as given.
+  std::string command = "graphbandit-sim";
+  for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
   std::ostringstream md;
   md << "# " << preset->name << "\n\n" << preset->description << "\n\n"
      << "- command: `" << command << "`\n"
