@@ -13,8 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/edge_list.h"
-#include "core/exact_gp_posterior.h"
-#include "core/nystrom_posterior.h"
+#include "core/learner_factory.h"
 #include "core/random.h"
 #include "core/selection.h"
 #include "core/storage/log_reader.h"
@@ -180,20 +179,9 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     }
     scaling_ = FeatureScaling{fix->context_dim, fix->arm_dim, options_.context_lengthscale,
                               options_.arm_lengthscale};
-    const ArmKernel arm(options_.kernel, options_.kernel_variance);
-    if (options_.exact()) {
-      learner_ = std::make_unique<ExactGpPosterior>(scaling_.joint_dim(), arm, user_kernel_,
-                                                    options_.ridge);
-    } else {
-      NystromOptions nystrom;
-      nystrom.ridge = options_.ridge;
-      nystrom.kors_mu = options_.effective_kors_mu();
-      nystrom.kors_epsilon = options_.kors_epsilon;
-      nystrom.kors_gamma = options_.kors_gamma;
-      nystrom.max_dictionary_size = options_.max_dictionary_size;
-      nystrom.seed = options_.seed;
-      learner_ = std::make_unique<NystromPosterior>(scaling_.joint_dim(), arm, user_kernel_, nystrom);
-    }
+    auto learner = MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_);
+    if (!learner.ok()) return learner.status();
+    learner_ = *std::move(learner);
     absl::MutexLock lock(&queue_mu_);
     dims_ = Dimensions{true, fix->context_dim, fix->arm_dim};
     return absl::OkStatus();
@@ -461,10 +449,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
     return absl::InternalError("the posterior produced a non-finite score");
   }
   Rng rng(StableHash(event_id, options_.seed));
-  const SelectionRule rule =
-      (options_.policy == PolicyKind::kEkTs || options_.policy == PolicyKind::kGpTs)
-          ? SelectionRule::kThompson
-          : SelectionRule::kUcb;
+  const SelectionRule rule = SelectionRuleFor(options_);
   const std::vector<RankedChoice> slate =
       SelectSlate(rule, options_.exploration, mean, stddev, request.slate_size, rng);
 

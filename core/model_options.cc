@@ -18,6 +18,16 @@ absl::string_view PolicyName(PolicyKind policy) {
       return "GP_UCB";
     case PolicyKind::kGpTs:
       return "GP_TS";
+    case PolicyKind::kLinUcbPerUser:
+      return "LINUCB_PER_USER";
+    case PolicyKind::kLinUcbPooled:
+      return "LINUCB_POOLED";
+    case PolicyKind::kGraphUcb:
+      return "GRAPH_UCB";
+    case PolicyKind::kGobLin:
+      return "GOB_LIN";
+    case PolicyKind::kBatchedNystromUcb:
+      return "BATCHED_NYSTROM_UCB";
   }
   return "UNKNOWN";
 }
@@ -54,7 +64,11 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
                               {o.effective_kors_mu(), "nystrom.kors_mu"},
                               {o.kors_epsilon, "nystrom.kors_epsilon"},
                               {o.kors_gamma, "nystrom.kors_gamma"},
-                              {o.reward_bound, "limits.reward_bound"}}) {
+                              {o.reward_bound, "limits.reward_bound"},
+                              {o.heat_tau, "graph.heat_tau"},
+                              {o.linear_lambda, "linear.lambda"},
+                              {o.batched_threshold, "batched.threshold"},
+                              {o.batched_oversampling, "batched.oversampling"}}) {
     if (absl::Status s = positive(value, field); !s.ok()) return s;
   }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
@@ -72,8 +86,13 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
                               {o.max_feature_dim, "limits.max_feature_dim"},
                               {o.max_users, "limits.max_users"},
                               {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
-                              {o.max_decisions, "ledger.max_decisions"}}) {
+                              {o.max_decisions, "ledger.max_decisions"},
+                              {o.spectral_dims, "graph.spectral_dims"}}) {
     if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
+  }
+  if (o.max_history < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": nystrom.max_history must be >= 0", o.name));
   }
   if (o.reward_window <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -15,7 +15,17 @@
 
 namespace graphbandit {
 
-enum class PolicyKind { kEkUcb, kEkTs, kGpUcb, kGpTs };
+enum class PolicyKind {
+  kEkUcb,
+  kEkTs,
+  kGpUcb,
+  kGpTs,
+  kLinUcbPerUser,
+  kLinUcbPooled,
+  kGraphUcb,
+  kGobLin,
+  kBatchedNystromUcb,
+};
 
 absl::string_view PolicyName(PolicyKind policy);
 
@@ -40,7 +50,12 @@ struct ModelOptions {
   double kors_epsilon = 0.5;
   double kors_gamma = 1.0;
   int max_dictionary_size = 1000;
+  int64_t max_history = 0;       // EK policies: retained observations (0 = all)
+  bool forget_evicted = false;   // EK policies: sliding window
   int exact_max_observations = 2000;
+  double linear_lambda = 1.0;    // linear policies
+  double batched_threshold = 10.0;
+  double batched_oversampling = 10.0;
 
   // arm_dim > 0 fixes the dimensions; arm_dim == 0 (and context_dim == 0) lets the model's
   // first valid decision fix them.
@@ -58,6 +73,7 @@ struct ModelOptions {
   int64_t max_decisions = 1'000'000;
 
   bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
+  bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
   double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
   UserKernelOptions user_kernel_options() const {
     UserKernelOptions o;

@@ -86,11 +86,18 @@ absl::StatusOr<std::shared_ptr<const UserKernel>> BuildUserKernel(
         "the %s user kernel is dense and supports at most %d users; the graph has %d",
         UserKernelKindName(options.kind), options.max_dense_users, n));
   }
+  DenseUserKernel::Outside outside;
+  if (n == 0) {  // no users yet: everyone is outside, isolated (Eigen cannot decompose 0 x 0)
+    outside.column = Eigen::VectorXd();
+    outside.self = 1.0;
+    outside.cross = options.kind == UserKernelKind::kSpectralRbf ? 1.0 : 0.0;
+    return std::shared_ptr<const UserKernel>(
+        std::make_shared<DenseUserKernel>(Eigen::MatrixXd(), outside));
+  }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(DenseLaplacian(graph));
   if (eig.info() != Eigen::Success) return absl::InternalError("Laplacian eigendecomposition failed");
   const Eigen::VectorXd& values = eig.eigenvalues();  // ascending
   const Eigen::MatrixXd& vectors = eig.eigenvectors();
-  DenseUserKernel::Outside outside;
   if (options.kind == UserKernelKind::kHeat) {
     // exp(-tau L): an isolated user (zero row of L) gets 1 on its diagonal and 0 elsewhere.
     const Eigen::VectorXd decay = (-options.heat_tau * values.array()).exp();

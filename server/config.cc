@@ -68,6 +68,21 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
     case v1::GP_TS:
       o.policy = PolicyKind::kGpTs;
       break;
+    case v1::LINUCB_PER_USER:
+      o.policy = PolicyKind::kLinUcbPerUser;
+      break;
+    case v1::LINUCB_POOLED:
+      o.policy = PolicyKind::kLinUcbPooled;
+      break;
+    case v1::GRAPH_UCB:
+      o.policy = PolicyKind::kGraphUcb;
+      break;
+    case v1::GOB_LIN:
+      o.policy = PolicyKind::kGobLin;
+      break;
+    case v1::BATCHED_NYSTROM_UCB:
+      o.policy = PolicyKind::kBatchedNystromUcb;
+      break;
     default:
       return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": unknown policy %d", o.name, c.policy()));
   }
@@ -94,6 +109,32 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.context_lengthscale = Or(c.arm_kernel().context_lengthscale(), d.context_lengthscale);
   o.rho = Or(c.graph().rho(), d.rho);
   o.edge_list_file = c.graph().edge_list_file();
+  switch (c.graph().user_kernel()) {
+    case v1::GraphConfig::USER_KERNEL_UNSPECIFIED:
+    case v1::GraphConfig::LAPLACIAN_INVERSE:
+      o.user_kernel = UserKernelKind::kLaplacianInverse;
+      break;
+    case v1::GraphConfig::HEAT:
+      o.user_kernel = UserKernelKind::kHeat;
+      break;
+    case v1::GraphConfig::SPECTRAL_RBF:
+      o.user_kernel = UserKernelKind::kSpectralRbf;
+      break;
+    case v1::GraphConfig::ALL_ONES:
+      o.user_kernel = UserKernelKind::kAllOnes;
+      break;
+    case v1::GraphConfig::IDENTITY:
+      o.user_kernel = UserKernelKind::kIdentity;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": unknown user kernel %d", o.name, c.graph().user_kernel()));
+  }
+  o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
+  o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
+  o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
+  o.batched_threshold = Or(c.batched().threshold(), d.batched_threshold);
+  o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
@@ -101,6 +142,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
   o.max_dictionary_size = static_cast<int>(Or<uint32_t>(c.nystrom().max_dictionary_size(),
                                                         d.max_dictionary_size));
+  o.max_history = static_cast<int64_t>(c.nystrom().max_history());
+  o.forget_evicted = c.nystrom().forget_evicted();
   o.exact_max_observations =
       static_cast<int>(Or<uint32_t>(c.exact_gp().max_observations(), d.exact_max_observations));
   o.context_dim = static_cast<int>(c.context_dim());
@@ -139,6 +182,21 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     case PolicyKind::kGpTs:
       c.set_policy(v1::GP_TS);
       break;
+    case PolicyKind::kLinUcbPerUser:
+      c.set_policy(v1::LINUCB_PER_USER);
+      break;
+    case PolicyKind::kLinUcbPooled:
+      c.set_policy(v1::LINUCB_POOLED);
+      break;
+    case PolicyKind::kGraphUcb:
+      c.set_policy(v1::GRAPH_UCB);
+      break;
+    case PolicyKind::kGobLin:
+      c.set_policy(v1::GOB_LIN);
+      break;
+    case PolicyKind::kBatchedNystromUcb:
+      c.set_policy(v1::BATCHED_NYSTROM_UCB);
+      break;
   }
   auto* kernel = c.mutable_arm_kernel();
   switch (o.kernel) {
@@ -160,6 +218,30 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   kernel->set_context_lengthscale(o.context_lengthscale);
   c.mutable_graph()->set_rho(o.rho);
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
+  switch (o.user_kernel) {
+    case UserKernelKind::kLaplacianInverse:
+      c.mutable_graph()->set_user_kernel(v1::GraphConfig::LAPLACIAN_INVERSE);
+      break;
+    case UserKernelKind::kHeat:
+      c.mutable_graph()->set_user_kernel(v1::GraphConfig::HEAT);
+      break;
+    case UserKernelKind::kSpectralRbf:
+      c.mutable_graph()->set_user_kernel(v1::GraphConfig::SPECTRAL_RBF);
+      break;
+    case UserKernelKind::kAllOnes:
+      c.mutable_graph()->set_user_kernel(v1::GraphConfig::ALL_ONES);
+      break;
+    case UserKernelKind::kIdentity:
+      c.mutable_graph()->set_user_kernel(v1::GraphConfig::IDENTITY);
+      break;
+  }
+  c.mutable_graph()->set_heat_tau(o.heat_tau);
+  c.mutable_graph()->set_spectral_dims(o.spectral_dims);
+  c.mutable_nystrom()->set_max_history(o.max_history);
+  c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
+  c.mutable_linear()->set_lambda(o.linear_lambda);
+  c.mutable_batched()->set_threshold(o.batched_threshold);
+  c.mutable_batched()->set_oversampling(o.batched_oversampling);
   c.set_ridge(o.ridge);
   c.set_exploration(o.exploration);
   c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());

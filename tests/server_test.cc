@@ -434,6 +434,36 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   EXPECT_EQ(again->kors_mu, news.effective_kors_mu());
   EXPECT_EQ(again->exploration, 0.0);
 
+  auto full = ParseServerConfig(R"pb(
+    models {
+      name: "g"
+      policy: GRAPH_UCB
+      graph { user_kernel: HEAT heat_tau: 0.5 spectral_dims: 4 }
+      nystrom { max_history: 5000 forget_evicted: true }
+      linear { lambda: 2 }
+      batched { threshold: 3 oversampling: 7 }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(full.ok()) << full.status();
+  auto g = ToModelOptions(full->models(0));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy, PolicyKind::kGraphUcb);
+  EXPECT_EQ(g->user_kernel, UserKernelKind::kHeat);
+  EXPECT_EQ(g->heat_tau, 0.5);
+  EXPECT_EQ(g->spectral_dims, 4);
+  EXPECT_EQ(g->max_history, 5000);
+  EXPECT_TRUE(g->forget_evicted);
+  EXPECT_EQ(g->linear_lambda, 2.0);
+  EXPECT_EQ(g->batched_threshold, 3.0);
+  EXPECT_EQ(g->batched_oversampling, 7.0);
+  const v1::ModelConfig effective = ToModelConfig(*g);
+  EXPECT_EQ(effective.policy(), v1::GRAPH_UCB);
+  EXPECT_EQ(effective.graph().user_kernel(), v1::GraphConfig::HEAT);
+  auto back = ToModelOptions(effective);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->max_history, 5000);
+  EXPECT_EQ(back->batched_oversampling, 7.0);
+
   auto typo = ParseServerConfig("models { nmae: \"x\" }", "bad.textproto");
   EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(typo.status().message()), HasSubstr("bad.textproto: line 1"));

@@ -96,6 +96,18 @@ TEST(UserKernelTest, ConstantKernelsAndTheGreenFunctionThroughTheFactory) {
   EXPECT_FALSE(ParseUserKernelKind("mmd").ok());
 }
 
+TEST(UserKernelTest, DenseKernelsOfAnEmptyGraph) {
+  UserGraph empty;
+  for (UserKernelKind kind : {UserKernelKind::kHeat, UserKernelKind::kSpectralRbf}) {
+    UserKernelOptions options;
+    options.kind = kind;
+    auto kernel = BuildUserKernel(empty, options);
+    ASSERT_TRUE(kernel.ok());
+    EXPECT_EQ((*kernel)->ColumnOf(0).Diagonal(), 1.0);
+    EXPECT_EQ((*kernel)->Entry(kUnknownUser, kUnknownUser), kind == UserKernelKind::kHeat ? 0.0 : 1.0);
+  }
+}
+
 TEST(UserKernelTest, DenseKernelsRefuseHugeGraphs) {
   UserGraph graph;
   graph.SetEdge(0, 6000, 1.0);

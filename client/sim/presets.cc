@@ -92,9 +92,9 @@ struct Tuned {
   double exploration;
   double lambda_base;  // GP methods only
 };
-const Tuned kLkUcb{1.0, 0.01}, kLkTs{0.5, 0.001}, kCoopHeat{4.0, 0.1}, kCoopSpectral{2.0, 0.1},
-    kCoopOnes{4.0, 0.001}, kGpUcb{2.0, 0.001}, kGobLin{2.0, 0}, kGraphUcb{1.0, 0},
-    kPooledLinUcb{1.0, 0}, kPerUserLinUcb{1.0, 0};
+const Tuned kLkUcb{1.0, 0.001}, kLkTs{0.5, 0.01}, kCoopHeat{4.0, 0.05}, kCoopSpectral{1.0, 0.01},
+    kGpUcb{4.0, 0.001}, kGobLin{1.0, 0}, kGraphUcb{1.0, 0}, kPooledLinUcb{4.0, 0},
+    kPerUserLinUcb{2.0, 0};
 
 PolicySpec TunedLkGpUcb() {
   return LkGp("LK-GP-UCB", SelectionRule::kUcb, kLkUcb.exploration, kLkUcb.lambda_base,

@@ -1,0 +1,64 @@
+#include "core/learner_factory.h"
+
+#include "core/batched_nystrom_posterior.h"
+#include "core/exact_gp_posterior.h"
+#include "core/linear_posterior.h"
+#include "core/nystrom_posterior.h"
+
+namespace graphbandit {
+
+absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
+                                                     const UserGraph& graph,
+                                                     std::shared_ptr<const UserKernel> kernel) {
+  const ArmKernel arm(options.kernel, options.kernel_variance);
+  std::unique_ptr<Learner> learner;
+  switch (options.policy) {
+    case PolicyKind::kEkUcb:
+    case PolicyKind::kEkTs: {
+      NystromOptions nystrom;
+      nystrom.ridge = options.ridge;
+      nystrom.kors_mu = options.effective_kors_mu();
+      nystrom.kors_epsilon = options.kors_epsilon;
+      nystrom.kors_gamma = options.kors_gamma;
+      nystrom.max_dictionary_size = options.max_dictionary_size;
+      nystrom.max_history = options.max_history;
+      nystrom.forget_evicted = options.forget_evicted;
+      nystrom.seed = options.seed;
+      learner = std::make_unique<NystromPosterior>(dim, arm, kernel, nystrom);
+      break;
+    }
+    case PolicyKind::kGpUcb:
+    case PolicyKind::kGpTs:
+      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, options.ridge);
+      break;
+    case PolicyKind::kBatchedNystromUcb: {
+      BatchedNystromOptions batched;
+      batched.ridge = options.ridge;
+      batched.threshold = options.batched_threshold;
+      batched.oversampling = options.batched_oversampling;
+      batched.seed = options.seed;
+      learner = std::make_unique<BatchedNystromPosterior>(dim, arm, kernel, batched);
+      break;
+    }
+    case PolicyKind::kLinUcbPerUser:
+    case PolicyKind::kLinUcbPooled:
+    case PolicyKind::kGraphUcb:
+    case PolicyKind::kGobLin: {
+      LinearOptions linear;
+      linear.lambda = options.linear_lambda;
+      linear.rho = options.rho;
+      linear.prior = options.policy == PolicyKind::kLinUcbPerUser ? LinearOptions::Prior::kPerUser
+                     : options.policy == PolicyKind::kLinUcbPooled ? LinearOptions::Prior::kPooled
+                                                                   : LinearOptions::Prior::kGraph;
+      if (options.policy == PolicyKind::kGobLin) linear.lambda = linear.rho = 1.0;
+      if (absl::Status s = linear.Validate(); !s.ok()) return s;
+      learner = std::make_unique<LinearUcbPosterior>(dim, linear);
+      break;
+    }
+  }
+  // Attach the graph (a no-op rebuild for an empty learner; the linear graph prior needs it).
+  if (absl::Status s = learner->SetGraph(graph, std::move(kernel)); !s.ok()) return s;
+  return learner;
+}
+
+}  // namespace graphbandit
