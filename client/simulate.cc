@@ -28,6 +28,7 @@
 #include "client/sim/presets.h"
 #include "client/sim/report.h"
 #include "client/sim/runner.h"
+#include "graphbandit_version.h"
 
 ABSL_FLAG(std::string, preset, "", "Experiment to run (see --list_presets).");
 ABSL_FLAG(std::string, out, "", "Directory for regret.csv, the plots and summary.md.");
@@ -82,7 +83,7 @@ std::string Shell(const std::string& command) {
 }
 
 std::string MachineDescription() {
-  std::string cpu = Shell("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
+  std::string cpu = Shell("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'");
   const std::string memory = Shell("grep -m1 MemTotal /proc/meminfo | awk '{printf \"%.1f GiB\", $2/1048576}'");
   utsname name{};
   uname(&name);
@@ -90,14 +91,10 @@ std::string MachineDescription() {
                          std::thread::hardware_concurrency(), memory, name.sysname, name.release);
 }
 
+// The commit this binary was built from (stamped at build time).
 std::string Commit() {
-  const std::string source = GRAPHBANDIT_SOURCE_DIR;
-  std::string commit = Shell("git -C '" + source + "' rev-parse HEAD 2>/dev/null");
-  if (commit.empty()) return "unknown (not a git checkout)";
-  if (!Shell("git -C '" + source + "' status --porcelain --untracked-files=no 2>/dev/null").empty()) {
-    commit += " (with uncommitted changes)";
-  }
-  return commit;
+  return std::string(GRAPHBANDIT_COMMIT) +
+         (GRAPHBANDIT_TREE_DIRTY ? " (built with uncommitted changes)" : "");
 }
 
 int Fail(const std::string& message) {
@@ -162,7 +159,7 @@ int main(int argc, char** argv) {
     }
   }
   if (specs.empty()) return Fail("the filters leave no run");
-  const std::string commit = Commit();  // before the runs: the code that produced them
+  const std::string commit = Commit();
   std::fprintf(stderr, "graphbandit-sim: preset %s: %zu runs on %d threads\n",
                preset->name.c_str(), specs.size(), jobs);
   const absl::Time started = absl::Now();

@@ -130,7 +130,16 @@ absl::Status BatchedNystromPosterior::Recompute() {
   }
   Eigen::VectorXd gamma;
   AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma);
+  // K_ZS K_SZ grows with t while lambda K_ZZ does not: when round-off makes the recomputed M
+  // indefinite, add the smallest diagonal jitter (relative to its mean diagonal) that works.
   absl::Status status = chol_m_.Reset(m_matrix);
+  const double scale = m_matrix.diagonal().mean();
+  for (double jitter = 1e-12; !status.ok() && jitter <= 1e-4; jitter *= 10) {
+    Eigen::MatrixXd jittered = m_matrix;
+    jittered.diagonal().array() += jitter * scale;
+    status = chol_m_.Reset(jittered);
+    ++jittered_;
+  }
   if (!status.ok()) {
     return absl::InternalError(absl::StrCat("batched Nystrom factor: ", status.message()));
   }

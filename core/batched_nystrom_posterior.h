@@ -51,6 +51,8 @@ class BatchedNystromPosterior final : public Learner {
   int64_t history_size() const override { return history_.size(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
   int64_t redraws() const { return redraws_; }
+  // Refactorisations that needed a diagonal jitter (round-off; see Recompute).
+  int64_t jittered() const { return jittered_; }
 
   // Re-draws the dictionary and recomputes the posterior now (also used by tests).
   absl::Status Resparsify();
@@ -67,6 +69,7 @@ class BatchedNystromPosterior final : public Learner {
   HistoryBuffer history_;
   double accumulated_ = 0.0;
   int64_t redraws_ = 0;
+  int64_t jittered_ = 0;
 
   GrowableColumns basis_x_;
   std::vector<int32_t> basis_users_;

@@ -281,6 +281,12 @@ absl::Status LinearUcbPosterior::SetGraph(const UserGraph& graph,
     }
     std::sort(members.begin(), members.end());
     const int size = static_cast<int>(members.size());
+    if (static_cast<int64_t>(size) * d > options_.max_block_rows) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the graph-regularised linear model keeps one dense inverse per connected component; "
+          "a component of %d users x %d features exceeds its limit of %d rows",
+          size, d, options_.max_block_rows));
+    }
     for (int k = 0; k < size; ++k) member_of[members[k]] = k;
     Component c;
     c.prior = Eigen::MatrixXd::Zero(size, size);

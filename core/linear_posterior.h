@@ -83,6 +83,9 @@ struct LinearOptions {
   // Exact recomputation of a component's inverse after this many of its Sherman-Morrison
   // updates; 0 = automatic (32 m updates, m = the component's rows); negative = never.
   int64_t refresh_interval = 0;
+  // kGraph: coupled users share one dense (members * d)^2 inverse; SetGraph refuses a graph
+  // whose largest connected component would exceed this many rows.
+  int max_block_rows = 8192;
 
   // lambda > 0 and, for kGraph, rho > 0 (finite).
   absl::Status Validate() const;

@@ -93,8 +93,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
       ++last_seq;
       EdgeEditResult ignored;
       absl::Status applied = model->Apply(*op, &ignored);
-      // A reward that cannot be learned was skipped when it arrived too; do the same now.
-      if (!applied.ok() && std::holds_alternative<ObserveOp>(*op)) {
+      // A reward that could not be learned, or a graph edit the model refused, failed the same
+      // way when it arrived (and was reported then); do the same now.
+      if (!applied.ok() && !std::holds_alternative<FixDimensionsOp>(*op)) {
         ++skipped;
         return absl::OkStatus();
       }
@@ -115,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
           recovery->discarded_path);
     }
     if (skipped > 0) {
-      std::fprintf(stderr, "model \"%s\": %lld logged rewards could not be learned\n",
+      std::fprintf(stderr, "model \"%s\": %lld logged operations were refused again\n",
                    options.name.c_str(), static_cast<long long>(skipped));
     }
     auto writer = storage::LogWriter::Open(path);
@@ -166,7 +167,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
 // Writer side.
 
 absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
-  bool graph_changed = false;
+  struct Undo {
+    int32_t a, b;
+    double weight;  // 0: there was no edge
+  };
+  std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
   if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
     if (learner_ != nullptr) {
       if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
@@ -194,18 +199,23 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
       const int32_t a = registry_->FindOrAdd(edge.user_a);
       const int32_t b = registry_->FindOrAdd(edge.user_b);
       const double old_weight = graph_.Weight(a, b);
-      if (graph_.SetEdge(a, b, edge.weight)) {
+      if (old_weight == 0.0) {
         ++result->changed;
       } else {
         ++result->unchanged;
       }
-      graph_changed |= old_weight != edge.weight;
+      if (old_weight != edge.weight) {
+        undo.push_back({a, b, old_weight});
+        graph_.SetEdge(a, b, edge.weight);
+      }
     }
   } else if (const auto* remove = std::get_if<RemoveEdgesOp>(&op)) {
     for (const auto& [user_a, user_b] : remove->pairs) {
-      if (graph_.RemoveEdge(registry_->Find(user_a), registry_->Find(user_b))) {
+      const int32_t a = registry_->Find(user_a), b = registry_->Find(user_b);
+      const double old_weight = graph_.Weight(a, b);
+      if (graph_.RemoveEdge(a, b)) {
         ++result->changed;
-        graph_changed = true;
+        undo.push_back({a, b, old_weight});
       } else {
         ++result->unchanged;
       }
@@ -229,16 +239,33 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     return status;
   }
   graph_.EnsureUsers(registry_->size());
+  if (!undo.empty()) {
+    // Every graph edit rebuilds at once, so that the sequence of rebuilds (and hence the state)
+    // depends on the log alone, not on how the writer happened to batch operations. A graph
+    // the user kernel or the learner cannot serve (a dense kernel or a graph-linear model over
+    // a too-large component) is refused as a whole and the model keeps the previous graph;
+    // replaying the log refuses it again the same way.
+    auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
+    absl::Status status = kernel.status();
+    if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
+    if (!status.ok()) {
+      for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+        if (it->weight == 0.0) {
+          graph_.RemoveEdge(it->a, it->b);
+        } else {
+          graph_.SetEdge(it->a, it->b, it->weight);
+        }
+      }
+      if (learner_ != nullptr) learner_->SetGraph(graph_, user_kernel_).IgnoreError();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model \"", options_.name, "\" cannot use the edited graph: ", status.message()));
+    }
+    user_kernel_ = *std::move(kernel);
+    components_ = graph_.CountComponents();
+    users_at_rebuild_ = graph_.num_users();
+  }
   result->edges = graph_.num_edges();
-  if (!graph_changed) return absl::OkStatus();
-  // Every graph edit rebuilds at once, so that the sequence of rebuilds (and hence the state)
-  // depends on the log alone, not on how the writer happened to batch operations.
-  auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
-  if (!kernel.ok()) return kernel.status();
-  user_kernel_ = *std::move(kernel);
-  components_ = graph_.CountComponents();
-  users_at_rebuild_ = graph_.num_users();
-  return learner_ != nullptr ? learner_->SetGraph(graph_, user_kernel_) : absl::OkStatus();
+  return absl::OkStatus();
 }
 
 void Model::Publish(uint64_t version) {

@@ -540,6 +540,36 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
   }
 }
 
+TEST(EngineTest, AGraphThePolicyCannotServeIsRefusedAndReplayedTheSameWay) {
+  TempDir dir;
+  ModelOptions options;
+  options.policy = PolicyKind::kGraphUcb;  // one dense inverse per connected component
+  auto open = [&] { return OpenEngine({options}, dir.path()); };
+  {
+    auto engine = open();
+    Model* model = *engine->FindModel("");
+    ASSERT_TRUE(engine->SelectArm(ThreeArms("u0").View()).ok());  // 2 features per point
+    ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}}).ok());
+    // A chain of 4097 users x 2 features = 8194 rows: over the 8192-row limit.
+    std::vector<EdgeEdit> chain;
+    for (int u = 1; u < 4097; ++u) chain.push_back({absl::StrCat("u", u), absl::StrCat("u", u + 1), 1.0});
+    const auto refused = model->AddEdges(chain);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("exceeds its limit"));
+    EXPECT_EQ(model->View()->edges, 1);  // the previous graph is kept
+    auto decision = engine->SelectArm(ThreeArms("u1").View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
+    model->WaitForWriter();
+    EXPECT_EQ(model->View()->rewards_learned, 1);
+  }
+  auto engine = open();  // the refused edit is in the log: replay refuses it again
+  Model* model = *engine->FindModel("");
+  EXPECT_EQ(model->View()->edges, 1);
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  EXPECT_TRUE(engine->SelectArm(ThreeArms("u2").View()).ok());
+}
+
 TEST(EngineTest, ConcurrentDecisionsWhileLearning) {
   auto engine = OpenEngine();
   ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());

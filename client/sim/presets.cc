@@ -397,14 +397,17 @@ std::vector<Preset> BuildPresets() {
     spec.user_kernel.kind = UserKernelKind::kIdentity;
     return spec;
   };
-  auto ek_ucb = [&ek_kernel](double lambda, double mu) {
+  // gamma = budget * lambda; the authors' grid is budget in {0.001, 0.02, 0.05, 0.1} and the
+  // paper's text suggests gamma ~ lambda (budget 1).
+  auto ek_ucb = [&ek_kernel](double lambda, double mu, double budget = 0.1) {
     PolicySpec spec;
     spec.name = absl::StrFormat("EK-UCB lambda=%g mu=%g", lambda, mu);
+    if (budget != 0.1) spec.name += absl::StrFormat(" gamma=%g", budget * lambda);
     spec.family = Family::kEk;
     spec.exploration = 0.1 / std::sqrt(lambda);
     spec.nystrom.ridge = lambda;
     spec.nystrom.kors_mu = mu;
-    spec.nystrom.kors_gamma = 0.1 * lambda;
+    spec.nystrom.kors_gamma = budget * lambda;
     spec.nystrom.max_dictionary_size = 100000;
     return ek_kernel(spec);
   };
@@ -434,16 +437,18 @@ std::vector<Preset> BuildPresets() {
     std::string out;
     for (const Summary& ek : s) {
       if (ek.policy.rfind("EK-UCB", 0) != 0) continue;
+      // "EK-UCB lambda=10 mu=1" -> "lambda=10"; compared with "K-UCB lambda=10" and
+      // "CBBKB lambda=10 C=..." (whole tokens: lambda=1 must not match lambda=10).
       const std::string lambda = ek.policy.substr(7, ek.policy.find(' ', 7) - 7);
       for (const Summary& other : s) {
         if (other.environment != ek.environment) continue;
-        if (other.policy.rfind("K-UCB " + lambda, 0) == 0) {
+        if (other.policy == "K-UCB " + lambda) {
           absl::StrAppend(&out, absl::StrFormat(
               "- %s, %s: %.3f ms/step vs %s %.3f ms/step: %s\n", ek.environment, ek.policy,
               1e3 * ek.seconds_per_step_mean, other.policy, 1e3 * other.seconds_per_step_mean,
               ek.seconds_per_step_mean < other.seconds_per_step_mean ? "faster" : "NOT faster"));
         }
-        if (other.policy.rfind("CBBKB " + lambda, 0) == 0) {
+        if (other.policy.rfind("CBBKB " + lambda + " ", 0) == 0) {
           absl::StrAppend(&out, absl::StrFormat(
               "- %s, %s: regret %.1f vs %s %.1f: %s\n", ek.environment, ek.policy,
               ek.final_mean, other.policy, other.final_mean,
@@ -459,10 +464,12 @@ std::vector<Preset> BuildPresets() {
     p.name = "ek-bump";
     p.description =
         "Efficient Kernel UCB, Bump (Fig. 1): T = 2000, lambda = 10, KORS mu in {1, 10, 100}, "
-        "3 seeds; EK-UCB against K-UCB (exact) and the batched baseline CBBKB with "
-        "re-draw thresholds C in {3, 10, 30}. Regret against time per step.";
+        "3 seeds; EK-UCB (KORS budget gamma = 0.1 lambda, the authors' largest, and "
+        "gamma = lambda, the paper's suggestion) against K-UCB (exact) and the batched "
+        "baseline CBBKB with re-draw thresholds C in {3, 10, 30}. Regret against time per step.";
     p.environments = {EkEnvironmentSpec(EkKind::kBump)};
     for (double mu : {1.0, 10.0, 100.0}) p.policies.push_back(ek_ucb(10, mu));
+    p.policies.push_back(ek_ucb(10, 10, 1.0));
     p.policies.push_back(k_ucb(10));
     for (double c : {3.0, 10.0, 30.0}) p.policies.push_back(cbbkb(10, c));
     p.seeds = 3;
@@ -478,10 +485,12 @@ std::vector<Preset> BuildPresets() {
     p.name = "ek-chessboard";
     p.description =
         "Efficient Kernel UCB, Chessboard and Step Diagonal: T = 2000, lambda = mu in "
-        "{1, 10, 100}, 3 seeds; EK-UCB against K-UCB and CBBKB (C = 10 and 30) at each lambda.";
+        "{1, 10, 100}, 3 seeds; EK-UCB (gamma = 0.1 lambda and gamma = lambda) against K-UCB "
+        "and CBBKB (C = 10 and 30) at each lambda.";
     p.environments = {EkEnvironmentSpec(EkKind::kChessboard), EkEnvironmentSpec(EkKind::kStepDiagonal)};
     for (double lambda : {1.0, 10.0, 100.0}) {
       p.policies.push_back(ek_ucb(lambda, lambda));
+      p.policies.push_back(ek_ucb(lambda, lambda, 1.0));
       p.policies.push_back(k_ucb(lambda));
       p.policies.push_back(cbbkb(lambda, 10));
       p.policies.push_back(cbbkb(lambda, 30));
@@ -513,11 +522,12 @@ std::vector<Preset> BuildPresets() {
     p.name = "memory-bounded";
     p.description =
         "EK-UCB with its memory caps (dictionary <= 256 points, retained history <= 10,000 "
-        "observations) for 1,000,000 rounds of the medium GP-draw ER task (n = 20): time per "
-        "step in windows of 10,000 rounds, and the process's peak resident memory. Run with "
-        "--jobs=1 so that the peak belongs to this run alone.";
+        "observations) for 1,000,000 rounds of the medium GP-draw ER task (n = 20), next to "
+        "EK-UCB without caps: time per step in windows of 10,000 rounds and the heap each run "
+        "holds at its end. Run with --jobs=1 so that the memory figures belong to one run each.";
     p.environments = {LkEnvironment("medium", 20, RewardKind::kGpDraw, GraphKind::kErdosRenyi)};
-    p.policies = {bounded("EK-UCB (m <= 256, history <= 10^4)", 256, 10000, false)};
+    p.policies = {bounded("EK-UCB (m <= 256, history <= 10^4)", 256, 10000, false),
+                  bounded("EK-UCB (uncapped)", 100000, 0, false)};
     p.seeds = 1;
     p.rounds = 1000000;
     p.sample_points = 200;
@@ -531,10 +541,12 @@ std::vector<Preset> BuildPresets() {
         const double early = w[1], late = w.back();
         absl::StrAppend(&out, absl::StrFormat(
             "- %s: mean time per step %.4f ms in rounds 10^4..2*10^4, %.4f ms in the last 10^4 "
-            "rounds: ratio %.2f (target <= 1.5): **%s**; dictionary %.0f points at the end\n",
+            "rounds: ratio %.2f (target <= 1.5): **%s**; dictionary %.0f points at the end; "
+            "heap held at the end %.1f MiB\n",
             r.result.policy, 1e3 * early, 1e3 * late, late / early,
             late <= 1.5 * early ? "flat" : "not flat",
-            r.result.auxiliary.empty() ? NAN : r.result.auxiliary.back()));
+            r.result.auxiliary.empty() ? NAN : r.result.auxiliary.back(),
+            r.heap_growth_bytes / (1024.0 * 1024.0)));
       }
       return out;
     };

@@ -1,5 +1,6 @@
 #include "client/sim/runner.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +26,7 @@ std::string Duration(double seconds) {
 }  // namespace
 
 RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
+  const double heap_at_start = static_cast<double>(mallinfo2().uordblks);
   RunOutput out;
   out.result.environment = spec.environment;
   out.result.policy = spec.policy.name;
@@ -94,6 +96,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (steps_done != nullptr) steps_done->fetch_add(1, std::memory_order_relaxed);
   }
   out.result.seconds_per_step = total_seconds / static_cast<double>(spec.rounds);
+  out.heap_growth_bytes = static_cast<double>(mallinfo2().uordblks) - heap_at_start;
   return out;
 }
 

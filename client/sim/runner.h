@@ -34,6 +34,9 @@ struct RunSpec {
 struct RunOutput {
   RunResult result;                    // regret over time (and dictionary size as auxiliary)
   std::vector<double> window_seconds;  // mean seconds per step in each timing window
+  // Heap in use at the end of the run minus at its start (glibc's mallinfo2): the memory the
+  // run's learner and environment hold. Meaningful only when runs do not overlap (--jobs=1).
+  double heap_growth_bytes = 0.0;
   std::string error;                   // empty when the run succeeded
 };
 
