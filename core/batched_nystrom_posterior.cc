@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/nystrom_math.h"
+#include "core/state_coding.h"
 
 namespace graphbandit {
 namespace {
@@ -157,6 +158,84 @@ std::shared_ptr<const Scorer> BatchedNystromPosterior::Freeze() const {
   return std::make_shared<FrozenBatchedScorer>(kernel_, options_.ridge, basis_x_.view(),
                                                basis_users_, chol_m_.matrix(), chol_zz_.matrix(),
                                                weights_);
+}
+
+// Payload, version 1: rng, double accumulated, count redraws, count jittered, history,
+// columns basis_x, users basis_users, cholesky chol_m, cholesky chol_zz, vector weights (stored:
+// they were solved against a Gamma that is not kept).
+namespace {
+constexpr uint8_t kBatchedStateVersion = 1;
+}  // namespace
+
+void BatchedNystromPosterior::SaveState(storage::Encoder* out) const {
+  storage::Encoder s;
+  PutRngState(&s, rng_.state());
+  s.PutDouble(accumulated_);
+  PutCount(&s, redraws_);
+  PutCount(&s, jittered_);
+  PutHistory(&s, history_);
+  PutColumns(&s, basis_x_);
+  PutUsers(&s, basis_users_);
+  PutCholesky(&s, chol_m_);
+  PutCholesky(&s, chol_zz_);
+  PutVector(&s, weights_);
+  PutStateFrame(out, LearnerStateTag::kBatchedNystrom, kBatchedStateVersion, s.data());
+}
+
+absl::Status BatchedNystromPosterior::LoadState(storage::Decoder* in) {
+  std::string payload;
+  if (absl::Status status =
+          GetStateFrame(in, LearnerStateTag::kBatchedNystrom, kBatchedStateVersion, &payload);
+      !status.ok()) {
+    return status;
+  }
+  storage::Decoder d(payload);
+  const auto malformed = [](absl::string_view what) {
+    return MalformedState("batched Nystrom", what);
+  };
+
+  // Decoded into locals and committed at the end: on failure the learner is unchanged.
+  Rng::State rng_state;
+  if (!GetRngState(&d, &rng_state)) return malformed("random state");
+  double accumulated = 0.0;
+  if (!d.GetDouble(&accumulated) || !std::isfinite(accumulated)) {
+    return malformed("accumulated variance");
+  }
+  int64_t redraws = 0, jittered = 0;
+  if (!GetCount(&d, &redraws) || !GetCount(&d, &jittered)) return malformed("counters");
+  HistoryBuffer history(dim_, 0);
+  if (!GetHistory(&d, &history)) return malformed("history");
+  GrowableColumns basis_x(dim_);
+  if (!GetColumns(&d, &basis_x)) return malformed("dictionary points");
+  const int64_t m = basis_x.cols();
+  // The dictionary is drawn from the history, which only grows.
+  if (m > history.size()) return malformed("dictionary larger than the history");
+  std::vector<int32_t> basis_users;
+  if (!GetUsers(&d, m, &basis_users) || static_cast<int64_t>(basis_users.size()) != m) {
+    return malformed("dictionary users");
+  }
+  // A factor's storage never exceeds max(8, twice the largest size it ever had).
+  const int64_t max_capacity = std::max<int64_t>(8, 2 * history.size());
+  CholeskyFactor chol_m, chol_zz;
+  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() != m) return malformed("factor of M");
+  if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
+    return malformed("factor of K_ZZ");
+  }
+  Eigen::VectorXd weights;
+  if (!GetVector(&d, &weights) || weights.size() != m) return malformed("weights");
+  if (!d.done()) return malformed("trailing bytes");
+
+  rng_.set_state(rng_state);
+  accumulated_ = accumulated;
+  redraws_ = redraws;
+  jittered_ = jittered;
+  history_ = std::move(history);
+  basis_x_ = std::move(basis_x);
+  basis_users_ = std::move(basis_users);
+  chol_m_ = std::move(chol_m);
+  chol_zz_ = std::move(chol_zz);
+  weights_ = std::move(weights);
+  return absl::OkStatus();
 }
 
 }  // namespace graphbandit

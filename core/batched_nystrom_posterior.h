@@ -47,6 +47,9 @@ class BatchedNystromPosterior final : public Learner {
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
+  bool SupportsState() const override { return true; }
+  void SaveState(storage::Encoder* out) const override;
+  absl::Status LoadState(storage::Decoder* in) override;
 
   int64_t history_size() const override { return history_.size(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }

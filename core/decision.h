@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -43,6 +44,22 @@ struct DecisionRequest {
   std::vector<CandidateRef> candidates;
   int slate_size = 1;
   absl::string_view event_id;  // empty: generated
+};
+
+enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };
+absl::string_view RewardOutcomeName(RewardOutcome outcome);
+
+struct RewardRequest {
+  std::string event_id;
+  std::optional<double> reward;                             // single-arm decisions
+  std::vector<std::pair<std::string, double>> arm_rewards;  // (arm id, reward)
+  std::string model;                                        // optional
+};
+
+struct RewardResult {
+  RewardOutcome outcome = RewardOutcome::kUnknownEvent;
+  std::vector<std::pair<std::string, RewardOutcome>> arm_outcomes;
+  std::string model;
 };
 
 }  // namespace graphbandit

@@ -1,105 +1,108 @@
 #include "core/decision_ledger.h"
 
+#include <algorithm>
+
 namespace graphbandit {
 
-void DecisionLedger::EraseLocked(LedgerEntry* entry) {
+absl::string_view AggregationName(Aggregation aggregation) {
+  switch (aggregation) {
+    case Aggregation::kFirst:
+      return "FIRST";
+    case Aggregation::kSum:
+      return "SUM";
+    case Aggregation::kMax:
+      return "MAX";
+    case Aggregation::kLast:
+      return "LAST";
+  }
+  return "UNKNOWN";
+}
+
+LedgerEntry* DecisionLedger::Find(const std::string& event_id) {
+  auto it = entries_.find(event_id);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+const Tombstone* DecisionLedger::FindClosed(const std::string& event_id) const {
+  auto it = tombstones_.find(event_id);
+  return it == tombstones_.end() ? nullptr : &*it->second;
+}
+
+LedgerEntry* DecisionLedger::Insert(std::unique_ptr<LedgerEntry> entry) {
+  LedgerEntry* raw = entry.get();
+  raw->unreported = 0;
+  for (const LedgerArm& arm : raw->arms) raw->unreported += arm.reports == 0 ? 1 : 0;
+  raw->by_age_ = by_age_.insert(by_age_.end(), raw);
+  if (raw->unreported > 0) {
+    ++pending_;
+  } else if (aggregation_ == Aggregation::kFirst) {  // restored from a snapshot, complete
+    raw->by_completion_ = completed_.insert(completed_.end(), raw);
+    raw->completed_listed_ = true;
+  }
+  // A tombstone of the same id (a reused client id after closing) is superseded.
+  if (auto t = tombstones_.find(raw->event_id); t != tombstones_.end()) {
+    tombstone_order_.erase(t->second);
+    tombstones_.erase(t);
+  }
+  entries_.emplace(raw->event_id, std::move(entry));
+  return raw;
+}
+
+bool DecisionLedger::Report(LedgerEntry* entry, int index, double reward) {
+  LedgerArm& arm = entry->arms[index];
+  if (aggregation_ == Aggregation::kFirst && arm.reports > 0) return false;
+  if (arm.reports == 0) {
+    arm.aggregate = reward;
+  } else if (aggregation_ == Aggregation::kSum) {
+    arm.aggregate += reward;
+  } else if (aggregation_ == Aggregation::kMax) {
+    arm.aggregate = std::max(arm.aggregate, reward);
+  } else {  // kLast
+    arm.aggregate = reward;
+  }
+  if (arm.reports++ == 0 && --entry->unreported == 0) {
+    --pending_;
+    if (aggregation_ == Aggregation::kFirst) {  // final: may give its slot up early
+      entry->by_completion_ = completed_.insert(completed_.end(), entry);
+      entry->completed_listed_ = true;
+    }
+  }
+  return true;
+}
+
+std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now) const {
+  std::vector<LedgerEntry*> due;
+  for (LedgerEntry* entry : by_age_) {
+    if (entry->created + window_ > now) break;  // by_age_ is in creation order
+    due.push_back(entry);
+  }
+  return due;
+}
+
+void DecisionLedger::Close(LedgerEntry* entry, ClosedAs how, absl::Time when) {
   by_age_.erase(entry->by_age_);
   if (entry->completed_listed_) completed_.erase(entry->by_completion_);
-  if (entry->unrewarded > 0) --pending_;
-  entries_.erase(entry->event_id);  // destroys the entry
-}
-
-void DecisionLedger::ExpireLocked(absl::Time now) {
-  while (!by_age_.empty() && by_age_.front()->created + window_ <= now) {
-    if (by_age_.front()->unrewarded > 0) ++expired_total_;
-    EraseLocked(by_age_.front());
-  }
-}
-
-bool DecisionLedger::MakeRoomLocked() {
-  if (static_cast<int64_t>(entries_.size()) < capacity_) return true;
-  if (completed_.empty()) return false;
-  EraseLocked(completed_.front());
-  return true;
-}
-
-DecisionLedger::InsertResult DecisionLedger::Insert(std::unique_ptr<LedgerEntry> entry,
-                                                    absl::Time now, LedgerEntry* existing) {
-  absl::MutexLock lock(&mu_);
-  ExpireLocked(now);
-  auto it = entries_.find(entry->event_id);
-  if (it != entries_.end()) {
-    if (existing != nullptr) {
-      existing->decision = it->second->decision;
-      existing->fingerprint = it->second->fingerprint;
-    }
-    return InsertResult::kExists;
-  }
-  if (!MakeRoomLocked()) return InsertResult::kFull;
-  LedgerEntry* raw = entry.get();
-  raw->unrewarded = static_cast<int>(raw->arms.size());
-  raw->by_age_ = by_age_.insert(by_age_.end(), raw);
-  ++pending_;
-  entries_.emplace(raw->event_id, std::move(entry));
-  return InsertResult::kInserted;
-}
-
-bool DecisionLedger::Lookup(const std::string& event_id, absl::Time now, Decision* decision,
-                            uint64_t* fingerprint) {
-  absl::MutexLock lock(&mu_);
-  ExpireLocked(now);
-  auto it = entries_.find(event_id);
-  if (it == entries_.end()) return false;
-  *decision = it->second->decision;
-  *fingerprint = it->second->fingerprint;
-  return true;
-}
-
-bool DecisionLedger::Contains(const std::string& event_id, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  ExpireLocked(now);
-  return entries_.contains(event_id);
-}
-
-void DecisionLedger::MarkRewarded(LedgerEntry* entry, int index) {
-  if (entry->arms[index].rewarded) return;
-  entry->arms[index].rewarded = true;
-  if (--entry->unrewarded == 0) {
+  if (entry->unreported > 0) {
     --pending_;
-    entry->by_completion_ = completed_.insert(completed_.end(), entry);
-    entry->completed_listed_ = true;
+    if (how == ClosedAs::kExpired) ++expired_total_;
   }
+  const std::string event_id = entry->event_id;
+  entries_.erase(event_id);  // destroys the entry
+  RestoreTombstone(Tombstone{event_id, how, when});
 }
 
-void DecisionLedger::UnmarkRewarded(LedgerEntry* entry, int index) {
-  if (!entry->arms[index].rewarded) return;
-  entry->arms[index].rewarded = false;
-  if (entry->unrewarded++ == 0) {
-    ++pending_;
-    completed_.erase(entry->by_completion_);
-    entry->completed_listed_ = false;
+void DecisionLedger::RestoreTombstone(Tombstone tombstone) {
+  if (auto t = tombstones_.find(tombstone.event_id); t != tombstones_.end()) {
+    tombstone_order_.erase(t->second);
+    tombstones_.erase(t);
   }
-}
-
-bool DecisionLedger::HasRoom(absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  ExpireLocked(now);
-  return static_cast<int64_t>(entries_.size()) < capacity_ || !completed_.empty();
-}
-
-int64_t DecisionLedger::size() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(entries_.size());
-}
-
-int64_t DecisionLedger::pending() const {
-  absl::MutexLock lock(&mu_);
-  return pending_;
-}
-
-int64_t DecisionLedger::expired_total() const {
-  absl::MutexLock lock(&mu_);
-  return expired_total_;
+  if (tombstone_capacity_ <= 0) return;
+  tombstone_order_.push_back(std::move(tombstone));
+  tombstones_[tombstone_order_.back().event_id] = std::prev(tombstone_order_.end());
+  while (static_cast<int64_t>(tombstone_order_.size()) > tombstone_capacity_) {
+    tombstones_.erase(tombstone_order_.front().event_id);
+    tombstone_order_.pop_front();
+  }
 }
 
 }  // namespace graphbandit

@@ -1,10 +1,14 @@
-// Decisions waiting for their rewards, keyed by event id.
+// Decisions waiting for their rewards, keyed by event id, and the event ids of recently closed
+// decisions (tombstones), so that a reward after a decision's window is told apart as LATE.
 //
-// A decision stays for the model's reward window. After its last arm is rewarded it is kept
-// (until the window ends) so that a repeated reward is recognised as a duplicate and a retried
-// SelectArm returns the same decision; under memory pressure such completed decisions are the
-// first to go. When every slot holds a decision still waiting for a reward, inserting fails.
-// Expiry is lazy: it happens on every insert and lookup, oldest first, in O(1) per decision.
+// Rewards for one arm are combined by an aggregation rule: FIRST keeps the first report (later
+// ones are duplicates and the reward is learned at once), SUM / MAX / LAST combine every report
+// and the result is learned when the decision closes. A decision closes when its reward window
+// ends (then arms without a report may learn a configured default reward), or — FIRST only —
+// once every arm has its reward and the slot is needed for a new decision.
+//
+// Not thread-safe: the model holds its ledger lock around every call, together with the log
+// append that records the change, so that replaying the log rebuilds the same ledger.
 #ifndef GRAPHBANDIT_CORE_DECISION_LEDGER_H_
 #define GRAPHBANDIT_CORE_DECISION_LEDGER_H_
 
@@ -14,18 +18,21 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/decision.h"
 
 namespace graphbandit {
 
+enum class Aggregation { kFirst, kSum, kMax, kLast };
+absl::string_view AggregationName(Aggregation aggregation);
+
 struct LedgerArm {
   std::string arm_id;
   std::vector<double> features;  // raw, as the caller sent them
-  bool rewarded = false;
+  int reports = 0;               // rewards accepted for this arm
+  double aggregate = 0.0;        // the combined reward (meaningful when reports > 0)
 };
 
 struct LedgerEntry {
@@ -35,7 +42,7 @@ struct LedgerEntry {
   std::string user_id;
   std::vector<double> context;
   std::vector<LedgerArm> arms;
-  int unrewarded = 0;
+  int unreported = 0;  // arms without a report yet
   Decision decision;
 
  private:
@@ -45,56 +52,82 @@ struct LedgerEntry {
   bool completed_listed_ = false;
 };
 
+enum class ClosedAs : uint8_t {
+  kCompleted = 1,  // every arm had its reward (FIRST): a repeated reward is a duplicate
+  kExpired = 2,    // the reward window ended: a reward now is late
+};
+
+struct Tombstone {
+  std::string event_id;
+  ClosedAs how = ClosedAs::kExpired;
+  absl::Time closed;
+};
+
 class DecisionLedger {
  public:
-  DecisionLedger(absl::Duration window, int64_t capacity) : window_(window), capacity_(capacity) {}
+  DecisionLedger(absl::Duration window, int64_t capacity, int64_t tombstone_capacity,
+                 Aggregation aggregation)
+      : window_(window),
+        capacity_(capacity),
+        tombstone_capacity_(tombstone_capacity),
+        aggregation_(aggregation) {}
 
-  enum class InsertResult { kInserted, kExists, kFull };
-  // Inserts `entry` unless its event id is present (then *existing gets a copy of the stored
-  // entry's decision and fingerprint). kFull when no slot can be freed.
-  InsertResult Insert(std::unique_ptr<LedgerEntry> entry, absl::Time now,
-                      LedgerEntry* existing = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Duration window() const { return window_; }
+  Aggregation aggregation() const { return aggregation_; }
 
-  // Copies the stored decision and fingerprint for `event_id`; false if unknown.
-  bool Lookup(const std::string& event_id, absl::Time now, Decision* decision,
-              uint64_t* fingerprint) ABSL_LOCKS_EXCLUDED(mu_);
+  LedgerEntry* Find(const std::string& event_id);
+  const Tombstone* FindClosed(const std::string& event_id) const;
 
-  // Whether `event_id` is known (and not expired).
-  bool Contains(const std::string& event_id, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Runs f(entry) under the ledger's lock, with nullptr for an unknown (or expired) event.
-  // f may mark arms rewarded through MarkRewarded. Returns what f returns.
-  template <typename F>
-  auto WithEntry(const std::string& event_id, absl::Time now, F&& f) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    ExpireLocked(now);
-    auto it = entries_.find(event_id);
-    return f(it == entries_.end() ? nullptr : it->second.get());
+  // Whether a decision can be inserted without closing one first.
+  bool Full() const { return static_cast<int64_t>(entries_.size()) >= capacity_; }
+  // The completed decision (FIRST only) to close to make room, or null when every slot holds a
+  // decision still waiting for a reward.
+  LedgerEntry* OldestCompleted() const {
+    return completed_.empty() ? nullptr : completed_.front();
   }
-  // Marks arm `index` of `entry` rewarded. REQUIRES: called from inside WithEntry's f.
-  void MarkRewarded(LedgerEntry* entry, int index) ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  // Undoes MarkRewarded (used when learning the reward failed). REQUIRES: inside WithEntry.
-  void UnmarkRewarded(LedgerEntry* entry, int index) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Inserts (REQUIRES !Full() and an unknown event id); returns the stored entry.
+  LedgerEntry* Insert(std::unique_ptr<LedgerEntry> entry);
 
-  // Whether an insert would currently succeed (after expiring old decisions).
-  bool HasRoom(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t pending() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t expired_total() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a reward for arm `index`: with FIRST, only the arm's first report is accepted.
+  // Returns whether it was accepted.
+  bool Report(LedgerEntry* entry, int index, double reward);
+
+  // Decisions whose window has ended by `now`, oldest first.
+  std::vector<LedgerEntry*> Due(absl::Time now) const;
+
+  // Removes the entry and keeps a tombstone for it.
+  void Close(LedgerEntry* entry, ClosedAs how, absl::Time when);
+
+  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t pending() const { return pending_; }
+  int64_t tombstones() const { return static_cast<int64_t>(tombstones_.size()); }
+  int64_t expired_total() const { return expired_total_; }
+
+  // For snapshots: entries oldest first, tombstones oldest first.
+  template <typename F>
+  void ForEachEntry(F&& f) const {
+    for (const LedgerEntry* entry : by_age_) f(*entry);
+  }
+  template <typename F>
+  void ForEachTombstone(F&& f) const {
+    for (const Tombstone& t : tombstone_order_) f(t);
+  }
+  void set_expired_total(int64_t n) { expired_total_ = n; }
+  // Appends a tombstone (snapshot restore; Close uses it too), evicting the oldest beyond the cap.
+  void RestoreTombstone(Tombstone tombstone);
 
  private:
-  void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EraseLocked(LedgerEntry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool MakeRoomLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const absl::Duration window_;
   const int64_t capacity_;
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<LedgerEntry>> entries_ ABSL_GUARDED_BY(mu_);
-  std::list<LedgerEntry*> by_age_ ABSL_GUARDED_BY(mu_);         // oldest first
-  std::list<LedgerEntry*> completed_ ABSL_GUARDED_BY(mu_);      // first completed first
-  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expired_total_ ABSL_GUARDED_BY(mu_) = 0;
+  const int64_t tombstone_capacity_;
+  const Aggregation aggregation_;
+  absl::flat_hash_map<std::string, std::unique_ptr<LedgerEntry>> entries_;
+  std::list<LedgerEntry*> by_age_;     // oldest first
+  std::list<LedgerEntry*> completed_;  // first completed first (FIRST aggregation only)
+  int64_t pending_ = 0;                // entries with an arm still unreported
+  int64_t expired_total_ = 0;          // closed by their window with an arm unreported
+  std::list<Tombstone> tombstone_order_;
+  absl::flat_hash_map<std::string, std::list<Tombstone>::iterator> tombstones_;
 };
 
 }  // namespace graphbandit

@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -15,8 +16,13 @@
 namespace graphbandit {
 namespace {
 
+// More per-arm rewards than any decision can have returned (slates are at most
+// limits.max_candidates, itself at most this).
+constexpr size_t kMaxArmRewards = 10'000;
+
 absl::Status CheckEventId(absl::string_view id) {
-  if (id.empty() || id.size() > kMaxEventIdBytes) {
+  if (id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
+  if (id.size() > kMaxEventIdBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "event_id must be 1..%d printable ASCII characters, got %d bytes", kMaxEventIdBytes,
         id.size()));
@@ -31,18 +37,6 @@ absl::Status CheckEventId(absl::string_view id) {
 }
 
 }  // namespace
-
-absl::string_view RewardOutcomeName(RewardOutcome outcome) {
-  switch (outcome) {
-    case RewardOutcome::kAccepted:
-      return "accepted";
-    case RewardOutcome::kDuplicate:
-      return "duplicate";
-    case RewardOutcome::kUnknownEvent:
-      return "unknown_event";
-  }
-  return "unknown";
-}
 
 uint64_t RequestFingerprint(const DecisionRequest& request) {
   storage::Encoder encoder;
@@ -83,9 +77,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     options.models.push_back(defaults);
   }
   for (const ModelOptions& model_options : options.models) {
-    auto model = Model::Open(model_options, options.state_dir);
+    auto model = Model::Open(model_options, options.state_dir, options.durability);
     if (!model.ok()) return model.status();
     engine->models_.emplace(model_options.name, *std::move(model));
+  }
+  if (options.run_sweeper) {
+    // Expiry runs a few times per shortest window, between 5 ms and 1 s apart.
+    absl::Duration shortest = absl::InfiniteDuration();
+    for (const ModelOptions& m : options.models) shortest = std::min(shortest, m.reward_window);
+    const absl::Duration period =
+        std::clamp(shortest / 4, absl::Milliseconds(5), absl::Seconds(1));
+    engine->sweeper_ = std::thread([e = engine.get(), period] { e->SweeperLoop(period); });
   }
   return engine;
 }
@@ -93,7 +95,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
 Engine::~Engine() { Shutdown(); }
 
 void Engine::Shutdown() {
-  for (auto& [name, model] : models_) model->Shutdown();
+  std::call_once(shutdown_once_, [this] {
+    {
+      MutexLock lock(&sweeper_mu_);
+      sweeper_stop_ = true;
+      sweeper_cv_.SignalAll();
+    }
+    if (sweeper_.joinable()) sweeper_.join();
+    for (auto& [name, model] : models_) model->Shutdown();
+  });
 }
 
 absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {
@@ -112,82 +122,32 @@ std::vector<std::string> Engine::ModelNames() const {
   return names;
 }
 
-absl::StatusOr<Decision> Engine::SelectArm(const DecisionRequest& request) {
-  absl::StatusOr<Model*> found = FindModel(request.model);
-  if (!found.ok()) return found.status();
-  Model* model = *found;
-  const absl::Time now = absl::Now();
-  std::string event_id;
-  uint64_t fingerprint = 0;
-  if (!request.event_id.empty()) {
-    if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
-    event_id = std::string(request.event_id);
-    fingerprint = RequestFingerprint(request);
-    Decision stored;
-    uint64_t stored_fingerprint = 0;
-    if (model->ledger().Lookup(event_id, now, &stored, &stored_fingerprint)) {
-      if (stored_fingerprint != fingerprint) {
-        return absl::AlreadyExistsError(absl::StrFormat(
-            "event_id %s was already used for a different request on model \"%s\"",
-            QuoteId(event_id), model->name()));
-      }
-      stored.replayed = true;
-      return stored;
-    }
-  } else {
-    event_id = NewEventId();
-  }
-  if (!model->ledger().HasRoom(now)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions); "
-        "report rewards or let them expire",
-        model->name(), model->options().max_decisions));
-  }
-  absl::StatusOr<Decision> decision = model->Decide(request, event_id);
-  if (!decision.ok()) return decision.status();
-
-  auto entry = std::make_unique<LedgerEntry>();
-  entry->event_id = event_id;
-  entry->fingerprint = fingerprint;
-  entry->created = now;
-  entry->user_id = std::string(request.user_id);
-  entry->context.assign(request.context.begin(), request.context.end());
-  for (const ChosenArm& arm : decision->arms) {
-    const CandidateRef& candidate = request.candidates[arm.candidate_index];
-    entry->arms.push_back(LedgerArm{arm.arm_id,
-                                    std::vector<double>(candidate.features.begin(),
-                                                        candidate.features.end()),
-                                    false});
-  }
-  entry->decision = *decision;
-  LedgerEntry existing;
-  switch (model->ledger().Insert(std::move(entry), now, &existing)) {
-    case DecisionLedger::InsertResult::kInserted:
-      model->CountDecision();
-      return decision;
-    case DecisionLedger::InsertResult::kExists:  // a concurrent request with the same id won
-      if (existing.fingerprint != fingerprint) {
-        return absl::AlreadyExistsError(absl::StrFormat(
-            "event_id %s was already used for a different request on model \"%s\"",
-            QuoteId(event_id), model->name()));
-      }
-      existing.decision.replayed = true;
-      return existing.decision;
-    case DecisionLedger::InsertResult::kFull:
-      break;
-  }
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions)",
-      model->name(), model->options().max_decisions));
+absl::StatusOr<Decision> Engine::SelectArm(const DecisionRequest& request, absl::Time deadline) {
+  return SelectArmAt(request, absl::Now(), deadline);
 }
 
-absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) {
-  if (request.event_id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
-  if (request.event_id.size() > kMaxEventIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("event_id is %d bytes long; the limit is %d", request.event_id.size(),
-                        kMaxEventIdBytes));
+absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request,
+                                                  absl::Time deadline) {
+  return ReportRewardAt(request, absl::Now(), deadline);
+}
+
+absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, absl::Time now,
+                                             absl::Time deadline) {
+  absl::StatusOr<Model*> found = FindModel(request.model);
+  if (!found.ok()) return found.status();
+  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
+  Model* model = *found;
+  if (!request.event_id.empty()) {
+    if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
+    return model->Select(request, std::string(request.event_id), /*client_event_id=*/true,
+                         RequestFingerprint(request), now);
   }
+  return model->Select(request, NewEventId(), /*client_event_id=*/false, 0, now);
+}
+
+absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,
+                                                    absl::Time deadline) {
+  if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
   if (request.reward.has_value() == !request.arm_rewards.empty()) {
     return absl::InvalidArgumentError(
         request.reward.has_value()
@@ -198,11 +158,21 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
     return absl::InvalidArgumentError(
         absl::StrFormat("reward is %s", std::isnan(*request.reward) ? "NaN" : "infinite"));
   }
+  if (request.arm_rewards.size() > kMaxArmRewards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "arm_rewards has %d entries; the limit is %d", request.arm_rewards.size(), kMaxArmRewards));
+  }
   absl::flat_hash_set<absl::string_view> reported;
   for (size_t i = 0; i < request.arm_rewards.size(); ++i) {
     const auto& [arm_id, reward] = request.arm_rewards[i];
     if (arm_id.empty()) {
-      return absl::InvalidArgumentError(absl::StrFormat("arm_rewards[%d].arm_id must not be empty", i));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("arm_rewards[%d].arm_id must not be empty", i));
+    }
+    if (arm_id.size() > kMaxIdBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "arm_rewards[%d].arm_id is %d bytes long; the limit is %d", i, arm_id.size(),
+          kMaxIdBytes));
     }
     if (!std::isfinite(reward)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -213,17 +183,18 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
           absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
     }
   }
+  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
 
   // Which model made the decision?
-  std::vector<Model*> owners;
-  const absl::Time now = absl::Now();
+  Model* owner = nullptr;
   if (!request.model.empty()) {
     absl::StatusOr<Model*> model = FindModel(request.model);
     if (!model.ok()) return model.status();
-    owners.push_back(*model);
+    owner = *model;
   } else {
+    std::vector<Model*> owners;
     for (const auto& [name, model] : models_) {
-      if (model->ledger().Contains(request.event_id, now)) owners.push_back(model.get());
+      if (model->Knows(request.event_id)) owners.push_back(model.get());
     }
     if (owners.size() > 1) {
       std::vector<std::string> names;
@@ -233,68 +204,27 @@ absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request) 
           QuoteId(request.event_id), absl::StrJoin(names, ", ")));
     }
     if (owners.empty()) return RewardResult{};  // unknown event
+    owner = owners.front();
   }
-  Model* model = owners.front();
-  return model->ledger().WithEntry(
-      request.event_id, now, [&](LedgerEntry* entry) -> absl::StatusOr<RewardResult> {
-        RewardResult result;
-        if (entry == nullptr) return result;  // unknown (or just expired)
-        result.model = model->name();
-        std::vector<std::pair<int, double>> slots;  // (arm index, reward)
-        if (request.reward.has_value()) {
-          if (entry->arms.size() != 1) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "event_id %s returned %d arms; report each arm's reward in arm_rewards",
-                QuoteId(request.event_id), entry->arms.size()));
-          }
-          slots.emplace_back(0, *request.reward);
-        } else {
-          for (const auto& [arm_id, reward] : request.arm_rewards) {
-            int index = -1;
-            for (size_t a = 0; a < entry->arms.size(); ++a) {
-              if (entry->arms[a].arm_id == arm_id) index = static_cast<int>(a);
-            }
-            if (index < 0) {
-              std::vector<std::string> returned;
-              for (const LedgerArm& arm : entry->arms) returned.push_back(QuoteId(arm.arm_id));
-              return absl::InvalidArgumentError(absl::StrFormat(
-                  "arm %s was not returned by event_id %s (it returned %s)", QuoteId(arm_id),
-                  QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
-            }
-            slots.emplace_back(index, reward);
-          }
-        }
-        const double bound = model->options().reward_bound;
-        for (const auto& [index, reward] : slots) {
-          if (std::abs(reward) > bound) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
-                reward, QuoteId(entry->arms[index].arm_id), bound, bound, model->name()));
-          }
-        }
-        std::vector<ObserveOp> observations;
-        std::vector<int> marked;
-        for (const auto& [index, reward] : slots) {
-          LedgerArm& arm = entry->arms[index];
-          if (arm.rewarded) {
-            result.arm_outcomes.emplace_back(arm.arm_id, RewardOutcome::kDuplicate);
-            continue;
-          }
-          result.arm_outcomes.emplace_back(arm.arm_id, RewardOutcome::kAccepted);
-          observations.push_back(ObserveOp{entry->event_id, arm.arm_id, entry->user_id,
-                                           entry->context, arm.features, reward});
-          model->ledger().MarkRewarded(entry, index);
-          marked.push_back(index);
-        }
-        if (!observations.empty()) {
-          if (absl::Status status = model->Learn(std::move(observations)); !status.ok()) {
-            for (int index : marked) model->ledger().UnmarkRewarded(entry, index);
-            return status;
-          }
-        }
-        result.outcome = marked.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
-        return result;
-      });
+  return owner->Reward(request, now, deadline);
+}
+
+int Engine::ExpireDue(absl::Time now) {
+  int closed = 0;
+  for (auto& [name, model] : models_) closed += model->ExpireDue(now);
+  return closed;
+}
+
+void Engine::SweeperLoop(absl::Duration period) {
+  MutexLock lock(&sweeper_mu_);
+  while (!sweeper_stop_) {
+    sweeper_cv_.WaitFor(&sweeper_mu_, period,
+                        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sweeper_stop_; });
+    if (sweeper_stop_) break;
+    sweeper_mu_.Unlock();
+    ExpireDue(absl::Now());
+    sweeper_mu_.Lock();
+  }
 }
 
 }  // namespace graphbandit

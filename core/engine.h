@@ -6,6 +6,8 @@
 #define GRAPHBANDIT_CORE_ENGINE_H_
 
 #include <map>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "core/decision.h"
 #include "core/model.h"
 #include "core/model_options.h"
+#include "core/sync.h"
 
 namespace graphbandit {
 
@@ -24,22 +27,10 @@ struct EngineOptions {
   std::string state_dir;  // empty: nothing is persisted
   std::vector<ModelOptions> models;
   std::string default_model = "default";
-};
-
-enum class RewardOutcome { kAccepted, kDuplicate, kUnknownEvent };
-absl::string_view RewardOutcomeName(RewardOutcome outcome);
-
-struct RewardRequest {
-  std::string event_id;
-  std::optional<double> reward;                             // single-arm decisions
-  std::vector<std::pair<std::string, double>> arm_rewards;  // (arm id, reward)
-  std::string model;                                        // optional
-};
-
-struct RewardResult {
-  RewardOutcome outcome = RewardOutcome::kUnknownEvent;
-  std::vector<std::pair<std::string, RewardOutcome>> arm_outcomes;
-  std::string model;
+  Durability durability;
+  // Run a thread that closes decisions whose reward window ended. Tests that want to drive
+  // expiry themselves (ExpireDue with a chosen clock) turn it off.
+  bool run_sweeper = true;
 };
 
 class Engine {
@@ -49,22 +40,40 @@ class Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options);
   ~Engine();
 
-  absl::StatusOr<Decision> SelectArm(const DecisionRequest& request);
-  absl::StatusOr<RewardResult> ReportReward(const RewardRequest& request);
+  // `now` is the wall-clock time the call arrived; `deadline` the caller's deadline (a reward
+  // waits for durability until then and answers DEADLINE_EXCEEDED after it).
+  absl::StatusOr<Decision> SelectArm(const DecisionRequest& request,
+                                     absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<RewardResult> ReportReward(const RewardRequest& request,
+                                            absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<Decision> SelectArmAt(const DecisionRequest& request, absl::Time now,
+                                       absl::Time deadline);
+  absl::StatusOr<RewardResult> ReportRewardAt(const RewardRequest& request, absl::Time now,
+                                              absl::Time deadline);
+  // Closes, in every model, the decisions whose window ended by `now`; returns how many.
+  int ExpireDue(absl::Time now);
 
   // NotFound for an unknown name; the empty name is the default model.
   absl::StatusOr<Model*> FindModel(absl::string_view name) const;
   std::vector<std::string> ModelNames() const;
   const std::string& default_model() const { return default_model_; }
 
-  // Stops every model's writer after it has applied what is queued, and closes the logs.
+  // Stops the sweeper; every model applies what is logged, writes a final snapshot, syncs and
+  // closes its log. Idempotent.
   void Shutdown();
 
  private:
   Engine() = default;
+  void SweeperLoop(absl::Duration period);
 
   std::string default_model_;
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
+
+  Mutex sweeper_mu_;
+  CondVar sweeper_cv_;
+  bool sweeper_stop_ ABSL_GUARDED_BY(sweeper_mu_) = false;
+  std::thread sweeper_;
+  std::once_flag shutdown_once_;
 };
 
 // Fingerprint of a decision request, to tell a retry from a reused event id.

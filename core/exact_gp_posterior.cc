@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/state_coding.h"
 
 namespace graphbandit {
 namespace {
@@ -142,6 +143,73 @@ absl::Status ExactGpPosterior::Refactor() {
 std::shared_ptr<const Scorer> ExactGpPosterior::Freeze() const {
   return std::make_shared<FrozenScorer>(kernel_, Eigen::MatrixXd(history_x_.view()),
                                         history_users_, Eigen::MatrixXd(chol_.matrix()), Alpha());
+}
+
+// Payload, version 1: columns history_x, users history_users, doubles history_rewards,
+// cholesky chol (of K_t + lambda I), double log_det_gain, double ridge (SetRidge changes it).
+// Not stored: alpha = (K_t + lambda I)^-1 y, recomputed lazily from the factor and the rewards
+// (bit-identically).
+namespace {
+constexpr uint8_t kExactGpStateVersion = 1;
+}  // namespace
+
+void ExactGpPosterior::SaveState(storage::Encoder* out) const {
+  storage::Encoder s;
+  PutColumns(&s, history_x_);
+  PutUsers(&s, history_users_);
+  PutDoubleVector(&s, history_rewards_);
+  PutCholesky(&s, chol_);
+  s.PutDouble(log_det_gain_);
+  s.PutDouble(ridge_);
+  PutStateFrame(out, LearnerStateTag::kExactGp, kExactGpStateVersion, s.data());
+}
+
+absl::Status ExactGpPosterior::LoadState(storage::Decoder* in) {
+  std::string payload;
+  if (absl::Status status =
+          GetStateFrame(in, LearnerStateTag::kExactGp, kExactGpStateVersion, &payload);
+      !status.ok()) {
+    return status;
+  }
+  storage::Decoder d(payload);
+  const auto malformed = [](absl::string_view what) { return MalformedState("exact GP", what); };
+
+  // Decoded into locals and committed at the end: on failure the learner is unchanged.
+  GrowableColumns history_x(dim_);
+  if (!GetColumns(&d, &history_x)) return malformed("history points");
+  const int64_t t = history_x.cols();
+  if (!history_x.view().allFinite()) return malformed("non-finite history point");
+  std::vector<int32_t> history_users;
+  if (!GetUsers(&d, t, &history_users) || static_cast<int64_t>(history_users.size()) != t) {
+    return malformed("history users");
+  }
+  std::vector<double> history_rewards;
+  if (!GetDoubleVector(&d, t, &history_rewards) ||
+      static_cast<int64_t>(history_rewards.size()) != t) {
+    return malformed("history rewards");
+  }
+  for (double y : history_rewards) {
+    if (!std::isfinite(y)) return malformed("non-finite reward");
+  }
+  // The factor grows with the history: its storage never exceeds max(8, 2 t).
+  CholeskyFactor chol;
+  if (!GetCholesky(&d, std::max<int64_t>(8, 2 * t), &chol) || chol.size() != t) {
+    return malformed("factor");
+  }
+  double log_det_gain = 0.0, ridge = 0.0;
+  if (!d.GetDouble(&log_det_gain) || !d.GetDouble(&ridge)) return malformed("truncated");
+  if (!(ridge > 0.0) || !std::isfinite(ridge)) return malformed("ridge");
+  if (!d.done()) return malformed("trailing bytes");
+
+  history_x_ = std::move(history_x);
+  history_users_ = std::move(history_users);
+  history_rewards_ = std::move(history_rewards);
+  chol_ = std::move(chol);
+  log_det_gain_ = log_det_gain;
+  ridge_ = ridge;
+  alpha_.resize(0);
+  alpha_dirty_ = true;
+  return absl::OkStatus();
 }
 
 }  // namespace graphbandit

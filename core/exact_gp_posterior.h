@@ -30,6 +30,9 @@ class ExactGpPosterior final : public Learner {
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
+  bool SupportsState() const override { return true; }
+  void SaveState(storage::Encoder* out) const override;
+  absl::Status LoadState(storage::Decoder* in) override;
 
   int64_t history_size() const override { return history_x_.cols(); }
   int64_t dictionary_size() const override { return 0; }

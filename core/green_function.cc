@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<const GreenFunction>> GreenFunction::Build(const 
     for (int32_t c = 0; c < nc; ++c) {
       const int32_t u = green->users_of_compact_[c];
       double degree = 0.0;
-      for (const auto& [v, w] : graph.Neighbours(u)) {
+      for (const auto& [v, w] : graph.SortedNeighbours(u)) {
         degree += w;
         const int32_t cv = green->compact_of_user_[v];
         if (cv > c) triplets.emplace_back(cv, c, -w);  // lower triangle only
@@ -49,7 +49,7 @@ absl::StatusOr<std::shared_ptr<const GreenFunction>> GreenFunction::Build(const 
 
 std::shared_ptr<const Eigen::VectorXd> GreenFunction::SolveColumn(int32_t c) const {
   {
-    absl::MutexLock lock(&cache_mu_);
+    MutexLock lock(&cache_mu_);
     auto it = cache_.find(c);
     if (it != cache_.end()) {
       recency_.splice(recency_.begin(), recency_, it->second.recency);
@@ -61,7 +61,7 @@ std::shared_ptr<const Eigen::VectorXd> GreenFunction::SolveColumn(int32_t c) con
   Eigen::VectorXd unit = Eigen::VectorXd::Zero(factorised_users());
   unit(c) = 1.0;
   auto values = std::make_shared<const Eigen::VectorXd>(solver_.solve(unit));
-  absl::MutexLock lock(&cache_mu_);
+  MutexLock lock(&cache_mu_);
   auto [it, inserted] = cache_.try_emplace(c);
   if (!inserted) return it->second.values;
   recency_.push_front(c);

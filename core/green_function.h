@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "core/user_graph.h"
+#include "core/sync.h"
 #include "core/user_kernel.h"
 
 namespace graphbandit {
@@ -51,7 +51,7 @@ class GreenFunction final : public UserKernel {
       solver_;
   size_t cache_capacity_ = 16;
 
-  mutable absl::Mutex cache_mu_;
+  mutable Mutex cache_mu_;
   struct CacheEntry {
     std::shared_ptr<const Eigen::VectorXd> values;
     std::list<int32_t>::iterator recency;

@@ -59,6 +59,45 @@ class HistoryBuffer {
   // The most recent entry.
   auto last_point() const { return point(size_ - 1); }
 
+  // Exact serialisation (core/state_coding.h). Entries live in physical slots 0..size()-1: a
+  // ring buffer only moves its head once it is full. head() is the oldest entry's slot (always
+  // 0 without a capacity or before the ring is full). The slot order decides the contiguous
+  // runs ForEachBlock visits, so it is saved and restored as is.
+  int64_t head() const { return head_; }
+  auto slot_point(int64_t slot) const { return points_.col(slot); }
+  int32_t slot_user(int64_t slot) const { return users_[slot]; }
+  double slot_reward(int64_t slot) const { return rewards_[slot]; }
+  // Replaces the contents by points.cols() entries given in physical slot order, with the
+  // oldest at slot `head` and `total` entries ever appended; the storage grows as if they had
+  // been appended one by one. Returns false (buffer unchanged) if that is not a state this
+  // buffer's dimension and capacity can reach.
+  bool RestoreSlots(const Eigen::Ref<const Eigen::MatrixXd>& points,
+                    const std::vector<int32_t>& users, const std::vector<double>& rewards,
+                    int64_t head, int64_t total) {
+    const int64_t size = points.cols();
+    if (points.rows() != dim_ || static_cast<int64_t>(users.size()) != size ||
+        static_cast<int64_t>(rewards.size()) != size || total < size) {
+      return false;
+    }
+    if (capacity_ > 0) {
+      if (size > capacity_ || head < 0 || head >= capacity_ || (head != 0 && size != capacity_)) {
+        return false;
+      }
+    } else if (head != 0) {
+      return false;
+    }
+    size_ = 0;
+    head_ = 0;
+    points_.resize(dim_, 0);
+    users_.clear();
+    rewards_.clear();
+    if (capacity_ > 0) Reserve(capacity_);
+    for (int64_t i = 0; i < size; ++i) Append(points.col(i), users[i], rewards[i]);
+    head_ = head;
+    total_ = total;
+    return true;
+  }
+
   // Calls f(points (dim x len), users, rewards, len) over contiguous runs of at most `block`
   // entries, oldest first.
   template <typename F>

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "core/state_coding.h"
 
 namespace graphbandit {
 namespace {
@@ -292,7 +294,7 @@ absl::Status LinearUcbPosterior::SetGraph(const UserGraph& graph,
     c.prior = Eigen::MatrixXd::Zero(size, size);
     for (int k = 0; k < size; ++k) {
       c.prior(k, k) = options_.lambda * options_.rho;
-      for (const auto& [v, w] : graph.Neighbours(members[k])) {
+      for (const auto& [v, w] : graph.SortedNeighbours(members[k])) {
         c.prior(k, k) += options_.lambda * w;
         c.prior(k, member_of[v]) -= options_.lambda * w;
       }
@@ -354,6 +356,140 @@ std::shared_ptr<const Scorer> LinearUcbPosterior::Freeze() const {
   for (const Component& c : components_) snapshots.push_back(SnapshotOf(c));
   return std::make_shared<FrozenScorer>(options_.prior, PriorVariance(), component_of_,
                                         member_of_, std::move(snapshots));
+}
+
+// Payload, version 1: columns history_x, users history_users, doubles history_rewards,
+// count refreshes, count n then n counts component_of + 1 (0 = no component), count n then n
+// counts member_of, count components, then per component: matrix prior (members x members),
+// matrix gram (d x members d), vector b, lower inverse (only its lower triangle is ever read or
+// updated; on load the upper triangle is filled by symmetry), vector theta, count
+// updates_since_refresh. Not stored: the Freeze() snapshot caches (rebuilt on demand).
+namespace {
+constexpr uint8_t kLinearStateVersion = 1;
+}  // namespace
+
+void LinearUcbPosterior::SaveState(storage::Encoder* out) const {
+  storage::Encoder s;
+  PutColumns(&s, history_x_);
+  PutUsers(&s, history_users_);
+  PutDoubleVector(&s, history_rewards_);
+  PutCount(&s, refreshes_);
+  PutCount(&s, static_cast<int64_t>(component_of_.size()));
+  for (int32_t c : component_of_) PutCount(&s, static_cast<int64_t>(c) + 1);
+  PutCount(&s, static_cast<int64_t>(member_of_.size()));
+  for (int32_t k : member_of_) PutCount(&s, k);
+  PutCount(&s, static_cast<int64_t>(components_.size()));
+  for (const Component& c : components_) {
+    PutMatrix(&s, c.prior);
+    PutMatrix(&s, c.gram);
+    PutVector(&s, c.b);
+    PutLowerTriangle(&s, c.inverse);
+    PutVector(&s, c.theta);
+    PutCount(&s, c.updates_since_refresh);
+  }
+  PutStateFrame(out, LearnerStateTag::kLinearUcb, kLinearStateVersion, s.data());
+}
+
+absl::Status LinearUcbPosterior::LoadState(storage::Decoder* in) {
+  std::string payload;
+  if (absl::Status status =
+          GetStateFrame(in, LearnerStateTag::kLinearUcb, kLinearStateVersion, &payload);
+      !status.ok()) {
+    return status;
+  }
+  storage::Decoder d(payload);
+  const auto malformed = [](absl::string_view what) { return MalformedState("linear", what); };
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+  // Decoded into locals and committed at the end: on failure the learner is unchanged.
+  GrowableColumns history_x(dim_);
+  if (!GetColumns(&d, &history_x)) return malformed("history points");
+  const int64_t t = history_x.cols();
+  if (!history_x.view().allFinite()) return malformed("non-finite history point");
+  std::vector<int32_t> history_users;
+  if (!GetUsers(&d, t, &history_users) || static_cast<int64_t>(history_users.size()) != t) {
+    return malformed("history users");
+  }
+  std::vector<double> history_rewards;
+  if (!GetDoubleVector(&d, t, &history_rewards) ||
+      static_cast<int64_t>(history_rewards.size()) != t) {
+    return malformed("history rewards");
+  }
+  for (double y : history_rewards) {
+    if (!std::isfinite(y)) return malformed("non-finite reward");
+  }
+  int64_t refreshes = 0;
+  if (!GetCount(&d, &refreshes)) return malformed("refresh count");
+
+  // User maps: every entry takes at least one byte, which bounds the allocations.
+  int64_t n = 0;
+  if (!GetCount(&d, &n, kMaxInt32) || static_cast<uint64_t>(n) > d.remaining()) {
+    return malformed("component map");
+  }
+  std::vector<int32_t> component_of(static_cast<size_t>(n));
+  for (int32_t& c : component_of) {
+    int64_t v = 0;
+    if (!GetCount(&d, &v, kMaxInt32)) return malformed("component map");
+    c = static_cast<int32_t>(v - 1);
+  }
+  int64_t n_members = 0;
+  if (!GetCount(&d, &n_members, kMaxInt32) || n_members != n) return malformed("member map");
+  std::vector<int32_t> member_of(static_cast<size_t>(n));
+  for (int32_t& k : member_of) {
+    int64_t v = 0;
+    if (!GetCount(&d, &v, kMaxInt32)) return malformed("member map");
+    k = static_cast<int32_t>(v);
+  }
+  const bool pooled = options_.prior == LinearOptions::Prior::kPooled;
+  if (pooled && n != 0) return malformed("a pooled model has no user map");
+
+  // Components: each takes at least a few bytes, which bounds the count.
+  int64_t num_components = 0;
+  if (!GetCount(&d, &num_components, kMaxInt32) ||
+      static_cast<uint64_t>(num_components) > d.remaining() || (pooled && num_components > 1)) {
+    return malformed("component count");
+  }
+  const int dim = dim_;
+  std::vector<Component> components;
+  for (int64_t index = 0; index < num_components; ++index) {
+    Component c;
+    if (!GetMatrix(&d, &c.prior) || c.prior.rows() != c.prior.cols() || c.prior.rows() < 1 ||
+        (c.prior.rows() > 1 && options_.prior != LinearOptions::Prior::kGraph) ||
+        c.prior.rows() > std::numeric_limits<int>::max() / std::max(dim, 1)) {
+      return malformed("component prior");
+    }
+    const Eigen::Index m = c.prior.rows() * dim;
+    if (!GetMatrix(&d, &c.gram) || c.gram.rows() != dim || c.gram.cols() != m) {
+      return malformed("component Gram blocks");
+    }
+    if (!GetVector(&d, &c.b) || c.b.size() != m) return malformed("component b");
+    if (!GetLowerTriangle(&d, &c.inverse) || c.inverse.rows() != m) {
+      return malformed("component inverse");
+    }
+    for (Eigen::Index j = 1; j < m; ++j) {
+      for (Eigen::Index i = 0; i < j; ++i) c.inverse(i, j) = c.inverse(j, i);
+    }
+    if (!GetVector(&d, &c.theta) || c.theta.size() != m) return malformed("component theta");
+    if (!GetCount(&d, &c.updates_since_refresh)) return malformed("component update count");
+    components.push_back(std::move(c));
+  }
+  if (!d.done()) return malformed("trailing bytes");
+  for (int64_t u = 0; u < n; ++u) {
+    const int32_t c = component_of[u];
+    if (c < -1 || c >= num_components) return malformed("user in an unknown component");
+    if (member_of[u] < 0 || (c >= 0 && member_of[u] >= components[c].members())) {
+      return malformed("user in an unknown member slot");
+    }
+  }
+
+  history_x_ = std::move(history_x);
+  history_users_ = std::move(history_users);
+  history_rewards_ = std::move(history_rewards);
+  refreshes_ = refreshes;
+  components_ = std::move(components);
+  component_of_ = std::move(component_of);
+  member_of_ = std::move(member_of);
+  return absl::OkStatus();
 }
 
 }  // namespace graphbandit

@@ -1,7 +1,10 @@
 #include "core/model.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -9,24 +12,35 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "core/edge_list.h"
 #include "core/learner_factory.h"
 #include "core/random.h"
 #include "core/selection.h"
+#include "core/storage/coding.h"
 #include "core/storage/log_reader.h"
+#include "core/storage/snapshot_file.h"
 
 namespace graphbandit {
 
-struct OpCompletion {
-  absl::Notification done;
+struct Model::OpCompletion {
+  Notification done;
   absl::Status status;
   EdgeEditResult result;
+  AddUsersResult users;
+  uint64_t seq = 0;
 };
 
+constexpr double FreshnessStats::kBounds[];
+
 namespace {
+
+constexpr uint8_t kStateVersion = 1;
 
 absl::Status CheckId(absl::string_view id, absl::string_view field) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
@@ -48,10 +62,9 @@ absl::Status CheckFinite(absl::Span<const double> values, absl::string_view fiel
 }
 
 absl::Status MakeDirectories(const std::string& path) {
-  std::string partial;
   for (size_t pos = 0; pos != std::string::npos;) {
     pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
+    const std::string partial = path.substr(0, pos);
     if (partial.empty()) continue;
     if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::PermissionDeniedError(
@@ -61,110 +74,484 @@ absl::Status MakeDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+std::string SegmentName(uint64_t first_seq) { return absl::StrFormat("log-%020d.log", first_seq); }
+std::string SnapshotName(uint64_t seq) { return absl::StrFormat("snapshot-%020d.snap", seq); }
+
+// Files "<prefix><20 digits><suffix>" in `dir`, by number.
+std::vector<std::pair<uint64_t, std::string>> ListNumbered(const std::string& dir,
+                                                           absl::string_view prefix,
+                                                           absl::string_view suffix) {
+  std::vector<std::pair<uint64_t, std::string>> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      absl::string_view name = e->d_name;
+      if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix)) continue;
+      absl::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      uint64_t number = 0;
+      if (digits.size() == 20 && absl::SimpleAtoi(digits, &number)) {
+        files.emplace_back(number, dir + "/" + std::string(name));
+      }
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Moves a damaged or unusable file out of the way (kept for forensics, never read again).
+std::string SetAside(const std::string& path, absl::string_view why) {
+  std::string target = absl::StrCat(path, ".", why);
+  for (int i = 1; access(target.c_str(), F_OK) == 0; ++i) target = absl::StrCat(path, ".", why, ".", i);
+  std::rename(path.c_str(), target.c_str());
+  return target;
+}
+
+int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
+
+Decision DecisionOf(const DecideOp& op, const ModelOptions& options) {
+  Decision d;
+  d.event_id = op.event_id;
+  d.model = options.name;
+  d.policy = std::string(PolicyName(options.policy));
+  d.model_version = op.model_version;
+  for (const DecideOp::Arm& arm : op.arms) {
+    ChosenArm c;
+    c.candidate_index = arm.candidate_index;
+    c.arm_id = arm.arm_id;
+    c.mean = arm.mean;
+    c.stddev = arm.stddev;
+    c.score = arm.score;
+    if (arm.has_probability) c.probability = arm.probability;
+    d.arms.push_back(std::move(c));
+  }
+  return d;
+}
+
+std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& options) {
+  auto entry = std::make_unique<LedgerEntry>();
+  entry->event_id = op.event_id;
+  entry->fingerprint = op.fingerprint;
+  entry->created = absl::FromUnixMicros(op.created_micros);
+  entry->user_id = op.user;
+  entry->context = op.context;
+  for (const DecideOp::Arm& arm : op.arms) entry->arms.push_back(LedgerArm{arm.arm_id, arm.features, 0, 0.0});
+  entry->decision = DecisionOf(op, options);
+  return entry;
+}
+
 }  // namespace
 
-Model::Model(const ModelOptions& options)
-    : options_(options), ledger_(options.reward_window, options.max_decisions) {}
+absl::string_view RewardOutcomeName(RewardOutcome outcome) {
+  switch (outcome) {
+    case RewardOutcome::kAccepted:
+      return "accepted";
+    case RewardOutcome::kDuplicate:
+      return "duplicate";
+    case RewardOutcome::kLate:
+      return "late";
+    case RewardOutcome::kUnknownEvent:
+      return "unknown_event";
+  }
+  return "unknown";
+}
+
+Model::Model(const ModelOptions& options, const Durability& durability)
+    : options_(options),
+      durability_(durability),
+      ledger_(options.reward_window, options.max_decisions, options.effective_max_tombstones(),
+              options.aggregation) {}
 
 Model::~Model() { Shutdown(); }
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
-                                                   const std::string& state_dir) {
-  if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
-  std::unique_ptr<Model> model(new Model(options));
-  auto kernel = BuildUserKernel(model->graph_, options.user_kernel_options());
-  if (!kernel.ok()) return kernel.status();
-  model->user_kernel_ = *std::move(kernel);
-  if (options.arm_dim > 0) {
-    EdgeEditResult ignored;
-    absl::Status s = model->Apply(FixDimensionsOp{options.context_dim, options.arm_dim}, &ignored);
-    if (!s.ok()) return s;
-  }
+// ---------------------------------------------------------------------------------------------
+// Opening and recovery.
 
-  uint64_t last_seq = 0;
-  if (!state_dir.empty()) {
-    const std::string dir = absl::StrCat(state_dir, "/", options.name);
-    if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
-    const std::string path = dir + "/ops.log";
-    int64_t skipped = 0;
-    auto recovery = storage::RecoverLog(path, [&](uint8_t type, absl::string_view payload) {
-      absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
-      if (!op.ok()) return op.status();
-      ++last_seq;
+absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
+                                                   const std::string& state_dir,
+                                                   const Durability& durability) {
+  if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+  // A model with nothing learned yet (configured dimensions applied).
+  auto fresh = [&]() -> absl::StatusOr<std::unique_ptr<Model>> {
+    std::unique_ptr<Model> model(new Model(options, durability));
+    auto kernel = BuildUserKernel(model->graph_, options.user_kernel_options());
+    if (!kernel.ok()) return kernel.status();
+    model->user_kernel_ = *std::move(kernel);
+    if (options.arm_dim > 0) {
       EdgeEditResult ignored;
-      absl::Status applied = model->Apply(*op, &ignored);
-      // A reward that could not be learned, or a graph edit the model refused, failed the same
-      // way when it arrived (and was reported then); do the same now.
-      if (!applied.ok() && !std::holds_alternative<FixDimensionsOp>(*op)) {
-        ++skipped;
-        return absl::OkStatus();
+      absl::Status s = model->Apply(FixDimensionsOp{options.context_dim, options.arm_dim}, &ignored);
+      if (!s.ok()) return s;
+    }
+    return model;
+  };
+
+  std::unique_ptr<Model> model;
+  RecoveryReport report;
+  uint64_t next = 1;
+  std::string dir;
+  if (!state_dir.empty()) {
+    dir = absl::StrCat(state_dir, "/", options.name);
+    if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+    // The newest snapshot that verifies and loads; older ones are the fallback.
+    auto snapshots = ListNumbered(dir, "snapshot-", ".snap");
+    for (auto it = snapshots.rbegin(); it != snapshots.rend() && model == nullptr; ++it) {
+      auto contents = storage::ReadSnapshotFile(it->second);
+      absl::Status status = contents.status();
+      std::unique_ptr<Model> candidate;
+      if (status.ok()) {
+        auto created = fresh();
+        if (!created.ok()) return created.status();
+        candidate = *std::move(created);
+        status = candidate->LoadState(contents->payload);
+        // A configuration that contradicts the snapshot is an operator error, not damage.
+        if (status.code() == absl::StatusCode::kFailedPrecondition) return status;
       }
-      return applied;
-    });
-    if (!recovery.ok()) {
-      return absl::Status(recovery.status().code(),
-                          absl::StrFormat("model \"%s\": replaying %s failed at record %d: %s",
-                                          options.name, path, last_seq + 1,
-                                          recovery.status().message()));
+      if (!status.ok()) {
+        report.damage.push_back(absl::StrFormat("%s: %s; moved to %s", it->second,
+                                                status.message(), SetAside(it->second, "corrupt")));
+        continue;
+      }
+      model = std::move(candidate);
+      report.snapshot_seq = contents->seq;
+      next = contents->seq + 1;
     }
-    model->recovery_.records_replayed = static_cast<int64_t>(recovery->records);
-    model->recovery_.truncated = recovery->truncated;
-    if (recovery->corruption.has_value()) {
-      model->recovery_.damage = absl::StrFormat(
-          "%s: %s at offset %d; %d bytes after it were moved to %s", path,
-          recovery->corruption->reason, recovery->corruption->offset, recovery->discarded_bytes,
-          recovery->discarded_path);
+    if (model == nullptr) {
+      auto created = fresh();
+      if (!created.ok()) return created.status();
+      model = *std::move(created);
     }
-    if (skipped > 0) {
-      std::fprintf(stderr, "model \"%s\": %lld logged operations were refused again\n",
-                   options.name.c_str(), static_cast<long long>(skipped));
+    model->dir_ = dir;
+    // Replay the log records after the snapshot, segment by segment, stopping at damage.
+    auto segments = ListNumbered(dir, "log-", ".log");
+    bool stop = false;
+    for (size_t i = 0; i < segments.size(); ++i) {
+      const auto& [first, path] = segments[i];
+      if (stop) {
+        report.damage.push_back(absl::StrFormat("%s follows damaged or missing records; moved to %s",
+                                                path, SetAside(path, "orphaned")));
+        continue;
+      }
+      const uint64_t following = i + 1 < segments.size() ? segments[i + 1].first : UINT64_MAX;
+      if (following <= next) continue;  // entirely covered by the snapshot
+      if (first > next) {
+        report.damage.push_back(absl::StrFormat(
+            "log records %d to %d are missing (no segment holds them)", next, first - 1));
+        stop = true;
+        --i;  // set this segment aside too
+        continue;
+      }
+      uint64_t seq = first;
+      auto recovered = storage::RecoverLog(path, [&](uint8_t type, absl::string_view payload) {
+        const uint64_t this_seq = seq++;
+        if (this_seq < next) return absl::OkStatus();
+        absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
+        if (!op.ok()) {
+          return absl::DataLossError(absl::StrFormat("record %d of %s: %s", this_seq, path,
+                                                     op.status().message()));
+        }
+        model->ApplyToLedger(*op);
+        EdgeEditResult ignored;
+        absl::Status applied = model->Apply(*op, &ignored);
+        // An operation that failed when it arrived fails the same way now (and was reported
+        // then): a refused graph edit, a reward that could not be learned.
+        if (!applied.ok()) {
+          if (std::holds_alternative<FixDimensionsOp>(*op)) return applied;
+          ++report.records_refused;
+        }
+        ++report.records_replayed;
+        next = this_seq + 1;
+        return absl::OkStatus();
+      });
+      if (!recovered.ok()) {
+        return absl::Status(recovered.status().code(),
+                            absl::StrFormat("model \"%s\": recovery failed: %s", options.name,
+                                            recovered.status().message()));
+      }
+      if (recovered->corruption.has_value()) {
+        report.truncated = true;
+        report.damage.push_back(absl::StrFormat(
+            "%s: %s at offset %d; %d bytes after it were moved to %s", path,
+            recovered->corruption->reason, recovered->corruption->offset,
+            recovered->discarded_bytes, recovered->discarded_path));
+        stop = true;  // nothing after damage is applied
+      }
     }
-    auto writer = storage::LogWriter::Open(path);
-    if (!writer.ok()) return writer.status();
-    absl::MutexLock lock(&model->queue_mu_);
-    model->log_ = *std::move(writer);
+  } else {
+    auto created = fresh();
+    if (!created.ok()) return created.status();
+    model = *std::move(created);
+  }
+  model->recovery_ = std::move(report);
+  {
+    MutexLock lock(&model->queue_mu_);
+    model->next_seq_ = next;
+    model->applied_seq_ = next - 1;
+    model->rewards_held_ = model->learner_ != nullptr ? model->learner_->history_size() : 0;
+    if (!dir.empty()) {
+      if (absl::Status s = model->StartSegment(next); !s.ok()) return s;
+    }
   }
   {
-    absl::MutexLock lock(&model->queue_mu_);
-    model->next_seq_ = last_seq + 1;
-    model->applied_seq_ = last_seq;
-    model->rewards_held_ = model->learner_ != nullptr ? model->learner_->history_size() : 0;
+    MutexLock lock(&model->sync_mu_);
+    model->synced_seq_ = next - 1;
   }
+  model->Publish(next - 1);
+  model->writer_ = std::thread([m = model.get()] { m->WriterLoop(); });
+  if (!dir.empty() && durability.sync == Durability::Sync::kGroupCommit) {
+    model->syncer_ = std::thread([m = model.get()] { m->SyncerLoop(); });
+  }
+
   if (!options.edge_list_file.empty()) {
-    // Applied as one logged edit, before the writer starts. Only edges that are missing or
-    // weighted differently are part of it, so an unchanged file adds nothing on restart.
+    // Applied as one logged edit of the edges that are missing or weighted differently, so an
+    // unchanged file adds nothing to the log on restart.
     auto edges = ReadEdgeList(options.edge_list_file);
     if (!edges.ok()) return edges.status();
     SetEdgesOp changes;
-    for (EdgeEdit& edge : *edges) {
-      const int32_t a = model->registry_->Find(edge.user_a);
-      const int32_t b = model->registry_->Find(edge.user_b);
-      if (a < 0 || b < 0 || model->graph_.Weight(a, b) != edge.weight) {
-        changes.edges.push_back(std::move(edge));
+    {
+      MutexLock lock(&model->queue_mu_);  // the writer is idle: nothing is queued yet
+      for (EdgeEdit& edge : *edges) {
+        const int32_t a = model->registry_->Find(edge.user_a);
+        const int32_t b = model->registry_->Find(edge.user_b);
+        if (a < 0 || b < 0 || model->graph_.Weight(a, b) != edge.weight) {
+          changes.edges.push_back(std::move(edge));
+        }
       }
     }
     if (!changes.edges.empty()) {
-      {
-        absl::MutexLock lock(&model->queue_mu_);
-        if (model->log_ != nullptr) {
-          absl::Status s = model->log_->Append(static_cast<uint8_t>(OpType::kSetEdges),
-                                               EncodeOp(ModelOp(changes)));
-          if (!s.ok()) return s;
-        }
-        last_seq = model->next_seq_++;
-        model->applied_seq_ = last_seq;
-      }
-      EdgeEditResult ignored;
-      if (absl::Status s = model->Apply(changes, &ignored); !s.ok()) return s;
+      auto applied = model->SubmitAndWait(std::move(changes), absl::InfiniteFuture());
+      if (!applied.ok()) return applied.status();
     }
   }
-  model->Publish(last_seq);
-  model->writer_ = std::thread([m = model.get()] { m->WriterLoop(); });
   return model;
+}
+
+absl::Status Model::StartSegment(uint64_t first_seq) {
+  if (log_ != nullptr) {
+    {
+      MutexLock lock(&sync_mu_);
+      if (::fdatasync(sync_fd_) == 0) {
+        synced_seq_ = std::max(synced_seq_, next_seq_ - 1);
+      } else {
+        sync_error_ = absl::UnavailableError(absl::StrFormat(
+            "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
+      }
+      sync_fd_ = -1;
+    }
+    log_->Close().IgnoreError();
+    log_.reset();
+  }
+  auto writer = storage::LogWriter::Open(dir_ + "/" + SegmentName(first_seq));
+  if (!writer.ok()) return writer.status();
+  log_ = *std::move(writer);
+  MutexLock lock(&sync_mu_);
+  sync_fd_ = log_->fd();
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots: the model's complete state at one sequence number.
+
+std::string Model::SaveState(uint64_t seq) const {
+  storage::Encoder out;
+  out.PutU8(kStateVersion);
+  out.PutFixed64(seq);
+  out.PutU8(learner_ != nullptr ? 1 : 0);
+  out.PutVarint64(static_cast<uint32_t>(scaling_.context_dim));
+  out.PutVarint64(static_cast<uint32_t>(scaling_.arm_dim));
+  out.PutVarint64(static_cast<uint64_t>(rewards_learned_));
+  const int32_t users = registry_->size();
+  out.PutVarint64(static_cast<uint64_t>(users));
+  for (int32_t u = 0; u < users; ++u) out.PutString(registry_->Id(u));
+  out.PutVarint64(static_cast<uint64_t>(graph_.num_edges()));
+  for (int32_t u = 0; u < graph_.num_users(); ++u) {
+    for (const auto& [v, w] : graph_.SortedNeighbours(u)) {
+      if (v <= u) continue;
+      out.PutVarint64(static_cast<uint64_t>(u));
+      out.PutVarint64(static_cast<uint64_t>(v));
+      out.PutDouble(w);
+    }
+  }
+  if (learner_ != nullptr) learner_->SaveState(&out);
+  // The ledger: open decisions oldest first, then tombstones oldest first.
+  out.PutU8(static_cast<uint8_t>(ledger_.aggregation()));
+  out.PutVarint64(static_cast<uint64_t>(ledger_.expired_total()));
+  out.PutVarint64(static_cast<uint64_t>(ledger_.size()));
+  ledger_.ForEachEntry([&out](const LedgerEntry& e) {
+    out.PutString(e.event_id);
+    out.PutFixed64(e.fingerprint);
+    out.PutFixed64(static_cast<uint64_t>(ToMicros(e.created)));
+    out.PutString(e.user_id);
+    out.PutDoubles(e.context.data(), e.context.size());
+    out.PutVarint64(e.decision.model_version);
+    out.PutVarint64(e.arms.size());
+    for (size_t a = 0; a < e.arms.size(); ++a) {
+      const LedgerArm& arm = e.arms[a];
+      const ChosenArm& chosen = e.decision.arms[a];
+      out.PutString(arm.arm_id);
+      out.PutDoubles(arm.features.data(), arm.features.size());
+      out.PutVarint64(static_cast<uint64_t>(arm.reports));
+      out.PutDouble(arm.aggregate);
+      out.PutVarint64(static_cast<uint32_t>(chosen.candidate_index));
+      out.PutDouble(chosen.mean);
+      out.PutDouble(chosen.stddev);
+      out.PutDouble(chosen.score);
+      out.PutU8(chosen.probability.has_value() ? 1 : 0);
+      out.PutDouble(chosen.probability.value_or(0.0));
+    }
+  });
+  out.PutVarint64(static_cast<uint64_t>(ledger_.tombstones()));
+  ledger_.ForEachTombstone([&out](const Tombstone& t) {
+    out.PutString(t.event_id);
+    out.PutU8(static_cast<uint8_t>(t.how));
+    out.PutFixed64(static_cast<uint64_t>(ToMicros(t.closed)));
+  });
+  return out.Release();
+}
+
+absl::Status Model::LoadState(absl::string_view payload) {
+  storage::Decoder in(payload);
+  auto bad = [](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("malformed snapshot: ", what));
+  };
+  uint8_t version = 0, has_learner = 0, aggregation = 0;
+  uint64_t seq = 0, context_dim = 0, arm_dim = 0, learned = 0, users = 0, edges = 0;
+  if (!in.GetU8(&version) || version != kStateVersion) return bad("unknown format version");
+  if (!in.GetFixed64(&seq) || !in.GetU8(&has_learner) || has_learner > 1 ||
+      !in.GetVarint64(&context_dim) || !in.GetVarint64(&arm_dim) || !in.GetVarint64(&learned) ||
+      !in.GetVarint64(&users) || users > in.remaining() || context_dim > INT32_MAX ||
+      arm_dim > INT32_MAX) {
+    return bad("header");
+  }
+  for (uint64_t u = 0; u < users; ++u) {
+    std::string id;
+    if (!in.GetString(&id)) return bad("users");
+    bool added = false;
+    if (registry_->FindOrAdd(id, &added) != static_cast<int32_t>(u) || !added) return bad("user ids");
+  }
+  if (!in.GetVarint64(&edges) || edges > in.remaining()) return bad("edge count");
+  for (uint64_t e = 0; e < edges; ++e) {
+    uint64_t a = 0, b = 0;
+    double w = 0.0;
+    if (!in.GetVarint64(&a) || !in.GetVarint64(&b) || !in.GetDouble(&w) || a >= users ||
+        b >= users || a >= b || !(w > 0.0) || !std::isfinite(w)) {
+      return bad("edges");
+    }
+    graph_.SetEdge(static_cast<int32_t>(a), static_cast<int32_t>(b), w);
+  }
+  graph_.EnsureUsers(static_cast<int32_t>(users));
+  auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
+  if (!kernel.ok()) return bad(kernel.status().message());
+  user_kernel_ = *std::move(kernel);
+  components_ = graph_.CountComponents();
+  users_at_rebuild_ = graph_.num_users();
+  if (has_learner == 1) {
+    if (learner_ != nullptr &&
+        (scaling_.context_dim != static_cast<int>(context_dim) || scaling_.arm_dim != static_cast<int>(arm_dim))) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": the snapshot has dimensions (context %d, arms %d) but the configuration "
+          "says (context %d, arms %d)",
+          options_.name, context_dim, arm_dim, scaling_.context_dim, scaling_.arm_dim));
+    }
+    if (learner_ == nullptr) {
+      EdgeEditResult ignored;
+      absl::Status s = Apply(FixDimensionsOp{static_cast<int32_t>(context_dim),
+                                             static_cast<int32_t>(arm_dim)},
+                             &ignored);
+      if (!s.ok()) return s;
+    } else if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) {
+      return bad(s.message());
+    }
+    if (absl::Status s = learner_->LoadState(&in); !s.ok()) return s;
+  }
+  rewards_learned_ = static_cast<int64_t>(learned);
+  uint64_t expired = 0, count = 0;
+  if (!in.GetU8(&aggregation) || aggregation != static_cast<uint8_t>(options_.aggregation)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": the snapshot was taken with another ledger.aggregation", options_.name));
+  }
+  if (!in.GetVarint64(&expired) || !in.GetVarint64(&count) || count > in.remaining()) {
+    return bad("ledger");
+  }
+  MutexLock lock(&ledger_mu_);
+  ledger_.set_expired_total(static_cast<int64_t>(expired));
+  for (uint64_t i = 0; i < count; ++i) {
+    DecideOp op;
+    uint64_t created = 0, version = 0, arms = 0;
+    if (!in.GetString(&op.event_id) || !in.GetFixed64(&op.fingerprint) ||
+        !in.GetFixed64(&created) || !in.GetString(&op.user) ||
+        !in.GetDoubles(&op.context, 1u << 24) || !in.GetVarint64(&version) ||
+        !in.GetVarint64(&arms) || arms > in.remaining()) {
+      return bad("ledger entry");
+    }
+    op.created_micros = static_cast<int64_t>(created);
+    op.model_version = version;
+    std::vector<std::pair<uint64_t, double>> reports(arms);
+    op.arms.resize(arms);
+    for (uint64_t a = 0; a < arms; ++a) {
+      DecideOp::Arm& arm = op.arms[a];
+      uint64_t index = 0;
+      uint8_t has_probability = 0;
+      if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, 1u << 24) ||
+          !in.GetVarint64(&reports[a].first) || !in.GetDouble(&reports[a].second) ||
+          !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
+          !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
+          !in.GetU8(&has_probability) || has_probability > 1 || !in.GetDouble(&arm.probability)) {
+        return bad("ledger arm");
+      }
+      arm.candidate_index = static_cast<int32_t>(index);
+      arm.has_probability = has_probability == 1;
+    }
+    auto entry = EntryOf(op, options_);
+    for (uint64_t a = 0; a < arms; ++a) {
+      entry->arms[a].reports = static_cast<int>(std::min<uint64_t>(reports[a].first, INT32_MAX));
+      entry->arms[a].aggregate = reports[a].second;
+    }
+    if (ledger_.Find(op.event_id) != nullptr || ledger_.Full()) return bad("ledger entries");
+    ledger_.Insert(std::move(entry));
+  }
+  if (!in.GetVarint64(&count) || count > in.remaining()) return bad("tombstones");
+  for (uint64_t i = 0; i < count; ++i) {
+    Tombstone t;
+    uint8_t how = 0;
+    uint64_t closed = 0;
+    if (!in.GetString(&t.event_id) || !in.GetU8(&how) || how < 1 || how > 2 ||
+        !in.GetFixed64(&closed)) {
+      return bad("tombstone");
+    }
+    t.how = static_cast<ClosedAs>(how);
+    t.closed = absl::FromUnixMicros(static_cast<int64_t>(closed));
+    ledger_.RestoreTombstone(std::move(t));
+  }
+  if (!in.done()) return bad("trailing bytes");
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Writer side.
+
+void Model::ApplyToLedger(const ModelOp& op) {
+  MutexLock lock(&ledger_mu_);
+  if (const auto* decide = std::get_if<DecideOp>(&op)) {
+    if (ledger_.Find(decide->event_id) != nullptr) return;
+    if (ledger_.Full()) {  // cannot happen: live, a CloseOp made room first
+      if (LedgerEntry* victim = ledger_.OldestCompleted()) {
+        ledger_.Close(victim, ClosedAs::kCompleted, absl::FromUnixMicros(decide->created_micros));
+      } else {
+        return;
+      }
+    }
+    ledger_.Insert(EntryOf(*decide, options_));
+  } else if (const auto* reward = std::get_if<RewardOp>(&op)) {
+    LedgerEntry* entry = ledger_.Find(reward->event_id);
+    if (entry != nullptr && reward->arm >= 0 && reward->arm < static_cast<int>(entry->arms.size())) {
+      ledger_.Report(entry, reward->arm, reward->reward);
+    }
+  } else if (const auto* close = std::get_if<CloseOp>(&op)) {
+    if (LedgerEntry* entry = ledger_.Find(close->event_id)) {
+      ledger_.Close(entry, static_cast<ClosedAs>(close->how),
+                    absl::FromUnixMicros(close->closed_micros));
+    }
+  }
+}
 
 absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
   struct Undo {
@@ -172,6 +559,16 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     double weight;  // 0: there was no edge
   };
   std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
+  auto registered = [this](const std::string& id, bool* added = nullptr) {
+    bool fresh = false;
+    const int32_t index = registry_->FindOrAdd(id, &fresh);
+    if (fresh) {
+      MutexLock lock(&queue_mu_);
+      reserved_users_.erase(id);
+    }
+    if (added != nullptr) *added = fresh;
+    return index;
+  };
   if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
     if (learner_ != nullptr) {
       if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
@@ -187,17 +584,25 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     auto learner = MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_);
     if (!learner.ok()) return learner.status();
     learner_ = *std::move(learner);
-    absl::MutexLock lock(&queue_mu_);
+    MutexLock lock(&queue_mu_);
     dims_ = Dimensions{true, fix->context_dim, fix->arm_dim};
     return absl::OkStatus();
   } else if (const auto* add = std::get_if<AddUsersOp>(&op)) {
-    for (const std::string& user : add->users) registry_->FindOrAdd(user);
-    graph_.EnsureUsers(registry_->size());
-    return absl::OkStatus();
+    for (const std::string& user : add->users) {
+      bool added = false;
+      registered(user, &added);
+      if (added) {
+        ++result->users_added;
+      } else {
+        ++result->unchanged;
+      }
+    }
   } else if (const auto* set = std::get_if<SetEdgesOp>(&op)) {
     for (const EdgeEdit& edge : set->edges) {
-      const int32_t a = registry_->FindOrAdd(edge.user_a);
-      const int32_t b = registry_->FindOrAdd(edge.user_b);
+      bool added_a = false, added_b = false;
+      const int32_t a = registered(edge.user_a, &added_a);
+      const int32_t b = registered(edge.user_b, &added_b);
+      result->users_added += (added_a ? 1 : 0) + (added_b ? 1 : 0);
       const double old_weight = graph_.Weight(a, b);
       if (old_weight == 0.0) {
         ++result->changed;
@@ -220,31 +625,40 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
         ++result->unchanged;
       }
     }
-  } else if (const auto* observe = std::get_if<ObserveOp>(&op)) {
-    if (learner_ == nullptr) {
-      return absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
+  } else {
+    // Rewards learned now (a reward with the FIRST rule, a closing decision, an observation).
+    absl::Status status;
+    for (const ObserveOp* observe : ObservationsOf(op)) {
+      if (learner_ == nullptr) {
+        status = absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
+        continue;
+      }
+      if (static_cast<int>(observe->context.size()) != scaling_.context_dim ||
+          static_cast<int>(observe->features.size()) != scaling_.arm_dim) {
+        status = absl::FailedPreconditionError(absl::StrFormat(
+            "a logged reward has %d context and %d arm values; the model expects %d and %d",
+            observe->context.size(), observe->features.size(), scaling_.context_dim,
+            scaling_.arm_dim));
+        continue;
+      }
+      const int32_t user = registered(observe->user);
+      Eigen::VectorXd point(scaling_.joint_dim());
+      scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
+      absl::Status learned = learner_->Observe(user, point, observe->reward);
+      if (learned.ok()) {
+        ++rewards_learned_;
+      } else {
+        status = learned;
+      }
     }
-    if (static_cast<int>(observe->context.size()) != scaling_.context_dim ||
-        static_cast<int>(observe->features.size()) != scaling_.arm_dim) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "a logged reward has %d context and %d arm values; the model expects %d and %d",
-          observe->context.size(), observe->features.size(), scaling_.context_dim,
-          scaling_.arm_dim));
-    }
-    const int32_t user = registry_->FindOrAdd(observe->user);
-    Eigen::VectorXd point(scaling_.joint_dim());
-    scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
-    absl::Status status = learner_->Observe(user, point, observe->reward);
-    if (status.ok()) ++rewards_learned_;
     return status;
   }
   graph_.EnsureUsers(registry_->size());
   if (!undo.empty()) {
     // Every graph edit rebuilds at once, so that the sequence of rebuilds (and hence the state)
-    // depends on the log alone, not on how the writer happened to batch operations. A graph
-    // the user kernel or the learner cannot serve (a dense kernel or a graph-linear model over
-    // a too-large component) is refused as a whole and the model keeps the previous graph;
-    // replaying the log refuses it again the same way.
+    // depends on the log alone, not on how the writer batched operations. A graph the user
+    // kernel or the learner cannot serve is refused as a whole and the model keeps the
+    // previous graph; replaying the log refuses it again the same way.
     auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
     absl::Status status = kernel.status();
     if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
@@ -285,95 +699,277 @@ void Model::Publish(uint64_t version) {
   view->graph_users = registry_->size();
   // Users registered since the last rebuild have no edges: each is a component of its own.
   view->graph_components = components_ + (view->graph_users - users_at_rebuild_);
-  absl::MutexLock lock(&view_mu_);
+  MutexLock lock(&view_mu_);
   view_ = std::move(view);
+}
+
+void Model::ApplyBatch(std::deque<Pending>* batch) {
+  if (batch->empty()) return;
+  for (Pending& pending : *batch) {
+    EdgeEditResult result;
+    absl::Status status = Apply(pending.op, &result);
+    if (!status.ok()) {
+      std::fprintf(stderr, "model \"%s\": operation %llu not applied: %s\n",
+                   options_.name.c_str(), static_cast<unsigned long long>(pending.seq),
+                   std::string(status.message()).c_str());
+    }
+    if (pending.completion != nullptr) {
+      pending.completion->status = status;
+      pending.completion->result = result;
+    }
+  }
+  Publish(batch->back().seq);
+  const absl::Time published = absl::Now();
+  {
+    MutexLock lock(&stats_mu_);
+    for (const Pending& pending : *batch) {
+      if (pending.acknowledged == absl::InfinitePast()) continue;
+      const double seconds = absl::ToDoubleSeconds(published - pending.acknowledged);
+      ++freshness_.count;
+      freshness_.sum += seconds;
+      for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
+        if (seconds <= FreshnessStats::kBounds[b]) ++freshness_.buckets[b];
+      }
+    }
+  }
+  applied_for_snapshot_ += batch->size();
+  {
+    MutexLock lock(&queue_mu_);
+    applied_seq_ = batch->back().seq;
+    queue_cv_.SignalAll();
+  }
+  for (Pending& pending : *batch) {
+    if (pending.completion != nullptr) pending.completion->done.Notify();
+  }
+  batch->clear();
+}
+
+void Model::DrainQueue() {
+  for (;;) {
+    std::deque<Pending> batch;
+    {
+      MutexLock lock(&queue_mu_);
+      batch.swap(queue_);
+    }
+    if (batch.empty()) return;
+    ApplyBatch(&batch);
+  }
+}
+
+absl::StatusOr<Model::PreparedSnapshot> Model::PrepareSnapshotLocked() {
+  DrainQueue();  // with the ledger lock held nothing new is logged: the state is at one seq
+  PreparedSnapshot prepared;
+  {
+    MutexLock lock(&queue_mu_);
+    prepared.seq = next_seq_ - 1;
+  }
+  applied_for_snapshot_ = 0;
+  if (dir_.empty()) return prepared;
+  prepared.payload = SaveState(prepared.seq);
+  MutexLock lock(&queue_mu_);
+  if (absl::Status s = StartSegment(prepared.seq + 1); !s.ok()) return s;
+  return prepared;
+}
+
+absl::StatusOr<uint64_t> Model::FinishSnapshot(absl::StatusOr<PreparedSnapshot> prepared) {
+  if (!prepared.ok()) return prepared.status();
+  if (dir_.empty()) return prepared->seq;
+  // If writing fails, the previous snapshot and every log segment since it are still there.
+  absl::Status status = storage::WriteSnapshotFile(dir_ + "/" + SnapshotName(prepared->seq),
+                                                   prepared->seq, prepared->payload);
+  if (!status.ok()) return status;
+  RemoveOldFiles(prepared->seq);
+  MutexLock lock(&stats_mu_);
+  ++snapshots_written_;
+  last_snapshot_seq_ = prepared->seq;
+  last_snapshot_time_ = absl::Now();
+  return prepared->seq;
+}
+
+void Model::RemoveOldFiles(uint64_t newest) {
+  // Keep the two newest snapshots and every segment needed to replay from the older one.
+  auto snapshots = ListNumbered(dir_, "snapshot-", ".snap");
+  uint64_t keep_from = 0;
+  int kept = 0;
+  for (auto it = snapshots.rbegin(); it != snapshots.rend(); ++it) {
+    if (it->first > newest) continue;
+    if (kept < 2) {
+      keep_from = it->first;
+      ++kept;
+    } else {
+      ::unlink(it->second.c_str());
+    }
+  }
+  if (kept < 2) return;  // nothing to fall back on yet: keep every segment
+  auto segments = ListNumbered(dir_, "log-", ".log");
+  for (size_t i = 0; i + 1 < segments.size(); ++i) {
+    if (segments[i + 1].first <= keep_from + 1) ::unlink(segments[i].second.c_str());
+  }
 }
 
 void Model::WriterLoop() {
   for (;;) {
     std::deque<Pending> batch;
+    bool snapshot = false;
     {
-      absl::MutexLock lock(&queue_mu_);
-      queue_mu_.Await(absl::Condition(
-          +[](Model* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(m->queue_mu_) {
-            return !m->queue_.empty() || m->stopping_;
-          },
-          this));
-      if (queue_.empty()) return;  // stopping, and everything is applied
+      MutexLock lock(&queue_mu_);
+      queue_cv_.Wait(&queue_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !queue_.empty() || stopping_ || snapshot_requested_;
+      });
+      if (queue_.empty() && stopping_) return;  // everything logged is applied
       batch.swap(queue_);
+      snapshot = snapshot_requested_;
     }
-    for (Pending& pending : batch) {
-      EdgeEditResult result;
-      absl::Status status = Apply(pending.op, &result);
-      if (!status.ok()) {
-        std::fprintf(stderr, "model \"%s\": operation %llu not applied: %s\n",
-                     options_.name.c_str(), static_cast<unsigned long long>(pending.seq),
-                     std::string(status.message()).c_str());
-      }
-      if (pending.completion != nullptr) {
-        pending.completion->status = status;
-        pending.completion->result = result;
-      }
-    }
-    Publish(batch.back().seq);
+    ApplyBatch(&batch);
+    const bool due = durability_.snapshot_every_records > 0 &&
+                     static_cast<int64_t>(applied_for_snapshot_) >= durability_.snapshot_every_records;
+    if (!snapshot && !due) continue;
+    // Only the in-memory copy is made under the ledger lock; the file is written after.
+    absl::StatusOr<PreparedSnapshot> prepared;
     {
-      absl::MutexLock lock(&queue_mu_);
-      applied_seq_ = batch.back().seq;
+      MutexLock ledger(&ledger_mu_);
+      prepared = PrepareSnapshotLocked();
     }
-    for (Pending& pending : batch) {
-      if (pending.completion != nullptr) pending.completion->done.Notify();
+    const absl::StatusOr<uint64_t> taken = FinishSnapshot(std::move(prepared));
+    if (!taken.ok()) {
+      std::fprintf(stderr, "model \"%s\": snapshot failed: %s\n", options_.name.c_str(),
+                   std::string(taken.status().message()).c_str());
     }
+    std::vector<std::shared_ptr<OpCompletion>> waiters;
+    {
+      MutexLock lock(&queue_mu_);
+      snapshot_requested_ = false;
+      waiters.swap(snapshot_waiters_);
+    }
+    for (auto& waiter : waiters) {
+      waiter->status = taken.status();
+      waiter->seq = taken.ok() ? *taken : 0;
+      waiter->done.Notify();
+    }
+  }
+}
+
+void Model::SyncerLoop() {
+  for (;;) {
+    {
+      MutexLock lock(&sync_mu_);
+      sync_cv_.WaitFor(&sync_mu_, durability_.group_commit_interval,
+                       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return syncer_stop_; });
+      if (syncer_stop_) return;
+    }
+    uint64_t target;
+    {
+      MutexLock lock(&queue_mu_);
+      target = next_seq_ - 1;
+    }
+    MutexLock lock(&sync_mu_);
+    if (target <= synced_seq_ || sync_fd_ < 0) continue;
+    if (::fdatasync(sync_fd_) == 0) {
+      synced_seq_ = target;
+    } else {
+      sync_error_ = absl::UnavailableError(absl::StrFormat(
+          "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
+    }
+    sync_cv_.SignalAll();
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Submission side.
 
-absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion) {
-  if (stopping_) return absl::UnavailableError(absl::StrFormat("model \"%s\" is shutting down", options_.name));
+absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion,
+                                             absl::Time acknowledged) {
+  if (stopping_) {
+    return absl::UnavailableError(absl::StrFormat("model \"%s\" is shutting down", options_.name));
+  }
   if (log_ != nullptr) {
     absl::Status status = log_->Append(static_cast<uint8_t>(TypeOf(op)), EncodeOp(op));
     if (!status.ok()) {
-      return absl::UnavailableError(absl::StrFormat(
-          "model \"%s\" cannot write its log: %s", options_.name, status.message()));
+      return absl::UnavailableError(absl::StrFormat("model \"%s\" cannot write its log: %s",
+                                                    options_.name, status.message()));
     }
   }
   const uint64_t seq = next_seq_++;
-  if (std::holds_alternative<ObserveOp>(op)) ++rewards_held_;
-  queue_.push_back(Pending{seq, std::move(op), std::move(completion)});
+  rewards_held_ += static_cast<int64_t>(ObservationsOf(op).size());
+  queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged});
+  queue_cv_.SignalAll();
   return seq;
 }
 
-absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op) {
-  auto completion = std::make_shared<OpCompletion>();
-  {
-    absl::MutexLock lock(&queue_mu_);
-    auto seq = AppendLocked(std::move(op), completion);
-    if (!seq.ok()) return seq.status();
+absl::StatusOr<uint64_t> Model::Append(ModelOp op, std::shared_ptr<OpCompletion> completion,
+                                       absl::Time acknowledged) {
+  MutexLock lock(&queue_mu_);
+  return AppendLocked(std::move(op), std::move(completion), acknowledged);
+}
+
+absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
+  if (dir_.empty() || durability_.sync == Durability::Sync::kOs) return absl::OkStatus();
+  if (durability_.sync == Durability::Sync::kEveryRecord) {
+    uint64_t target;
+    {
+      MutexLock lock(&queue_mu_);
+      target = next_seq_ - 1;
+    }
+    MutexLock lock(&sync_mu_);
+    if (synced_seq_ >= seq) return sync_error_;
+    // One fdatasync covers every record written before it: concurrent callers share it.
+    if (sync_fd_ < 0 || ::fdatasync(sync_fd_) != 0) {
+      sync_error_ = absl::UnavailableError(absl::StrFormat(
+          "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
+      return sync_error_;
+    }
+    synced_seq_ = std::max(synced_seq_, target);
+    return absl::OkStatus();
   }
-  completion->done.WaitForNotification();
+  MutexLock lock(&sync_mu_);
+  const bool durable = sync_cv_.WaitUntil(&sync_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return synced_seq_ >= seq || !sync_error_.ok();
+  });
+  if (!sync_error_.ok()) return sync_error_;
+  if (!durable) {
+    return absl::DeadlineExceededError(
+        "the deadline passed before the record was on disk; it may still become durable (a "
+        "retry answers DUPLICATE then)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op, absl::Time deadline) {
+  auto completion = std::make_shared<OpCompletion>();
+  uint64_t seq = 0;
+  {
+    MutexLock ledger(&ledger_mu_);  // the log tail only moves under the ledger lock
+    auto appended = Append(std::move(op), completion, absl::InfinitePast());
+    if (!appended.ok()) return appended.status();
+    seq = *appended;
+  }
+  if (!completion->done.WaitUntil(deadline)) {
+    return absl::DeadlineExceededError("the deadline passed before the edit was applied");
+  }
   if (!completion->status.ok()) return completion->status;
+  if (absl::Status s = WaitDurable(seq, deadline); !s.ok()) return s;
   return completion->result;
 }
 
 Model::Dimensions Model::CurrentDimensions() const {
-  absl::MutexLock lock(&queue_mu_);
+  MutexLock lock(&queue_mu_);
   return dims_;
 }
 
 absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
   auto completion = std::make_shared<OpCompletion>();
   {
-    absl::MutexLock lock(&queue_mu_);
+    MutexLock ledger(&ledger_mu_);
+    MutexLock lock(&queue_mu_);
     if (dims_.fixed) return absl::OkStatus();  // a concurrent request fixed them; re-validated
     dims_ = Dimensions{true, context_dim, arm_dim};
-    auto seq = AppendLocked(FixDimensionsOp{context_dim, arm_dim}, completion);
+    auto seq = AppendLocked(FixDimensionsOp{context_dim, arm_dim}, completion, absl::InfinitePast());
     if (!seq.ok()) {
       dims_ = Dimensions{};
       return seq.status();
     }
   }
-  completion->done.WaitForNotification();
+  completion->done.Wait();
   return completion->status;
 }
 
@@ -447,8 +1043,7 @@ absl::Status Model::ValidateRequest(const DecisionRequest& request, const Dimens
   return absl::OkStatus();
 }
 
-absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
-                                       const std::string& event_id) {
+absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std::string& event_id) {
   Dimensions dims = CurrentDimensions();
   if (absl::Status s = ValidateRequest(request, dims); !s.ok()) return s;
   if (!dims.fixed) {
@@ -476,10 +1071,8 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
     return absl::InternalError("the posterior produced a non-finite score");
   }
   Rng rng(StableHash(event_id, options_.seed));
-  const SelectionRule rule = SelectionRuleFor(options_);
-  const std::vector<RankedChoice> slate =
-      SelectSlate(rule, options_.exploration, mean, stddev, request.slate_size, rng);
-
+  const std::vector<RankedChoice> slate = SelectSlate(
+      SelectionRuleFor(options_), options_.exploration, mean, stddev, request.slate_size, rng);
   Decision decision;
   decision.event_id = event_id;
   decision.model = options_.name;
@@ -498,47 +1091,247 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
   return decision;
 }
 
-absl::Status Model::Learn(std::vector<ObserveOp> observations) {
-  absl::MutexLock lock(&queue_mu_);
-  if (!dims_.fixed) return absl::FailedPreconditionError("the model has not decided anything yet");
-  for (const ObserveOp& op : observations) {
-    if (static_cast<int>(op.context.size()) != dims_.context_dim ||
-        static_cast<int>(op.features.size()) != dims_.arm_dim) {
-      return absl::InvalidArgumentError("reward for a decision with other dimensions");
+absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std::string& event_id,
+                                       bool client_event_id, uint64_t fingerprint, absl::Time now) {
+  // A retry: the stored decision, unchanged.
+  auto known = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) -> std::optional<absl::StatusOr<Decision>> {
+    if (!client_event_id) return std::nullopt;
+    if (LedgerEntry* entry = ledger_.Find(event_id)) {
+      if (entry->fingerprint != fingerprint) {
+        return absl::StatusOr<Decision>(absl::AlreadyExistsError(absl::StrFormat(
+            "event_id %s was already used for a different request on model \"%s\"",
+            QuoteId(event_id), options_.name)));
+      }
+      Decision stored = entry->decision;
+      stored.replayed = true;
+      return absl::StatusOr<Decision>(stored);
     }
-    if (!std::isfinite(op.reward) || std::abs(op.reward) > options_.reward_bound) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "reward %g is outside [-%g, %g] (limits.reward_bound)", op.reward,
-          options_.reward_bound, options_.reward_bound));
+    if (ledger_.FindClosed(event_id) != nullptr) {
+      return absl::StatusOr<Decision>(absl::AlreadyExistsError(absl::StrFormat(
+          "event_id %s was already used on model \"%s\" and its decision is closed",
+          QuoteId(event_id), options_.name)));
     }
-  }
-  if (options_.exact()) {
-    const int64_t held = rewards_held_;
-    if (held + static_cast<int64_t>(observations.size()) > options_.exact_max_observations) {
+    return std::nullopt;
+  };
+  {
+    MutexLock lock(&ledger_mu_);
+    if (auto answer = known()) return *answer;
+    if (ledger_.Full() && ledger_.OldestCompleted() == nullptr) {
       return absl::ResourceExhaustedError(absl::StrFormat(
-          "model \"%s\" (exact GP) holds %d observations, its limit "
-          "(exact_gp.max_observations is %d); use an EK policy for long-running models",
-          options_.name, held, options_.exact_max_observations));
+          "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions); "
+          "report rewards or let them expire",
+          options_.name, options_.max_decisions));
     }
   }
-  absl::flat_hash_set<std::string> new_users;
-  for (const ObserveOp& op : observations) {
-    if (registry_->Find(op.user) < 0) new_users.insert(op.user);
+  absl::StatusOr<Decision> decision = Decide(request, event_id);
+  if (!decision.ok()) return decision.status();
+
+  DecideOp op;
+  op.event_id = event_id;
+  op.fingerprint = fingerprint;
+  op.created_micros = ToMicros(now);
+  op.user = std::string(request.user_id);
+  op.context.assign(request.context.begin(), request.context.end());
+  op.model_version = decision->model_version;
+  for (const ChosenArm& arm : decision->arms) {
+    const CandidateRef& candidate = request.candidates[arm.candidate_index];
+    DecideOp::Arm logged;
+    logged.arm_id = arm.arm_id;
+    logged.features.assign(candidate.features.begin(), candidate.features.end());
+    logged.candidate_index = arm.candidate_index;
+    logged.mean = arm.mean;
+    logged.stddev = arm.stddev;
+    logged.score = arm.score;
+    logged.has_probability = arm.probability.has_value();
+    logged.probability = arm.probability.value_or(0.0);
+    op.arms.push_back(std::move(logged));
   }
-  if (registry_->size() + static_cast<int64_t>(new_users.size()) > options_.max_users) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "model \"%s\" has reached its limit of %d users (limits.max_users)", options_.name,
-        options_.max_users));
+  MutexLock lock(&ledger_mu_);
+  if (auto answer = known()) return *answer;  // a concurrent request with the same id won
+  if (ledger_.Full()) {
+    LedgerEntry* victim = ledger_.OldestCompleted();
+    if (victim == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions)",
+          options_.name, options_.max_decisions));
+    }
+    if (absl::Status s = CloseLocked(victim, ClosedAs::kCompleted, now); !s.ok()) return s;
   }
-  for (ObserveOp& op : observations) {
-    registry_->FindOrAdd(op.user);  // in log order, as replay will
-    auto seq = AppendLocked(std::move(op), nullptr);
-    if (!seq.ok()) return seq.status();
+  auto entry = EntryOf(op, options_);
+  entry->decision = *decision;
+  if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) return seq.status();
+  ledger_.Insert(std::move(entry));
+  decisions_.fetch_add(1, std::memory_order_relaxed);
+  return decision;
+}
+
+ObserveOp Model::Observation(const LedgerEntry& entry, int arm, double reward) const {
+  return ObserveOp{entry.event_id, entry.arms[arm].arm_id, entry.user_id, entry.context,
+                   entry.arms[arm].features, reward};
+}
+
+std::vector<ObserveOp> Model::ClosingObservations(const LedgerEntry& entry) const {
+  std::vector<ObserveOp> learn;
+  for (size_t a = 0; a < entry.arms.size(); ++a) {
+    const LedgerArm& arm = entry.arms[a];
+    if (arm.reports > 0) {
+      // FIRST learned it when it arrived; the other rules learn their aggregate now.
+      if (options_.aggregation != Aggregation::kFirst) {
+        learn.push_back(Observation(entry, static_cast<int>(a), arm.aggregate));
+      }
+    } else if (options_.default_reward.has_value()) {
+      learn.push_back(Observation(entry, static_cast<int>(a), *options_.default_reward));
+    }
   }
+  return learn;
+}
+
+absl::Status Model::CloseLocked(LedgerEntry* entry, ClosedAs how, absl::Time now) {
+  CloseOp op;
+  op.event_id = entry->event_id;
+  op.how = static_cast<uint8_t>(how);
+  op.closed_micros = ToMicros(now);
+  op.learn = ClosingObservations(*entry);
+  const absl::Time acknowledged = op.learn.empty() ? absl::InfinitePast() : now;
+  auto seq = Append(std::move(op), nullptr, acknowledged);
+  if (!seq.ok()) return seq.status();
+  ledger_.Close(entry, how, now);
   return absl::OkStatus();
 }
 
-absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> users) {
+absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::Time now,
+                                           absl::Time deadline) {
+  RewardResult result;
+  uint64_t last_seq = 0;
+  {
+    MutexLock lock(&ledger_mu_);
+    LedgerEntry* entry = ledger_.Find(request.event_id);
+    if (entry == nullptr) {
+      const Tombstone* closed = ledger_.FindClosed(request.event_id);
+      if (closed == nullptr) return result;  // unknown
+      // Closed: by its window (late), or complete and evicted (a repeat is a duplicate).
+      result.model = options_.name;
+      result.outcome = closed->how == ClosedAs::kExpired ? RewardOutcome::kLate
+                                                         : RewardOutcome::kDuplicate;
+      if (request.reward.has_value()) {
+        result.arm_outcomes.emplace_back("", result.outcome);
+      }
+      for (const auto& [arm_id, reward] : request.arm_rewards) {
+        result.arm_outcomes.emplace_back(arm_id, result.outcome);
+      }
+      return result;
+    }
+    result.model = options_.name;
+    std::vector<std::pair<int, double>> slots;  // (arm index, reward)
+    if (request.reward.has_value()) {
+      if (entry->arms.size() != 1) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "event_id %s returned %d arms; report each arm's reward in arm_rewards",
+            QuoteId(request.event_id), entry->arms.size()));
+      }
+      slots.emplace_back(0, *request.reward);
+    } else {
+      for (const auto& [arm_id, reward] : request.arm_rewards) {
+        int index = -1;
+        for (size_t a = 0; a < entry->arms.size(); ++a) {
+          if (entry->arms[a].arm_id == arm_id) index = static_cast<int>(a);
+        }
+        if (index < 0) {
+          std::vector<std::string> returned;
+          for (const LedgerArm& arm : entry->arms) returned.push_back(QuoteId(arm.arm_id));
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "arm %s was not returned by event_id %s (it returned %s)", QuoteId(arm_id),
+              QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
+        }
+        slots.emplace_back(index, reward);
+      }
+    }
+    for (const auto& [index, reward] : slots) {
+      if (std::abs(reward) > options_.reward_bound) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
+            reward, QuoteId(entry->arms[index].arm_id), options_.reward_bound,
+            options_.reward_bound, options_.name));
+      }
+    }
+    // Which reports are accepted, and what they log.
+    const bool first = options_.aggregation == Aggregation::kFirst;
+    std::vector<RewardOp> ops;
+    std::vector<std::pair<int, double>> accepted;
+    for (const auto& [index, reward] : slots) {
+      const LedgerArm& arm = entry->arms[index];
+      const bool duplicate = first && (arm.reports > 0 ||
+                                       std::any_of(accepted.begin(), accepted.end(),
+                                                   [i = index](const auto& a) { return a.first == i; }));
+      result.arm_outcomes.emplace_back(arm.arm_id, duplicate ? RewardOutcome::kDuplicate
+                                                             : RewardOutcome::kAccepted);
+      if (duplicate) continue;
+      RewardOp op{entry->event_id, index, reward, {}};
+      if (first) op.learn.push_back(Observation(*entry, index, reward));
+      ops.push_back(std::move(op));
+      accepted.emplace_back(index, reward);
+    }
+    {
+      MutexLock queue(&queue_mu_);
+      if (!ops.empty() && first) {
+        // Capacity checks before anything is logged: the exact GP's size, the user table.
+        if (options_.exact() && rewards_held_ + static_cast<int64_t>(ops.size()) >
+                                    options_.exact_max_observations) {
+          return absl::ResourceExhaustedError(absl::StrFormat(
+              "model \"%s\" (exact GP) holds %d observations, its limit "
+              "(exact_gp.max_observations is %d); use an EK policy for long-running models",
+              options_.name, rewards_held_, options_.exact_max_observations));
+        }
+        if (registry_->Find(entry->user_id) < 0 && !reserved_users_.contains(entry->user_id)) {
+          if (registry_->size() + static_cast<int64_t>(reserved_users_.size()) + 1 > options_.max_users) {
+            return absl::ResourceExhaustedError(absl::StrFormat(
+                "model \"%s\" has reached its limit of %d users (limits.max_users)", options_.name,
+                options_.max_users));
+          }
+          reserved_users_.insert(entry->user_id);
+        }
+      }
+      for (size_t i = 0; i < ops.size(); ++i) {
+        auto seq = AppendLocked(std::move(ops[i]), nullptr, first ? now : absl::InfinitePast());
+        if (!seq.ok()) {
+          // The ones logged so far stay accepted (replay will learn them); report the failure.
+          for (size_t j = 0; j < i; ++j) ledger_.Report(entry, accepted[j].first, accepted[j].second);
+          return seq.status();
+        }
+        last_seq = *seq;
+      }
+    }
+    for (const auto& [index, reward] : accepted) ledger_.Report(entry, index, reward);
+    result.outcome = accepted.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
+  }
+  if (last_seq > 0) {
+    if (absl::Status s = WaitDurable(last_seq, deadline); !s.ok()) return s;
+  }
+  return result;
+}
+
+bool Model::Knows(const std::string& event_id) {
+  MutexLock lock(&ledger_mu_);
+  return ledger_.Find(event_id) != nullptr || ledger_.FindClosed(event_id) != nullptr;
+}
+
+int Model::ExpireDue(absl::Time now) {
+  MutexLock lock(&ledger_mu_);
+  int closed = 0;
+  for (LedgerEntry* entry : ledger_.Due(now)) {
+    // With FIRST, a decision whose every arm has its reward is complete: a repeat is a
+    // duplicate, not late. Otherwise the window decides (SUM/MAX/LAST accept reports until it).
+    const ClosedAs how = options_.aggregation == Aggregation::kFirst && entry->unreported == 0
+                             ? ClosedAs::kCompleted
+                             : ClosedAs::kExpired;
+    if (!CloseLocked(entry, how, now).ok()) break;  // shutting down or log failed
+    ++closed;
+  }
+  return closed;
+}
+
+absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> users,
+                                               absl::Time deadline) {
   if (users.empty()) return absl::InvalidArgumentError("user_ids must not be empty");
   if (static_cast<int64_t>(users.size()) > options_.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -548,30 +1341,37 @@ absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> use
   for (size_t i = 0; i < users.size(); ++i) {
     if (absl::Status s = CheckId(users[i], absl::StrFormat("user_ids[%d]", i)); !s.ok()) return s;
   }
-  AddUsersResult result;
-  absl::MutexLock lock(&queue_mu_);
-  absl::flat_hash_set<absl::string_view> fresh;
-  for (const std::string& user : users) {
-    if (registry_->Find(user) < 0) fresh.insert(user);
-  }
-  if (registry_->size() + static_cast<int64_t>(fresh.size()) > options_.max_users) {
+  std::vector<std::string> fresh = ReserveUsers(std::vector<std::string>(users.begin(), users.end()));
+  if (fresh.size() == 1 && fresh[0].empty()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "adding %d users would exceed model \"%s\"'s limit of %d (limits.max_users)",
-        fresh.size(), options_.name, options_.max_users));
+        "adding these users would exceed model \"%s\"'s limit of %d (limits.max_users)",
+        options_.name, options_.max_users));
   }
-  result.added = static_cast<int>(fresh.size());
+  auto applied = SubmitAndWait(AddUsersOp{std::vector<std::string>(users.begin(), users.end())},
+                               deadline);
+  if (!applied.ok()) return applied.status();
+  AddUsersResult result;
+  result.added = applied->users_added;
   result.already_present = static_cast<int>(users.size()) - result.added;
-  if (!fresh.empty()) {
-    AddUsersOp op{std::vector<std::string>(users.begin(), users.end())};
-    for (const std::string& user : op.users) registry_->FindOrAdd(user);
-    auto seq = AppendLocked(std::move(op), nullptr);
-    if (!seq.ok()) return seq.status();
-  }
   result.users = registry_->size();
   return result;
 }
 
-absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges) {
+std::vector<std::string> Model::ReserveUsers(const std::vector<std::string>& ids) {
+  MutexLock lock(&queue_mu_);
+  absl::flat_hash_set<std::string> fresh;
+  for (const std::string& id : ids) {
+    if (registry_->Find(id) < 0 && !reserved_users_.contains(id)) fresh.insert(id);
+  }
+  if (registry_->size() + static_cast<int64_t>(reserved_users_.size() + fresh.size()) >
+      options_.max_users) {
+    return {std::string()};  // refused
+  }
+  for (const std::string& id : fresh) reserved_users_.insert(id);
+  return std::vector<std::string>(fresh.begin(), fresh.end());
+}
+
+absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges, absl::Time deadline) {
   if (edges.empty()) return absl::InvalidArgumentError("edges must not be empty");
   if (static_cast<int64_t>(edges.size()) > options_.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -579,6 +1379,7 @@ absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges) {
         edges.size(), options_.max_graph_edits_per_call));
   }
   absl::flat_hash_map<std::pair<absl::string_view, absl::string_view>, size_t> pairs;
+  std::vector<std::string> ids;
   for (size_t i = 0; i < edges.size(); ++i) {
     const EdgeEdit& e = edges[i];
     for (const std::string* user : {&e.user_a, &e.user_b}) {
@@ -599,40 +1400,23 @@ absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges) {
     auto [it, inserted] = pairs.emplace(key, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(e.user_a), QuoteId(e.user_b),
-          it->second));
+          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(e.user_a),
+          QuoteId(e.user_b), it->second));
     }
+    ids.push_back(e.user_a);
+    ids.push_back(e.user_b);
   }
-  auto completion = std::make_shared<OpCompletion>();
-  int users_added = 0;
-  {
-    absl::MutexLock lock(&queue_mu_);
-    absl::flat_hash_set<absl::string_view> fresh;
-    for (const EdgeEdit& e : edges) {
-      if (registry_->Find(e.user_a) < 0) fresh.insert(e.user_a);
-      if (registry_->Find(e.user_b) < 0) fresh.insert(e.user_b);
-    }
-    if (registry_->size() + static_cast<int64_t>(fresh.size()) > options_.max_users) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "adding %d users would exceed model \"%s\"'s limit of %d (limits.max_users)",
-          fresh.size(), options_.name, options_.max_users));
-    }
-    users_added = static_cast<int>(fresh.size());
-    for (const EdgeEdit& e : edges) {
-      registry_->FindOrAdd(e.user_a);
-      registry_->FindOrAdd(e.user_b);
-    }
-    auto seq = AppendLocked(SetEdgesOp{std::move(edges)}, completion);
-    if (!seq.ok()) return seq.status();
+  std::vector<std::string> fresh = ReserveUsers(ids);
+  if (fresh.size() == 1 && fresh[0].empty()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "these edges would take model \"%s\" past its limit of %d users (limits.max_users)",
+        options_.name, options_.max_users));
   }
-  completion->done.WaitForNotification();
-  if (!completion->status.ok()) return completion->status;
-  completion->result.users_added = users_added;
-  return completion->result;
+  return SubmitAndWait(SetEdgesOp{std::move(edges)}, deadline);
 }
 
 absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
-    std::vector<std::pair<std::string, std::string>> pairs) {
+    std::vector<std::pair<std::string, std::string>> pairs, absl::Time deadline) {
   if (pairs.empty()) return absl::InvalidArgumentError("edges must not be empty");
   if (static_cast<int64_t>(pairs.size()) > options_.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -649,16 +1433,17 @@ absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
     auto [it, inserted] = seen.emplace(key, i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(a), QuoteId(b), it->second));
+          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(a), QuoteId(b),
+          it->second));
     }
   }
-  return SubmitAndWait(RemoveEdgesOp{std::move(pairs)});
+  return SubmitAndWait(RemoveEdgesOp{std::move(pairs)}, deadline);
 }
 
 // ---------------------------------------------------------------------------------------------
 
 std::shared_ptr<const ModelView> Model::View() const {
-  absl::MutexLock lock(&view_mu_);
+  MutexLock lock(&view_mu_);
   return view_;
 }
 
@@ -667,41 +1452,91 @@ ModelStats Model::Stats() const {
   stats.view = *View();
   stats.users = registry_->size();
   stats.decisions = decisions_.load(std::memory_order_relaxed);
-  stats.pending_decisions = ledger_.pending();
-  stats.ledger_size = ledger_.size();
-  stats.expired_decisions = ledger_.expired_total();
-  absl::MutexLock lock(&queue_mu_);
-  // Logged but not yet published (a batch the writer is applying is no longer in queue_).
-  stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
+  {
+    MutexLock lock(&ledger_mu_);
+    stats.pending_decisions = ledger_.pending();
+    stats.ledger_size = ledger_.size();
+    stats.expired_decisions = ledger_.expired_total();
+  }
+  {
+    MutexLock lock(&queue_mu_);
+    // Logged but not yet published (a batch the writer is applying is no longer in queue_).
+    stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
+  }
+  MutexLock lock(&stats_mu_);
+  stats.snapshots_written = snapshots_written_;
+  stats.last_snapshot_seq = last_snapshot_seq_;
+  stats.last_snapshot_time = last_snapshot_time_;
+  stats.freshness = freshness_;
   return stats;
 }
 
 void Model::WaitForWriter() {
-  absl::MutexLock lock(&queue_mu_);
+  MutexLock lock(&queue_mu_);
   const uint64_t target = next_seq_ - 1;
-  auto applied = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-    return applied_seq_ >= target || !writer_.joinable();
-  };
-  queue_mu_.Await(absl::Condition(&applied));
+  queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return applied_seq_ >= target || (stopping_ && queue_.empty());
+  });
+}
+
+absl::StatusOr<uint64_t> Model::Snapshot() {
+  auto waiter = std::make_shared<OpCompletion>();
+  {
+    MutexLock lock(&queue_mu_);
+    if (stopping_) return absl::UnavailableError("the model is shutting down");
+    snapshot_requested_ = true;
+    snapshot_waiters_.push_back(waiter);
+    queue_cv_.SignalAll();
+  }
+  waiter->done.Wait();
+  if (!waiter->status.ok()) return waiter->status;
+  return waiter->seq;
 }
 
 void Model::Shutdown() {
   {
-    absl::MutexLock lock(&queue_mu_);
-    if (stopping_ && !writer_.joinable()) return;
+    MutexLock lock(&queue_mu_);
+    if (stopped_) return;
     stopping_ = true;
+    queue_cv_.SignalAll();
   }
   if (writer_.joinable()) writer_.join();
-  absl::MutexLock lock(&queue_mu_);
+  {
+    // The writer has applied everything; a final snapshot if anything changed since the last.
+    MutexLock ledger(&ledger_mu_);
+    if (!dir_.empty() && applied_for_snapshot_ > 0) {
+      {
+        MutexLock lock(&queue_mu_);
+        stopping_ = false;  // let the snapshot's segment rotation through
+      }
+      auto taken = FinishSnapshot(PrepareSnapshotLocked());
+      if (!taken.ok()) {
+        std::fprintf(stderr, "model \"%s\": final snapshot failed: %s\n", options_.name.c_str(),
+                     std::string(taken.status().message()).c_str());
+      }
+      MutexLock lock(&queue_mu_);
+      stopping_ = true;
+    }
+  }
+  {
+    MutexLock lock(&sync_mu_);
+    syncer_stop_ = true;
+    sync_cv_.SignalAll();
+  }
+  if (syncer_.joinable()) syncer_.join();
+  MutexLock lock(&queue_mu_);
   if (log_ != nullptr) {
+    MutexLock sync(&sync_mu_);
     absl::Status status = log_->Sync();
     if (status.ok()) status = log_->Close();
     if (!status.ok()) {
       std::fprintf(stderr, "model \"%s\": closing the log: %s\n", options_.name.c_str(),
                    std::string(status.message()).c_str());
     }
+    sync_fd_ = -1;
     log_.reset();
   }
+  stopped_ = true;
 }
 
 }  // namespace graphbandit

@@ -1,17 +1,24 @@
-// One named model: its user graph, its posterior, its decision ledger and its log.
+// One named model: its user graph, its posterior, its decision ledger, its log and snapshots.
 //
 // Concurrency (the TensorFlow-Serving pattern of building a new state beside the serving one and
 // publishing it in one step):
-//  * Every state change (learned reward, graph edit, fixing the dimensions) is an operation
-//    that is appended to the model's log and queued, under one mutex, so queue order is log
-//    order. A single writer thread applies queued operations in that order and then publishes
-//    an immutable ModelView.
+//  * Every state change — a decision entering the ledger, a reward, a decision closing, a graph
+//    edit, fixing the dimensions — is appended to the model's log while the ledger lock is held,
+//    so the log order is the order in which the ledger changed. Learning and graph edits are
+//    then applied by a single writer thread in log order; it publishes an immutable ModelView.
 //  * Decisions read the current ModelView and never wait for the writer (except the very first
 //    decision of a model whose dimensions are not fixed yet).
 //  * Applying operations is deterministic (the only randomness, KORS coin flips, comes from a
-//    seeded stream and every graph edit triggers its own rebuild), so replaying the log
-//    rebuilds the same state; the model version is the sequence number of the last applied
-//    operation.
+//    seeded stream kept in snapshots; sums over graph neighbours run in index order), so a
+//    snapshot plus the log after it rebuilds a bit-identical state. The model version is the
+//    sequence number of the last applied operation.
+//
+// Durability: a reward is acknowledged once its record is in the log and, per the sync policy,
+// on disk (fdatasync per acknowledged record, or group commit). Snapshots are taken by the
+// writer at a point where the ledger, the graph and the posterior are all at the same sequence
+// number, written atomically, and the log starts a new segment there. Recovery loads the newest
+// snapshot that verifies (falling back to the previous one) and replays the segments after it;
+// damage is reported, the damaged bytes set aside, and nothing after damage is applied.
 #ifndef GRAPHBANDIT_CORE_MODEL_H_
 #define GRAPHBANDIT_CORE_MODEL_H_
 
@@ -19,14 +26,15 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/arm_kernel.h"
 #include "core/decision.h"
@@ -35,9 +43,24 @@
 #include "core/model_options.h"
 #include "core/posterior.h"
 #include "core/storage/log_writer.h"
+#include "core/sync.h"
 #include "core/user_graph.h"
+#include "core/user_kernel.h"
 
 namespace graphbandit {
+
+// How acknowledged data reaches the disk (the same for every model of a server).
+struct Durability {
+  enum class Sync {
+    kEveryRecord,  // a reward's record is fdatasynced before the reward is acknowledged
+    kGroupCommit,  // records are fdatasynced every group_commit_interval; rewards wait for it
+    kOs,           // no fdatasync: survives a process crash, not a power loss
+  };
+  Sync sync = Sync::kGroupCommit;
+  absl::Duration group_commit_interval = absl::Milliseconds(2);
+  // A snapshot (and a new log segment) after this many log records; 0 = only at shutdown.
+  int64_t snapshot_every_records = 100'000;
+};
 
 // What decisions read: immutable once published.
 struct ModelView {
@@ -62,10 +85,21 @@ struct AddUsersResult {
 };
 
 struct EdgeEditResult {
-  int changed = 0;     // edges added (AddEdges) or removed (RemoveEdges)
-  int unchanged = 0;   // AddEdges: existing edges re-weighted; RemoveEdges: pairs with no edge
+  int changed = 0;    // edges added (AddEdges) or removed (RemoveEdges)
+  int unchanged = 0;  // AddEdges: existing edges re-weighted; RemoveEdges: pairs with no edge
   int users_added = 0;
-  int64_t edges = 0;   // total after the edit
+  int64_t edges = 0;  // total after the edit
+};
+
+// Seconds from acknowledging a reward to publishing a state that has learned it.
+struct FreshnessStats {
+  static constexpr int kBuckets = 16;
+  static constexpr double kBounds[kBuckets] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                               0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                               1.0,    2.5,     5.0,    10.0};
+  int64_t count = 0;
+  double sum = 0.0;
+  int64_t buckets[kBuckets] = {};  // cumulative: observations <= kBounds[i]
 };
 
 struct ModelStats {
@@ -76,58 +110,78 @@ struct ModelStats {
   int64_t ledger_size = 0;
   int64_t expired_decisions = 0;
   int64_t queued_operations = 0;
+  int64_t snapshots_written = 0;
+  uint64_t last_snapshot_seq = 0;
+  absl::Time last_snapshot_time;  // InfinitePast before the first
+  FreshnessStats freshness;
 };
 
-// Where recovery found damage in a model's log (reported, then truncated).
+// What recovery found (reported at start; damage is also in `damage`).
 struct RecoveryReport {
+  uint64_t snapshot_seq = 0;      // 0: started from the log alone
   int64_t records_replayed = 0;
+  int64_t records_refused = 0;    // logged operations that failed again as when they arrived
   bool truncated = false;
-  std::string damage;  // human-readable, empty if the log was clean
+  std::vector<std::string> damage;
 };
 
 class Model {
  public:
-  // Opens the model, replaying its log from `state_dir`/<name>/ops.log (no persistence if
-  // state_dir is empty), then applies the configured edge list, and starts the writer.
+  // Recovers the model from `state_dir`/<name> (nothing is persisted if state_dir is empty),
+  // applies the configured edge list, and starts the writer (and the syncer).
   static absl::StatusOr<std::unique_ptr<Model>> Open(const ModelOptions& options,
-                                                     const std::string& state_dir);
+                                                     const std::string& state_dir,
+                                                     const Durability& durability = {});
   ~Model();
 
   const ModelOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   const RecoveryReport& recovery() const { return recovery_; }
 
-  // Validates the request against the model's limits and dimensions and decides. Does not
-  // touch the ledger. The decision's randomness is seeded by (model seed, event_id), so the
-  // same state and event id give the same decision.
-  absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id);
+  // SelectArm: a retry of a known client event id returns the stored decision; otherwise the
+  // model decides (randomness seeded by the model seed and the event id) and records the
+  // decision. `fingerprint` identifies the request (0 when the event id is generated).
+  absl::StatusOr<Decision> Select(const DecisionRequest& request, const std::string& event_id,
+                                  bool client_event_id, uint64_t fingerprint, absl::Time now);
 
-  // Appends the rewards to the log and queues them; returns once they are logged (they are
-  // learned asynchronously, in order). Fails without logging anything on invalid input or when
-  // an exact-GP model is at its capacity.
-  absl::Status Learn(std::vector<ObserveOp> observations);
+  // ReportReward for an event of this model. Returns once the accepted rewards are logged and
+  // durable per the sync policy (or fails with DEADLINE_EXCEEDED at `deadline`; the reward may
+  // still become durable: a retry then answers DUPLICATE).
+  absl::StatusOr<RewardResult> Reward(const RewardRequest& request, absl::Time now,
+                                      absl::Time deadline);
 
-  // Graph administration; each returns after the edit is applied and published.
-  absl::StatusOr<AddUsersResult> AddUsers(absl::Span<const std::string> users);
-  absl::StatusOr<EdgeEditResult> AddEdges(std::vector<EdgeEdit> edges);
-  absl::StatusOr<EdgeEditResult> RemoveEdges(
-      std::vector<std::pair<std::string, std::string>> pairs);
+  // Whether the event id is open or recently closed here.
+  bool Knows(const std::string& event_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);
 
-  DecisionLedger& ledger() { return ledger_; }
-  void CountDecision() { decisions_.fetch_add(1, std::memory_order_relaxed); }
+  // Closes the decisions whose reward window ended by `now` (learning aggregates and default
+  // rewards). Returns how many were closed.
+  int ExpireDue(absl::Time now) ABSL_LOCKS_EXCLUDED(ledger_mu_);
+
+  // Graph administration; each returns after the edit is applied, published and durable.
+  absl::StatusOr<AddUsersResult> AddUsers(absl::Span<const std::string> users,
+                                          absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<EdgeEditResult> AddEdges(std::vector<EdgeEdit> edges,
+                                          absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<EdgeEditResult> RemoveEdges(std::vector<std::pair<std::string, std::string>> pairs,
+                                             absl::Time deadline = absl::InfiniteFuture());
+
   std::shared_ptr<const ModelView> View() const ABSL_LOCKS_EXCLUDED(view_mu_);
   ModelStats Stats() const;
 
-  // Blocks until every operation queued before the call has been applied and published.
+  // Blocks until every operation logged before the call has been applied and published.
   void WaitForWriter() ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Stops the writer after it has applied everything queued, and closes the log.
+  // Takes a snapshot now (and starts a new log segment); returns its sequence number.
+  absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
   void Shutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
  private:
+  struct OpCompletion;
   struct Pending {
     uint64_t seq;
     ModelOp op;
-    std::shared_ptr<struct OpCompletion> completion;  // null for rewards
+    std::shared_ptr<OpCompletion> completion;  // null unless someone waits for the result
+    absl::Time acknowledged;                   // InfinitePast unless the op learns rewards
   };
   struct Dimensions {
     bool fixed = false;
@@ -135,29 +189,68 @@ class Model {
     int arm_dim = 0;
   };
 
-  explicit Model(const ModelOptions& options);
+  Model(const ModelOptions& options, const Durability& durability);
 
-  // Checks the request's shape (ids, counts, finiteness, slate size, dimensions if fixed).
+  // ---- state changes (writer side; also used by recovery before the writer starts) ----
+  absl::Status Apply(const ModelOp& op, EdgeEditResult* result);
+  // The ledger part of an operation, for recovery (live, it happened at submission).
+  void ApplyToLedger(const ModelOp& op);
+  void Publish(uint64_t version);
+  void WriterLoop();
+  void SyncerLoop();
+  // Applies queued operations until the queue is empty; returns the last applied seq.
+  void DrainQueue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  void ApplyBatch(std::deque<Pending>* batch);
+  // A snapshot in two steps: the state copied at one sequence number and a new log segment
+  // started (under the ledger lock), then the file written atomically (without it).
+  struct PreparedSnapshot {
+    uint64_t seq = 0;
+    std::string payload;
+  };
+  absl::StatusOr<PreparedSnapshot> PrepareSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  absl::StatusOr<uint64_t> FinishSnapshot(absl::StatusOr<PreparedSnapshot> prepared);
+  std::string SaveState(uint64_t seq) const;
+  absl::Status LoadState(absl::string_view payload);
+
+  // ---- submission side ----
   absl::Status ValidateRequest(const DecisionRequest& request, const Dimensions& dims) const;
   absl::Status EnsureDimensions(int context_dim, int arm_dim);
   Dimensions CurrentDimensions() const ABSL_LOCKS_EXCLUDED(queue_mu_);
-
-  // Logs and queues one operation. REQUIRES queue_mu_.
-  absl::StatusOr<uint64_t> AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion)
+  absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id);
+  // Logs and queues one operation. REQUIRES queue_mu_ (and, for everything but recovery-time
+  // appends, ledger_mu_: the log tail only moves under the ledger lock).
+  absl::StatusOr<uint64_t> AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion,
+                                        absl::Time acknowledged)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
-  // Submits an administrative operation and waits until it is applied.
-  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op);
-
-  // Writer side. Apply is also used directly during replay (before the writer starts).
-  absl::Status Apply(const ModelOp& op, EdgeEditResult* result);
-  void Publish(uint64_t version);
-  void WriterLoop();
+  absl::StatusOr<uint64_t> Append(ModelOp op, std::shared_ptr<OpCompletion> completion,
+                                  absl::Time acknowledged) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Waits until `seq` is durable per the sync policy.
+  absl::Status WaitDurable(uint64_t seq, absl::Time deadline) ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // Submits an administrative operation and waits until it is applied and durable.
+  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op, absl::Time deadline);
+  // The observations that closing `entry` teaches (aggregates, default rewards).
+  std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry) const;
+  ObserveOp Observation(const LedgerEntry& entry, int arm, double reward) const;
+  // Closes an entry now, logging it. REQUIRES ledger_mu_.
+  absl::Status CloseLocked(LedgerEntry* entry, ClosedAs how, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  absl::Status StartSegment(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  void RemoveOldFiles(uint64_t keep_from_snapshot);
+  // Reserves user-table slots for the ids not registered yet (so that concurrent edits cannot
+  // together exceed max_users). Returns the reserved ids, or {""} when the limit refuses them.
+  std::vector<std::string> ReserveUsers(const std::vector<std::string>& ids)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   ModelOptions options_;
+  Durability durability_;
+  std::string dir_;  // empty: in memory only
   RecoveryReport recovery_;
-  DecisionLedger ledger_;
   std::atomic<int64_t> decisions_{0};
   std::shared_ptr<UserRegistry> registry_ = std::make_shared<UserRegistry>();
+
+  // The ledger and the tail of the log. Lock order: ledger_mu_, then queue_mu_, then sync_mu_.
+  mutable Mutex ledger_mu_;
+  DecisionLedger ledger_ ABSL_GUARDED_BY(ledger_mu_);
 
   // Owned by the writer (or by Open before the writer starts).
   UserGraph graph_;
@@ -165,24 +258,43 @@ class Model {
   std::unique_ptr<Learner> learner_;
   FeatureScaling scaling_;
   int64_t rewards_learned_ = 0;
-  int64_t components_ = 0;        // of the graph's first users_at_rebuild_ users
+  int64_t components_ = 0;
   int64_t users_at_rebuild_ = 0;
+  uint64_t applied_for_snapshot_ = 0;  // records applied since the last snapshot
 
-  mutable absl::Mutex queue_mu_;
+  mutable Mutex queue_mu_;
+  CondVar queue_cv_;
   std::unique_ptr<storage::LogWriter> log_ ABSL_GUARDED_BY(queue_mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  // Rewards in the posterior or on their way to it (the exact-GP capacity counts these).
   int64_t rewards_held_ ABSL_GUARDED_BY(queue_mu_) = 0;
   Dimensions dims_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
-  absl::Status writer_error_ ABSL_GUARDED_BY(queue_mu_);
+  bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::vector<std::shared_ptr<OpCompletion>> snapshot_waiters_ ABSL_GUARDED_BY(queue_mu_);
+  // Users a pending operation will register (counted against max_users before they exist).
+  absl::flat_hash_set<std::string> reserved_users_ ABSL_GUARDED_BY(queue_mu_);
 
-  mutable absl::Mutex view_mu_;
+  mutable Mutex sync_mu_;
+  CondVar sync_cv_;
+  int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
+  uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
+  bool syncer_stop_ ABSL_GUARDED_BY(sync_mu_) = false;
+
+  mutable Mutex view_mu_;
   std::shared_ptr<const ModelView> view_ ABSL_GUARDED_BY(view_mu_);
 
+  mutable Mutex stats_mu_;
+  FreshnessStats freshness_ ABSL_GUARDED_BY(stats_mu_);
+  int64_t snapshots_written_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  uint64_t last_snapshot_seq_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  absl::Time last_snapshot_time_ ABSL_GUARDED_BY(stats_mu_) = absl::InfinitePast();
+
   std::thread writer_;
+  std::thread syncer_;
 };
 
 }  // namespace graphbandit

@@ -14,6 +14,36 @@ using storage::Encoder;
 constexpr uint64_t kMaxItems = uint64_t{1} << 24;
 constexpr size_t kMaxDoubles = size_t{1} << 24;
 
+void PutObserve(Encoder* out, const ObserveOp& op) {
+  out->PutString(op.event_id);
+  out->PutString(op.arm_id);
+  out->PutString(op.user);
+  out->PutDoubles(op.context.data(), op.context.size());
+  out->PutDoubles(op.features.data(), op.features.size());
+  out->PutDouble(op.reward);
+}
+
+bool GetObserve(Decoder* in, ObserveOp* op) {
+  return in->GetString(&op->event_id) && in->GetString(&op->arm_id) && in->GetString(&op->user) &&
+         in->GetDoubles(&op->context, kMaxDoubles) && in->GetDoubles(&op->features, kMaxDoubles) &&
+         in->GetDouble(&op->reward);
+}
+
+void PutObserves(Encoder* out, const std::vector<ObserveOp>& ops) {
+  out->PutVarint64(ops.size());
+  for (const ObserveOp& op : ops) PutObserve(out, op);
+}
+
+bool GetObserves(Decoder* in, std::vector<ObserveOp>* ops) {
+  uint64_t count = 0;
+  if (!in->GetVarint64(&count) || count > in->remaining()) return false;
+  ops->resize(count);
+  for (ObserveOp& op : *ops) {
+    if (!GetObserve(in, &op)) return false;
+  }
+  return true;
+}
+
 struct EncodeVisitor {
   Encoder* out;
   void operator()(const FixDimensionsOp& op) const {
@@ -39,13 +69,37 @@ struct EncodeVisitor {
       out->PutString(b);
     }
   }
-  void operator()(const ObserveOp& op) const {
+  void operator()(const ObserveOp& op) const { PutObserve(out, op); }
+  void operator()(const DecideOp& op) const {
     out->PutString(op.event_id);
-    out->PutString(op.arm_id);
+    out->PutFixed64(op.fingerprint);
+    out->PutFixed64(static_cast<uint64_t>(op.created_micros));
     out->PutString(op.user);
     out->PutDoubles(op.context.data(), op.context.size());
-    out->PutDoubles(op.features.data(), op.features.size());
+    out->PutVarint64(op.arms.size());
+    for (const DecideOp::Arm& arm : op.arms) {
+      out->PutString(arm.arm_id);
+      out->PutDoubles(arm.features.data(), arm.features.size());
+      out->PutVarint64(static_cast<uint32_t>(arm.candidate_index));
+      out->PutDouble(arm.mean);
+      out->PutDouble(arm.stddev);
+      out->PutDouble(arm.score);
+      out->PutU8(arm.has_probability ? 1 : 0);
+      out->PutDouble(arm.probability);
+    }
+    out->PutVarint64(op.model_version);
+  }
+  void operator()(const RewardOp& op) const {
+    out->PutString(op.event_id);
+    out->PutVarint64(static_cast<uint32_t>(op.arm));
     out->PutDouble(op.reward);
+    PutObserves(out, op.learn);
+  }
+  void operator()(const CloseOp& op) const {
+    out->PutString(op.event_id);
+    out->PutU8(op.how);
+    out->PutFixed64(static_cast<uint64_t>(op.closed_micros));
+    PutObserves(out, op.learn);
   }
 };
 
@@ -55,6 +109,18 @@ absl::Status Malformed(OpType type) {
 }
 
 }  // namespace
+
+std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op) {
+  std::vector<const ObserveOp*> out;
+  if (const auto* observe = std::get_if<ObserveOp>(&op)) out.push_back(observe);
+  if (const auto* reward = std::get_if<RewardOp>(&op)) {
+    for (const ObserveOp& o : reward->learn) out.push_back(&o);
+  }
+  if (const auto* close = std::get_if<CloseOp>(&op)) {
+    for (const ObserveOp& o : close->learn) out.push_back(&o);
+  }
+  return out;
+}
 
 OpType TypeOf(const ModelOp& op) {
   return static_cast<OpType>(op.index() + 1);  // the variant order follows OpType
@@ -122,11 +188,56 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
     }
     case OpType::kObserve: {
       ObserveOp op;
-      if (!in.GetString(&op.event_id) || !in.GetString(&op.arm_id) || !in.GetString(&op.user) ||
-          !in.GetDoubles(&op.context, kMaxDoubles) || !in.GetDoubles(&op.features, kMaxDoubles) ||
-          !in.GetDouble(&op.reward) || !in.done()) {
+      if (!GetObserve(&in, &op) || !in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kDecide: {
+      DecideOp op;
+      uint64_t created = 0, version = 0;
+      if (!in.GetString(&op.event_id) || !in.GetFixed64(&op.fingerprint) ||
+          !in.GetFixed64(&created) || !in.GetString(&op.user) ||
+          !in.GetDoubles(&op.context, kMaxDoubles) || !in.GetVarint64(&count) ||
+          count > in.remaining()) {
         return Malformed(type);
       }
+      op.created_micros = static_cast<int64_t>(created);
+      op.arms.resize(count);
+      for (DecideOp::Arm& arm : op.arms) {
+        uint64_t index = 0;
+        uint8_t has_probability = 0;
+        if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, kMaxDoubles) ||
+            !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
+            !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
+            !in.GetU8(&has_probability) || has_probability > 1 ||
+            !in.GetDouble(&arm.probability)) {
+          return Malformed(type);
+        }
+        arm.candidate_index = static_cast<int32_t>(index);
+        arm.has_probability = has_probability == 1;
+      }
+      if (!in.GetVarint64(&version) || !in.done()) return Malformed(type);
+      op.model_version = version;
+      return op;
+    }
+    case OpType::kReward: {
+      RewardOp op;
+      uint64_t arm = 0;
+      if (!in.GetString(&op.event_id) || !in.GetVarint64(&arm) || arm > INT32_MAX ||
+          !in.GetDouble(&op.reward) || !GetObserves(&in, &op.learn) || op.learn.size() > 1 ||
+          !in.done()) {
+        return Malformed(type);
+      }
+      op.arm = static_cast<int32_t>(arm);
+      return op;
+    }
+    case OpType::kClose: {
+      CloseOp op;
+      uint64_t closed = 0;
+      if (!in.GetString(&op.event_id) || !in.GetU8(&op.how) || op.how < 1 || op.how > 2 ||
+          !in.GetFixed64(&closed) || !GetObserves(&in, &op.learn) || !in.done()) {
+        return Malformed(type);
+      }
+      op.closed_micros = static_cast<int64_t>(closed);
       return op;
     }
   }

@@ -52,7 +52,46 @@ struct ObserveOp {
   double reward = 0.0;
 };
 
-using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp>;
+// A decision entered the ledger (SelectArm). Carries everything a retry must return and a
+// reward will need.
+struct DecideOp {
+  std::string event_id;
+  uint64_t fingerprint = 0;
+  int64_t created_micros = 0;  // Unix time
+  std::string user;
+  std::vector<double> context;
+  struct Arm {
+    std::string arm_id;
+    std::vector<double> features;
+    int32_t candidate_index = 0;
+    double mean = 0.0, stddev = 0.0, score = 0.0;
+    bool has_probability = false;
+    double probability = 0.0;
+  };
+  std::vector<Arm> arms;
+  uint64_t model_version = 0;
+};
+
+// A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at
+// once (`learn` holds the observation); with SUM / MAX / LAST it only updates the aggregate.
+struct RewardOp {
+  std::string event_id;
+  int32_t arm = 0;
+  double reward = 0.0;
+  std::vector<ObserveOp> learn;  // empty or one
+};
+
+// A decision left the ledger; `learn` holds what it teaches now (aggregates of SUM / MAX / LAST,
+// and default rewards of arms without a report).
+struct CloseOp {
+  std::string event_id;
+  uint8_t how = 0;            // ClosedAs
+  int64_t closed_micros = 0;  // Unix time
+  std::vector<ObserveOp> learn;
+};
+
+using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
+                             DecideOp, RewardOp, CloseOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -61,7 +100,13 @@ enum class OpType : uint8_t {
   kSetEdges = 3,
   kRemoveEdges = 4,
   kObserve = 5,
+  kDecide = 6,
+  kReward = 7,
+  kClose = 8,
 };
+
+// The observations an operation teaches the learner (rewards learned now), or empty.
+std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op);
 
 OpType TypeOf(const ModelOp& op);
 std::string EncodeOp(const ModelOp& op);

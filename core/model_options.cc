@@ -90,6 +90,16 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
                               {o.spectral_dims, "graph.spectral_dims"}}) {
     if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
   }
+  if (o.default_reward.has_value() &&
+      (!std::isfinite(*o.default_reward) || std::abs(*o.default_reward) > o.reward_bound)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": ledger.default_reward must be finite and within limits.reward_bound",
+        o.name));
+  }
+  if (o.max_tombstones < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": ledger.max_tombstones must be >= 0", o.name));
+  }
   if (o.max_history < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": nystrom.max_history must be >= 0", o.name));

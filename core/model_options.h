@@ -10,7 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include <optional>
+
 #include "core/arm_kernel.h"
+#include "core/decision_ledger.h"
 #include "core/user_kernel.h"
 
 namespace graphbandit {
@@ -71,10 +74,16 @@ struct ModelOptions {
 
   absl::Duration reward_window = absl::Minutes(10);
   int64_t max_decisions = 1'000'000;
+  int64_t max_tombstones = 0;  // closed decisions remembered (LATE/DUPLICATE); 0 = max_decisions
+  Aggregation aggregation = Aggregation::kFirst;
+  std::optional<double> default_reward;  // learned for arms without a reward when a window ends
 
   bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
   bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
   double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
+  int64_t effective_max_tombstones() const {
+    return max_tombstones > 0 ? max_tombstones : max_decisions;
+  }
   UserKernelOptions user_kernel_options() const {
     UserKernelOptions o;
     o.kind = user_kernel;

@@ -1,6 +1,7 @@
 #include "core/nystrom_posterior.h"
 
 #include "core/nystrom_math.h"
+#include "core/state_coding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -323,6 +324,106 @@ std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot()
 std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
   return std::make_shared<FrozenScorer>(kernel_, options_.ridge, BasisSnapshot(),
                                         Eigen::MatrixXd(chol_m_.matrix()), Weights());
+}
+
+// Payload, version 1: rng, u8 force_accept, counts kors_accepted merged_duplicates
+// skipped_dependent skipped_full evicted downdate_failures, history, columns basis_x, users
+// basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors,
+// vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and gamma,
+// bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
+// snapshot shared with frozen scorers.
+namespace {
+constexpr uint8_t kNystromStateVersion = 1;
+}  // namespace
+
+void NystromPosterior::SaveState(storage::Encoder* out) const {
+  storage::Encoder s;
+  PutRngState(&s, rng_.state());
+  s.PutU8(force_accept_ ? 1 : 0);
+  for (int64_t count : {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
+                        stats_.skipped_full, stats_.evicted, stats_.downdate_failures}) {
+    PutCount(&s, count);
+  }
+  PutHistory(&s, history_);
+  PutColumns(&s, basis_x_);
+  PutUsers(&s, basis_users_);
+  PutDoubleVector(&s, basis_weights_);
+  PutCholesky(&s, chol_m_);
+  PutCholesky(&s, chol_zz_);
+  PutCholesky(&s, chol_kors_);
+  PutVector(&s, gamma_);
+  PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
+}
+
+absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
+  std::string payload;
+  if (absl::Status status =
+          GetStateFrame(in, LearnerStateTag::kNystrom, kNystromStateVersion, &payload);
+      !status.ok()) {
+    return status;
+  }
+  storage::Decoder d(payload);
+  const auto malformed = [](absl::string_view what) { return MalformedState("Nystrom", what); };
+
+  // Decoded into locals and committed at the end: on failure the learner is unchanged.
+  Rng::State rng_state;
+  if (!GetRngState(&d, &rng_state)) return malformed("random state");
+  uint8_t force_accept = 0;
+  if (!d.GetU8(&force_accept) || force_accept > 1) return malformed("force_accept");
+  NystromStats stats;
+  for (int64_t* count : {&stats.kors_accepted, &stats.merged_duplicates, &stats.skipped_dependent,
+                         &stats.skipped_full, &stats.evicted, &stats.downdate_failures}) {
+    if (!GetCount(&d, count)) return malformed("statistics");
+  }
+  HistoryBuffer history(dim_, options_.max_history);
+  if (!GetHistory(&d, &history)) return malformed("history");
+  GrowableColumns basis_x(dim_);
+  if (!GetColumns(&d, &basis_x)) return malformed("dictionary points");
+  const int64_t m = basis_x.cols();
+  // Every dictionary point was an observation, and the dictionary never exceeds its cap.
+  const int64_t max_m = std::min<int64_t>(std::max(options_.max_dictionary_size, 0), history.total());
+  if (m > max_m) return malformed("dictionary larger than its cap or the observations");
+  std::vector<int32_t> basis_users;
+  if (!GetUsers(&d, m, &basis_users) || static_cast<int64_t>(basis_users.size()) != m) {
+    return malformed("dictionary users");
+  }
+  std::vector<double> basis_weights;
+  if (!GetDoubleVector(&d, m, &basis_weights) || static_cast<int64_t>(basis_weights.size()) != m) {
+    return malformed("dictionary weights");
+  }
+  // A factor's storage never exceeds max(8, twice the largest size it ever had).
+  const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
+  CholeskyFactor chol_m, chol_zz, chol_kors;
+  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() != m) return malformed("factor of M");
+  if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
+    return malformed("factor of K_ZZ");
+  }
+  if (!GetCholesky(&d, max_capacity, &chol_kors) || chol_kors.size() != m) {
+    return malformed("KORS factor");
+  }
+  Eigen::VectorXd gamma;
+  if (!GetVector(&d, &gamma) || gamma.size() != m) return malformed("Gamma");
+  if (!d.done()) return malformed("trailing bytes");
+
+  rng_.set_state(rng_state);
+  force_accept_ = force_accept != 0;
+  stats_ = stats;
+  history_ = std::move(history);
+  basis_x_ = std::move(basis_x);
+  basis_users_ = std::move(basis_users);
+  basis_weights_ = std::move(basis_weights);
+  basis_by_hash_.clear();
+  for (int j = 0; j < static_cast<int>(m); ++j) {
+    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
+  }
+  chol_m_ = std::move(chol_m);
+  chol_zz_ = std::move(chol_zz);
+  chol_kors_ = std::move(chol_kors);
+  gamma_ = std::move(gamma);
+  weights_.resize(0);
+  weights_dirty_ = true;
+  basis_snapshot_.reset();
+  return absl::OkStatus();
 }
 
 }  // namespace graphbandit

@@ -13,6 +13,7 @@
 #include <Eigen/Dense>
 
 #include "absl/status/status.h"
+#include "core/storage/coding.h"
 #include "core/user_graph.h"
 #include "core/user_kernel.h"
 
@@ -42,6 +43,24 @@ class Learner : public Scorer {
 
   virtual int64_t history_size() const = 0;
   virtual int64_t dictionary_size() const = 0;
+
+  // Snapshots: exact state serialisation (framing and pieces in core/state_coding.h). A learner
+  // restored from SaveState's bytes scores bit-identically to the one that wrote them and keeps
+  // learning identically (random draws, dictionary growth, refresh schedules).
+  //
+  // True when SaveState/LoadState are implemented. Learners without them (LK-GP for now) keep
+  // the defaults: SaveState writes a frame tagged "unsupported" that no LoadState accepts, and
+  // LoadState returns Unimplemented.
+  virtual bool SupportsState() const { return false; }
+  // Appends the complete learning state (not the kernel or options, which the owner restores
+  // by constructing the learner the same way) to `out`.
+  virtual void SaveState(storage::Encoder* out) const { out->PutU8(0); }
+  // Restores a state written by SaveState of a learner constructed with the same options and
+  // kernel. On malformed input returns DataLoss and leaves the learner unusable (the caller
+  // discards it).
+  virtual absl::Status LoadState(storage::Decoder* in) {
+    return absl::UnimplementedError("this learner does not support state snapshots");
+  }
 };
 
 }  // namespace graphbandit

@@ -6,13 +6,13 @@
 namespace graphbandit {
 
 int32_t UserRegistry::Find(absl::string_view id) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = index_.find(id);
   return it == index_.end() ? kUnknownUser : it->second;
 }
 
 int32_t UserRegistry::FindOrAdd(absl::string_view id, bool* added) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = index_.try_emplace(id, static_cast<int32_t>(ids_.size()));
   if (inserted) ids_.emplace_back(id);
   if (added != nullptr) *added = inserted;
@@ -20,12 +20,12 @@ int32_t UserRegistry::FindOrAdd(absl::string_view id, bool* added) {
 }
 
 std::string UserRegistry::Id(int32_t index) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return index >= 0 && index < static_cast<int32_t>(ids_.size()) ? ids_[index] : std::string();
 }
 
 int32_t UserRegistry::size() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return static_cast<int32_t>(ids_.size());
 }
 
@@ -56,10 +56,16 @@ double UserGraph::Weight(int32_t a, int32_t b) const {
 }
 
 double UserGraph::Degree(int32_t u) const {
-  if (u < 0 || u >= num_users()) return 0.0;
   double sum = 0.0;
-  for (const auto& [v, w] : adjacency_[u]) sum += w;
+  for (const auto& [v, w] : SortedNeighbours(u)) sum += w;
   return sum;
+}
+
+std::vector<std::pair<int32_t, double>> UserGraph::SortedNeighbours(int32_t u) const {
+  const auto& neighbours = Neighbours(u);
+  std::vector<std::pair<int32_t, double>> sorted(neighbours.begin(), neighbours.end());
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
 }
 
 const absl::flat_hash_map<int32_t, double>& UserGraph::Neighbours(int32_t u) const {

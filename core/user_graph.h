@@ -8,13 +8,14 @@
 #define GRAPHBANDIT_CORE_USER_GRAPH_H_
 
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "core/sync.h"
 
 namespace graphbandit {
 
@@ -31,7 +32,7 @@ class UserRegistry {
   int32_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, int32_t> index_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> ids_ ABSL_GUARDED_BY(mu_);
 };
@@ -51,6 +52,10 @@ class UserGraph {
     return u >= 0 && u < static_cast<int32_t>(adjacency_.size()) && !adjacency_[u].empty();
   }
   const absl::flat_hash_map<int32_t, double>& Neighbours(int32_t u) const;
+  // The neighbours of u by ascending index. Sums over neighbours use this order, so that they
+  // do not depend on the hash map's iteration order (randomised per process by Abseil): the
+  // same graph gives bit-identical Laplacians in every process, which replay relies on.
+  std::vector<std::pair<int32_t, double>> SortedNeighbours(int32_t u) const;
 
   // Users 0..num_users-1 are considered part of the graph (isolated ones included).
   void EnsureUsers(int32_t num_users);

@@ -39,7 +39,7 @@ Eigen::MatrixXd DenseLaplacian(const UserGraph& graph) {
   const int n = graph.num_users();
   Eigen::MatrixXd l = Eigen::MatrixXd::Zero(n, n);
   for (int u = 0; u < n; ++u) {
-    for (const auto& [v, w] : graph.Neighbours(u)) {
+    for (const auto& [v, w] : graph.SortedNeighbours(u)) {
       l(u, v) -= w;
       l(u, u) += w;
     }

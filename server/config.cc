@@ -162,6 +162,26 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                         : d.reward_window;
   o.max_decisions = static_cast<int64_t>(Or<uint32_t>(c.ledger().max_decisions(),
                                                       static_cast<uint32_t>(d.max_decisions)));
+  switch (c.ledger().aggregation()) {
+    case v1::AGGREGATION_UNSPECIFIED:
+    case v1::FIRST:
+      o.aggregation = Aggregation::kFirst;
+      break;
+    case v1::SUM:
+      o.aggregation = Aggregation::kSum;
+      break;
+    case v1::MAX:
+      o.aggregation = Aggregation::kMax;
+      break;
+    case v1::LAST:
+      o.aggregation = Aggregation::kLast;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": unknown ledger.aggregation %d", o.name, c.ledger().aggregation()));
+  }
+  if (c.ledger().has_default_reward()) o.default_reward = c.ledger().default_reward();
+  o.max_tombstones = static_cast<int64_t>(c.ledger().max_tombstones());
   if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
   return o;
 }
@@ -260,6 +280,22 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_ledger()->set_reward_window_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(o.reward_window)));
   c.mutable_ledger()->set_max_decisions(static_cast<uint32_t>(o.max_decisions));
+  switch (o.aggregation) {
+    case Aggregation::kFirst:
+      c.mutable_ledger()->set_aggregation(v1::FIRST);
+      break;
+    case Aggregation::kSum:
+      c.mutable_ledger()->set_aggregation(v1::SUM);
+      break;
+    case Aggregation::kMax:
+      c.mutable_ledger()->set_aggregation(v1::MAX);
+      break;
+    case Aggregation::kLast:
+      c.mutable_ledger()->set_aggregation(v1::LAST);
+      break;
+  }
+  if (o.default_reward.has_value()) c.mutable_ledger()->set_default_reward(*o.default_reward);
+  c.mutable_ledger()->set_max_tombstones(static_cast<uint32_t>(o.effective_max_tombstones()));
   return c;
 }
 
@@ -275,6 +311,35 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     absl::StatusOr<ModelOptions> model = ToModelOptions(config.models(i));
     if (!model.ok()) return model.status();
     options.models.push_back(*std::move(model));
+  }
+  const v1::DurabilityConfig& d = config.durability();
+  switch (d.sync()) {
+    case v1::DurabilityConfig::SYNC_UNSPECIFIED:
+    case v1::DurabilityConfig::GROUP_COMMIT:
+      options.durability.sync = Durability::Sync::kGroupCommit;
+      break;
+    case v1::DurabilityConfig::EVERY_RECORD:
+      options.durability.sync = Durability::Sync::kEveryRecord;
+      break;
+    case v1::DurabilityConfig::OS:
+      options.durability.sync = Durability::Sync::kOs;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown durability.sync %d", static_cast<int>(d.sync())));
+  }
+  if (d.group_commit_interval_ms() > 1000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "durability.group_commit_interval_ms is %d; it must be 1..1000", d.group_commit_interval_ms()));
+  }
+  if (d.group_commit_interval_ms() > 0) {
+    options.durability.group_commit_interval = absl::Milliseconds(d.group_commit_interval_ms());
+  }
+  if (d.has_snapshot_every_records()) {
+    if (d.snapshot_every_records() > static_cast<uint64_t>(INT64_MAX)) {
+      return absl::InvalidArgumentError("durability.snapshot_every_records is too large");
+    }
+    options.durability.snapshot_every_records = static_cast<int64_t>(d.snapshot_every_records());
   }
   return options;
 }

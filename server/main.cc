@@ -108,15 +108,16 @@ int main(int argc, char** argv) {
     const auto& recovery = model->recovery();
     const auto view = model->View();
     std::fprintf(stderr,
-                 "graphbandit-server: model \"%s\" (%s): %lld log records replayed, %lld rewards "
-                 "learned, %lld users, %lld edges\n",
+                 "graphbandit-server: model \"%s\" (%s): snapshot at record %llu, %lld log "
+                 "records replayed, %lld rewards learned, %lld users, %lld edges\n",
                  name.c_str(), std::string(graphbandit::PolicyName(model->options().policy)).c_str(),
+                 static_cast<unsigned long long>(recovery.snapshot_seq),
                  static_cast<long long>(recovery.records_replayed),
                  static_cast<long long>(view->rewards_learned),
                  static_cast<long long>(model->Stats().users), static_cast<long long>(view->edges));
-    if (!recovery.damage.empty()) {
-      std::fprintf(stderr, "graphbandit-server: WARNING: damaged log recovered: %s\n",
-                   recovery.damage.c_str());
+    for (const std::string& damage : recovery.damage) {
+      std::fprintf(stderr, "graphbandit-server: WARNING: model \"%s\": %s\n", name.c_str(),
+                   damage.c_str());
     }
   }
 

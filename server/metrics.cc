@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <limits>
+
 #include <prometheus/metric_family.h>
 
 #include "core/model.h"
@@ -47,6 +49,14 @@ class ModelCollector : public prometheus::Collectable {
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.version); }},
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.queued_operations); }},
+        {"graphbandit_snapshots_written_total", "Snapshots of the model state written since the server started.",
+         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.snapshots_written); }},
+        {"graphbandit_last_snapshot_seq", "Log sequence number covered by the newest snapshot written by this process (0: none yet).",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.last_snapshot_seq); }},
+        {"graphbandit_last_snapshot_timestamp_seconds", "Unix time of the newest snapshot written by this process (0: none yet).",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) {
+           return s.last_snapshot_time == absl::InfinitePast() ? 0.0 : absl::ToDoubleSeconds(s.last_snapshot_time - absl::UnixEpoch());
+         }},
     };
     std::vector<ModelStats> stats;
     std::vector<std::string> names = engine_->ModelNames();
@@ -66,6 +76,26 @@ class ModelCollector : public prometheus::Collectable {
       }
       families.push_back(std::move(family));
     }
+    // Freshness: from acknowledging a reward to publishing a state that has learned it.
+    prometheus::MetricFamily freshness{
+        "graphbandit_state_freshness_seconds",
+        "Time from acknowledging a reward to serving decisions from a state that learned it.",
+        prometheus::MetricType::Histogram, {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      const FreshnessStats& f = stats[i].freshness;
+      prometheus::ClientMetric metric;
+      metric.label = {{"model", names[i]}};
+      metric.histogram.sample_count = static_cast<uint64_t>(f.count);
+      metric.histogram.sample_sum = f.sum;
+      for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
+        metric.histogram.bucket.push_back(
+            {static_cast<uint64_t>(f.buckets[b]), FreshnessStats::kBounds[b]});
+      }
+      metric.histogram.bucket.push_back(
+          {static_cast<uint64_t>(f.count), std::numeric_limits<double>::infinity()});
+      freshness.metric.push_back(std::move(metric));
+    }
+    families.push_back(std::move(freshness));
     prometheus::MetricFamily info{"graphbandit_build_info", "Build information; always 1.",
                                   prometheus::MetricType::Gauge, {}};
     prometheus::ClientMetric one;

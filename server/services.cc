@@ -1,5 +1,6 @@
 #include "server/services.h"
 
+#include <chrono>
 #include <climits>
 
 #include "server/config.h"
@@ -12,6 +13,15 @@ namespace {
 // starting: the answer could not be delivered.
 bool Abandoned(grpc::ServerContext* context) { return context->IsCancelled(); }
 
+// The client's deadline (InfiniteFuture when it set none).
+absl::Time Deadline(const grpc::ServerContext* context) {
+  const auto deadline = context->deadline();
+  if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(deadline);
+}
+
 v1::RewardOutcome ToProto(RewardOutcome outcome) {
   switch (outcome) {
     case RewardOutcome::kAccepted:
@@ -20,6 +30,8 @@ v1::RewardOutcome ToProto(RewardOutcome outcome) {
       return v1::DUPLICATE;
     case RewardOutcome::kUnknownEvent:
       return v1::UNKNOWN_EVENT;
+    case RewardOutcome::kLate:
+      return v1::LATE;
   }
   return v1::REWARD_OUTCOME_UNSPECIFIED;
 }
@@ -44,7 +56,7 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
   decision_request.slate_size = slate > INT_MAX ? INT_MAX : static_cast<int>(slate);
   decision_request.event_id = request->event_id();
 
-  absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request);
+  absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request, Deadline(context));
   if (!decision.ok()) return rpc.Finish(ToGrpcStatus(decision.status()));
   response->set_event_id(decision->event_id);
   response->set_model_version(decision->model_version);
@@ -75,7 +87,7 @@ grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
     reward_request.arm_rewards.emplace_back(arm.arm_id(), arm.reward());
   }
   reward_request.model = request->model();
-  absl::StatusOr<RewardResult> result = engine_->ReportReward(reward_request);
+  absl::StatusOr<RewardResult> result = engine_->ReportReward(reward_request, Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_outcome(ToProto(result->outcome));
   response->set_model(result->model);
@@ -98,7 +110,7 @@ grpc::Status AdminServiceImpl::AddUsers(grpc::ServerContext* context,
   absl::StatusOr<Model*> model = engine_->FindModel(request->model());
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   std::vector<std::string> users(request->user_ids().begin(), request->user_ids().end());
-  absl::StatusOr<AddUsersResult> result = (*model)->AddUsers(users);
+  absl::StatusOr<AddUsersResult> result = (*model)->AddUsers(users, Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_added(result->added);
   response->set_already_present(result->already_present);
@@ -117,7 +129,7 @@ grpc::Status AdminServiceImpl::AddEdges(grpc::ServerContext* context,
   for (const v1::Edge& edge : request->edges()) {
     edges.push_back(EdgeEdit{edge.user_a(), edge.user_b(), edge.weight()});
   }
-  absl::StatusOr<EdgeEditResult> result = (*model)->AddEdges(std::move(edges));
+  absl::StatusOr<EdgeEditResult> result = (*model)->AddEdges(std::move(edges), Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_added(result->changed);
   response->set_updated(result->unchanged);
@@ -134,7 +146,7 @@ grpc::Status AdminServiceImpl::RemoveEdges(grpc::ServerContext* context,
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const v1::UserPair& pair : request->edges()) pairs.emplace_back(pair.user_a(), pair.user_b());
-  absl::StatusOr<EdgeEditResult> result = (*model)->RemoveEdges(std::move(pairs));
+  absl::StatusOr<EdgeEditResult> result = (*model)->RemoveEdges(std::move(pairs), Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_removed(result->changed);
   response->set_not_found(result->unchanged);

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -244,6 +245,7 @@ TEST(EngineTest, RewardOutcomes) {
 TEST(EngineTest, LedgerIsBoundedAndExpires) {
   ModelOptions options;
   options.max_decisions = 3;
+  options.max_tombstones = 10;
   options.reward_window = absl::Milliseconds(300);
   auto engine = OpenEngine({options});
   std::vector<std::string> events;
@@ -258,15 +260,204 @@ TEST(EngineTest, LedgerIsBoundedAndExpires) {
   // A rewarded decision can make room (it is kept only for duplicate detection).
   ASSERT_TRUE(engine->ReportReward({events[0], 1.0, {}, ""}).ok());
   ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
-  // After the window everything is forgotten: rewards for old events are unknown.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // After the window (closed by the engine's sweeper) a reward is LATE and learns nothing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
   auto late = engine->ReportReward({events[1], 1.0, {}, ""});
   ASSERT_TRUE(late.ok());
-  EXPECT_EQ(late->outcome, RewardOutcome::kUnknownEvent);
+  EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+  // The rewarded decision was closed to make room: a repeat is a DUPLICATE.
+  auto repeat = engine->ReportReward({events[0], 1.0, {}, ""});
+  ASSERT_TRUE(repeat.ok());
+  EXPECT_EQ(repeat->outcome, RewardOutcome::kDuplicate);
   Model* model = *engine->FindModel("");
   EXPECT_EQ(model->Stats().pending_decisions, 0);
   EXPECT_EQ(model->Stats().expired_decisions, 3);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 1);  // no default reward configured
   EXPECT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
+}
+
+// An engine whose decisions close only when the test says so (no sweeper thread).
+std::unique_ptr<Engine> ManualClockEngine(ModelOptions model) {
+  EngineOptions options;
+  options.models = {std::move(model)};
+  options.run_sweeper = false;
+  auto engine = Engine::Open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return *std::move(engine);
+}
+
+// A one-candidate request: the decision is forced, so what is learned depends only on rewards.
+OwnedRequest OneArm(const std::string& event_id) {
+  OwnedRequest r;
+  r.candidates = {{"only", {0.6, 0.8}}};
+  r.event_id = event_id;
+  return r;
+}
+
+std::pair<double, double> MeanAndStddev(Engine& engine, absl::Time now) {
+  auto probe = engine.SelectArmAt(OneArm("").View(), now, absl::InfiniteFuture());
+  EXPECT_TRUE(probe.ok()) << probe.status();
+  if (!probe.ok()) return {0, 0};
+  return {probe->arms[0].mean, probe->arms[0].stddev};
+}
+
+// What a model learns from one reward `value` for the one-arm decision.
+std::pair<double, double> LearnedFromOne(double value) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  auto engine = ManualClockEngine(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  EXPECT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  EXPECT_TRUE(engine->ReportRewardAt({"e", value, {}, ""}, t0, absl::InfiniteFuture()).ok());
+  (*engine->FindModel(""))->WaitForWriter();
+  return MeanAndStddev(*engine, t0);
+}
+
+TEST(EngineTest, AggregationRulesLearnTheCombinedRewardWhenTheWindowEnds) {
+  struct Case {
+    Aggregation rule;
+    double expected;
+  };
+  for (const Case& c : {Case{Aggregation::kSum, 0.3 + 0.5 + 0.1}, Case{Aggregation::kMax, 0.5},
+                        Case{Aggregation::kLast, 0.1}}) {
+    SCOPED_TRACE(AggregationName(c.rule));
+    ModelOptions options;
+    options.aggregation = c.rule;
+    options.reward_window = absl::Seconds(10);
+    auto engine = ManualClockEngine(options);
+    Model* model = *engine->FindModel("");
+    const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+    ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+    for (double reward : {0.3, 0.5, 0.1}) {
+      auto result = engine->ReportRewardAt({"e", reward, {}, ""}, t0 + absl::Seconds(1),
+                                           absl::InfiniteFuture());
+      ASSERT_TRUE(result.ok());
+      EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);  // every report counts
+    }
+    model->WaitForWriter();
+    EXPECT_EQ(model->View()->rewards_learned, 0);  // nothing learned before the window ends
+    EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(9)), 0);
+    EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+    model->WaitForWriter();
+    EXPECT_EQ(model->View()->rewards_learned, 1);
+    // Exactly what learning the aggregate once teaches.
+    EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(c.expected));
+    auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(11),
+                                       absl::InfiniteFuture());
+    ASSERT_TRUE(late.ok());
+    EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+    model->WaitForWriter();
+    EXPECT_EQ(model->View()->rewards_learned, 1);
+  }
+}
+
+TEST(EngineTest, FirstRuleLearnsAtOnceAndRepeatsAreDuplicatesEvenAfterTheWindow) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  auto first = engine->ReportRewardAt({"e", 0.3, {}, ""}, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->outcome, RewardOutcome::kAccepted);
+  auto again = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, RewardOutcome::kDuplicate);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.3));
+  // "e" and the probe's decision close; only the probe's counts as expired without a reward.
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 2);
+  auto after = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0 + absl::Seconds(11),
+                                      absl::InfiniteFuture());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->outcome, RewardOutcome::kDuplicate);  // complete, not late
+  EXPECT_EQ(model->Stats().expired_decisions, 1);
+}
+
+TEST(EngineTest, DefaultRewardIsLearnedForDecisionsThatGetNone) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.25;
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  EXPECT_EQ(model->Stats().expired_decisions, 1);
+  EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.25));
+  auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(12),
+                                     absl::InfiniteFuture());
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+}
+
+TEST(EngineTest, SlatesGetPerSlotRewardsAndDefaultsForTheSilentSlots) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.0;
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  OwnedRequest slate = ThreeArms();
+  slate.slate_size = 3;
+  slate.event_id = "slate";
+  auto decision = engine->SelectArmAt(slate.View(), t0, absl::InfiniteFuture());
+  ASSERT_TRUE(decision.ok());
+  auto clicked = engine->ReportRewardAt({"slate", std::nullopt, {{decision->arms[1].arm_id, 1.0}}, ""},
+                                        t0, absl::InfiniteFuture());
+  ASSERT_TRUE(clicked.ok());
+  ASSERT_EQ(clicked->arm_outcomes.size(), 1u);
+  EXPECT_EQ(clicked->arm_outcomes[0].first, decision->arms[1].arm_id);
+  EXPECT_EQ(clicked->arm_outcomes[0].second, RewardOutcome::kAccepted);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 1);  // FIRST: the slot's reward at once
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 3);  // the two silent slots learn the default
+}
+
+TEST(EngineTest, TombstonesAreBoundedAndOlderEventsBecomeUnknown) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(1);
+  options.max_tombstones = 2;
+  auto engine = ManualClockEngine(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(engine->SelectArmAt(OneArm(id).View(), t0, absl::InfiniteFuture()).ok());
+  }
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(2)), 3);
+  auto outcome = [&](const char* id) {
+    auto result = engine->ReportRewardAt({id, 1.0, {}, ""}, t0 + absl::Seconds(3), absl::InfiniteFuture());
+    EXPECT_TRUE(result.ok());
+    return result->outcome;
+  };
+  EXPECT_EQ(outcome("a"), RewardOutcome::kUnknownEvent);  // its tombstone was evicted
+  EXPECT_EQ(outcome("b"), RewardOutcome::kLate);
+  EXPECT_EQ(outcome("c"), RewardOutcome::kLate);
+  // A closed event id cannot be reused for a new decision.
+  EXPECT_EQ(engine->SelectArmAt(OneArm("c").View(), t0 + absl::Seconds(3), absl::InfiniteFuture())
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST(EngineTest, PassedDeadlinesAreReported) {
+  auto engine = OpenEngine();
+  const absl::Time now = absl::Now();
+  EXPECT_EQ(engine->SelectArmAt(ThreeArms().View(), now, now - absl::Seconds(1)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  auto decision = engine->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(engine->ReportRewardAt({decision->event_id, 1.0, {}, ""}, now, now).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  Model* model = *engine->FindModel("");
+  model->WaitForWriter();
+  EXPECT_EQ(model->View()->rewards_learned, 0);  // refused before anything was logged
 }
 
 TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
@@ -278,7 +469,9 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
   EXPECT_EQ(users->already_present, 1);
   // Alice learns that arm "a" is good.
   for (int round = 0; round < 30; ++round) {
-    auto decision = engine->SelectArm(ThreeArms("alice").View());
+    OwnedRequest request = ThreeArms("alice");
+    request.event_id = absl::StrCat("alice-", round);  // fixed ids: a reproducible sequence
+    auto decision = engine->SelectArm(request.View());
     ASSERT_TRUE(decision.ok());
     ASSERT_TRUE(engine->ReportReward({decision->event_id, decision->arms[0].arm_id == "a" ? 1.0 : 0.0, {}, ""}).ok());
   }
@@ -292,10 +485,16 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
   EXPECT_EQ(edges->changed, 2);
   EXPECT_EQ(edges->users_added, 1);  // carol
   EXPECT_EQ(edges->edges, 2);
-  auto after = engine->SelectArm(ThreeArms("carol").View());  // first request as a friend
+  OwnedRequest carol = ThreeArms("carol");  // her first request as a friend of alice
+  carol.slate_size = 3;
+  auto after = engine->SelectArm(carol.View());
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->arms[0].arm_id, "a");
-  EXPECT_GT(after->arms[0].mean, 0.3);
+  const ChosenArm* best = &after->arms[0];
+  for (const ChosenArm& arm : after->arms) {
+    if (arm.mean > best->mean) best = &arm;
+  }
+  EXPECT_EQ(best->arm_id, "a");  // alice's favourite has carol's highest expected reward
+  EXPECT_GT(best->mean, 0.3);
 
   auto reweight = model->AddEdges({{"alice", "carol", 0.5}});
   ASSERT_TRUE(reweight.ok());
@@ -387,7 +586,50 @@ std::vector<double> DriveAndProbe(Engine& engine, int rounds) {
   return scores;
 }
 
-TEST(EngineTest, RestartReplaysTheLogToABitIdenticalModel) {
+// The probe's means and standard deviations (they do not depend on the decision's randomness).
+std::vector<double> Probe(Engine& engine) {
+  std::vector<double> scores;
+  for (const char* user : {"user0", "user3", "stranger"}) {
+    OwnedRequest probe = ThreeArms(user);
+    probe.slate_size = 3;
+    auto decision = engine.SelectArm(probe.View());
+    EXPECT_TRUE(decision.ok()) << decision.status();
+    if (!decision.ok()) continue;
+    for (const ChosenArm& arm : decision->arms) {
+      scores.push_back(arm.mean);
+      scores.push_back(arm.stddev);
+    }
+  }
+  return scores;
+}
+
+// What is on disk at this moment is what a kill -9 would leave (records are written before
+// calls return): copying the state directory of a running engine simulates a crash.
+std::string CrashCopy(const std::string& from, const std::string& to) {
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+  return to;
+}
+
+std::vector<std::string> FilesMatching(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void FlipByte(const std::string& path, std::streamoff offset) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(offset);
+  char c = 0;
+  file.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  file.seekp(offset);
+  file.write(&c, 1);
+}
+
+TEST(EngineTest, RestartFromTheShutdownSnapshotIsBitIdentical) {
   TempDir dir;
   std::vector<double> before;
   int64_t learned = 0;
@@ -396,50 +638,190 @@ TEST(EngineTest, RestartReplaysTheLogToABitIdenticalModel) {
     auto engine = OpenEngine({}, dir.path());
     before = DriveAndProbe(*engine, 80);
     Model* model = *engine->FindModel("");
+    model->WaitForWriter();
     learned = model->View()->rewards_learned;
     version = model->View()->version;
     EXPECT_EQ(learned, 80);
   }
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
-  EXPECT_EQ(model->recovery().records_replayed, static_cast<int64_t>(version));
-  EXPECT_FALSE(model->recovery().truncated);
+  EXPECT_EQ(model->recovery().snapshot_seq, version);  // the shutdown snapshot holds everything
+  EXPECT_EQ(model->recovery().records_replayed, 0);
+  EXPECT_TRUE(model->recovery().damage.empty());
   EXPECT_EQ(model->View()->rewards_learned, learned);
   EXPECT_EQ(model->View()->version, version);
   EXPECT_EQ(model->View()->edges, 2);
-  std::vector<double> after;
-  for (const char* user : {"user0", "user3", "stranger"}) {
-    OwnedRequest probe = ThreeArms(user);
-    probe.slate_size = 3;
-    auto decision = engine->SelectArm(probe.View());
+  EXPECT_EQ(Probe(*engine), before);  // bit-identical
+}
+
+TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  DriveAndProbe(*engine, 40);
+  auto snapshot = model->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  // Decisions still waiting for their reward at the crash must survive it too.
+  OwnedRequest open = ThreeArms("user1");
+  open.event_id = "open-at-crash";
+  auto open_decision = engine->SelectArm(open.View());
+  ASSERT_TRUE(open_decision.ok());
+  DriveAndProbe(*engine, 40);  // event ids e0..e39 again: retries, nothing new learned
+  for (int round = 0; round < 30; ++round) {
+    OwnedRequest request = ThreeArms(absl::StrCat("user", round % 5));
+    request.event_id = absl::StrCat("late", round);
+    auto decision = engine->SelectArm(request.View());
     ASSERT_TRUE(decision.ok());
-    for (const ChosenArm& arm : decision->arms) {
-      after.push_back(arm.mean);
-      after.push_back(arm.stddev);
-    }
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.05 * (round % 7), {}, ""}).ok());
   }
-  EXPECT_EQ(before, after);  // bit-identical
+  model->WaitForWriter();
+  const std::vector<double> before = Probe(*engine);
+  const int64_t learned = model->View()->rewards_learned;
+  const uint64_t version = model->View()->version;
+  EXPECT_EQ(learned, 70);
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+
+  EngineOptions options;
+  options.state_dir = crashed;
+  auto recovered = Engine::Open(options);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_EQ(again->recovery().snapshot_seq, *snapshot);
+  EXPECT_GT(again->recovery().records_replayed, 30);
+  EXPECT_TRUE(again->recovery().damage.empty());
+  EXPECT_EQ(again->View()->rewards_learned, learned);
+  EXPECT_GE(again->View()->version, version);  // the probes' decisions are logged too
+  EXPECT_EQ(Probe(**recovered), before);  // bit-identical
+
+  // The open decision is still open: its retry returns it, its reward is accepted once.
+  auto retried = (*recovered)->SelectArm(open.View());
+  ASSERT_TRUE(retried.ok());
+  EXPECT_TRUE(retried->replayed);
+  EXPECT_EQ(retried->arms[0].arm_id, open_decision->arms[0].arm_id);
+  EXPECT_EQ(retried->arms[0].score, open_decision->arms[0].score);
+  auto accepted = (*recovered)->ReportReward({"open-at-crash", 1.0, {}, ""});
+  ASSERT_TRUE(accepted.ok());
+  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);
+  // Rewards acknowledged before the crash are duplicates, not learned twice.
+  auto repeated = (*recovered)->ReportReward({"late7", 1.0, {}, ""});
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_EQ(repeated->outcome, RewardOutcome::kDuplicate);
+  again->WaitForWriter();
+  EXPECT_EQ(again->View()->rewards_learned, learned + 1);
+  (*recovered)->Shutdown();
+  std::filesystem::remove_all(crashed);
 }
 
 TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
   TempDir dir;
-  {
-    auto engine = OpenEngine({}, dir.path());
-    DriveAndProbe(*engine, 10);
-  }
-  const std::string log = dir.path() + "/default/ops.log";
-  const auto size = std::filesystem::file_size(log);
-  std::filesystem::resize_file(log, size - 5);  // tear the last record
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
-  EXPECT_TRUE(model->recovery().truncated);
-  EXPECT_THAT(model->recovery().damage, HasSubstr("truncated"));
-  // The last record was the last reward: 9 of the 10 remain learned.
-  EXPECT_EQ(model->View()->rewards_learned, 9);
-  // The model keeps working and logging after recovery.
-  auto decision = engine->SelectArm(ThreeArms().View());
+  for (int round = 0; round < 10; ++round) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+  }
+  model->WaitForWriter();
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
+  ASSERT_EQ(segments.size(), 1u);
+  std::filesystem::resize_file(segments[0], std::filesystem::file_size(segments[0]) - 5);
+
+  EngineOptions options;
+  options.state_dir = crashed;
+  auto recovered = Engine::Open(options);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_TRUE(again->recovery().truncated);
+  ASSERT_EQ(again->recovery().damage.size(), 1u);
+  EXPECT_THAT(again->recovery().damage[0], HasSubstr("truncated"));
+  // The torn record was the last reward: 9 of the 10 remain learned.
+  EXPECT_EQ(again->View()->rewards_learned, 9);
+  // The model keeps working and logging after recovery, and that survives a restart.
+  auto decision = (*recovered)->SelectArm(ThreeArms().View());
   ASSERT_TRUE(decision.ok());
-  EXPECT_TRUE(engine->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
+  EXPECT_TRUE((*recovered)->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
+  recovered->reset();
+  auto reopened = Engine::Open(options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*(*reopened)->FindModel(""))->View()->rewards_learned, 10);
+  EXPECT_TRUE((*(*reopened)->FindModel(""))->recovery().damage.empty());
+  reopened->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  for (int round = 0; round < 40; ++round) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+  }
+  model->WaitForWriter();
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
+  ASSERT_EQ(segments.size(), 1u);
+  const auto size = std::filesystem::file_size(segments[0]);
+  FlipByte(segments[0], static_cast<std::streamoff>(size / 2));
+
+  EngineOptions options;
+  options.state_dir = crashed;
+  auto recovered = Engine::Open(options);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_TRUE(again->recovery().truncated);
+  ASSERT_FALSE(again->recovery().damage.empty());
+  const int64_t learned = again->View()->rewards_learned;
+  EXPECT_GT(learned, 10);
+  EXPECT_LT(learned, 40);
+  // The damaged bytes are set aside, not deleted.
+  EXPECT_FALSE(FilesMatching(crashed + "/default", "log-").empty());
+  bool set_aside = false;
+  for (const auto& entry : std::filesystem::directory_iterator(crashed + "/default")) {
+    set_aside |= entry.path().filename().string().find("corrupt") != std::string::npos ||
+                 entry.path().filename().string().find("discard") != std::string::npos;
+  }
+  EXPECT_TRUE(set_aside);
+  recovered->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, ACorruptSnapshotFallsBackToTheOlderOneAndTheLog) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  DriveAndProbe(*engine, 30);
+  const auto first = model->Snapshot();
+  ASSERT_TRUE(first.ok());
+  for (int round = 0; round < 20; ++round) {
+    auto decision = engine->SelectArm(ThreeArms(absl::StrCat("user", round % 3)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.1 * (round % 4), {}, ""}).ok());
+  }
+  const auto second = model->Snapshot();
+  ASSERT_TRUE(second.ok());
+  ASSERT_GT(*second, *first);
+  model->WaitForWriter();
+  const std::vector<double> before = Probe(*engine);
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> snapshots = FilesMatching(crashed + "/default", "snapshot-");
+  ASSERT_EQ(snapshots.size(), 2u);
+  FlipByte(snapshots[1], static_cast<std::streamoff>(std::filesystem::file_size(snapshots[1]) / 2));
+
+  EngineOptions options;
+  options.state_dir = crashed;
+  auto recovered = Engine::Open(options);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_EQ(again->recovery().snapshot_seq, *first);
+  ASSERT_EQ(again->recovery().damage.size(), 1u);
+  EXPECT_THAT(again->recovery().damage[0], HasSubstr("snapshot-"));
+  EXPECT_EQ(again->View()->rewards_learned, 50);
+  EXPECT_EQ(Probe(**recovered), before);  // the log after the older snapshot rebuilds it all
+  recovered->reset();
+  std::filesystem::remove_all(crashed);
 }
 
 TEST(EngineTest, EdgeListFileIsAppliedAtStartAndNotRelogged) {

@@ -27,6 +27,18 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
   return absl::OkStatus();
 }
 
+absl::Status CholeskyFactor::Restore(Eigen::MatrixXd storage, int size) {
+  if (storage.rows() != storage.cols() || size < 0 || size > storage.rows()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cannot restore a factor of size %d in %d x %d storage", size, storage.rows(),
+        storage.cols()));
+  }
+  storage.topLeftCorner(size, size).triangularView<Eigen::StrictlyUpper>().setZero();
+  storage_.swap(storage);
+  size_ = size;
+  return absl::OkStatus();
+}
+
 absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, double c,
                                     double min_pivot_sq) {
   Eigen::VectorXd l = b;

@@ -26,6 +26,15 @@ class CholeskyFactor {
   void Truncate(int n) { size_ = n < size_ ? n : size_; }
 
   int size() const { return size_; }
+  // Rows (and columns) allocated; Append reallocates once size() reaches it. Exposed for exact
+  // serialisation (core/state_coding.h): the allocation fixes the column stride and alignment
+  // that later arithmetic sees, so a restored factor keeps it.
+  int capacity() const { return static_cast<int>(storage_.rows()); }
+  // Replaces the factor: `storage` (capacity x capacity, square) becomes the storage and its
+  // leading size x size lower triangle the factor L; the strictly upper part of that block is
+  // set to zero, as every other operation leaves it. Returns InvalidArgument (factor unchanged)
+  // if `storage` is not square or size is outside [0, capacity].
+  absl::Status Restore(Eigen::MatrixXd storage, int size);
 
   // The factor L (size x size, lower triangular) with L L^T = A.
   Eigen::Block<const Eigen::MatrixXd> matrix() const {

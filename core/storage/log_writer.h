@@ -66,6 +66,9 @@ class LogWriter {
   // Bytes in the file, magic included: the offset the next record will start
   // at. After a failed write, includes any bytes of the partial record.
   uint64_t size() const { return size_; }
+  // The file descriptor, for a syncer thread that fdatasyncs the file while appends continue
+  // (fdatasync covers every write that returned before it, whichever descriptor made it).
+  int fd() const { return fd_; }
 
   const std::string& path() const { return path_; }
 
