@@ -35,8 +35,8 @@ absl::StatusOr<std::vector<EdgeEdit>> ParseEdgeList(absl::string_view text,
     if (fields.size() == 3 && !absl::SimpleAtod(fields[2], &edge.weight)) {
       return error(absl::StrFormat("weight \"%s\" is not a number", fields[2]));
     }
-    if (!std::isfinite(edge.weight) || edge.weight <= 0.0) {
-      return error("weight must be a finite number > 0");
+    if (!(edge.weight >= kMinEdgeWeight && edge.weight <= kMaxEdgeWeight)) {
+      return error(absl::StrFormat("weight must lie in [%g, %g]", kMinEdgeWeight, kMaxEdgeWeight));
     }
     if (edge.user_a == edge.user_b) return error("an edge must join two different users");
     if (edge.user_a.size() > kMaxIdBytes || edge.user_b.size() > kMaxIdBytes) {

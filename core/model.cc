@@ -57,6 +57,11 @@ absl::Status CheckFinite(absl::Span<const double> values, absl::string_view fiel
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s[%d] is %s", field, i, std::isnan(values[i]) ? "NaN" : "infinite"));
     }
+    if (std::abs(values[i]) > kMaxFeatureMagnitude) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s[%d] is %g; feature values must lie in [-%g, %g] (rescale them)", field, i,
+          values[i], kMaxFeatureMagnitude, kMaxFeatureMagnitude));
+    }
   }
   return absl::OkStatus();
 }
@@ -1391,9 +1396,10 @@ absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges, absl
       return absl::InvalidArgumentError(
           absl::StrFormat("edges[%d] joins user %s to itself", i, QuoteId(e.user_a)));
     }
-    if (!std::isfinite(e.weight) || e.weight <= 0.0) {
+    if (!(e.weight >= kMinEdgeWeight && e.weight <= kMaxEdgeWeight)) {  // also NaN
       return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d].weight must be a finite number > 0, got %g", i, e.weight));
+          "edges[%d].weight must lie in [%g, %g], got %g", i, kMinEdgeWeight, kMaxEdgeWeight,
+          e.weight));
     }
     auto key = e.user_a < e.user_b ? std::make_pair(absl::string_view(e.user_a), absl::string_view(e.user_b))
                                    : std::make_pair(absl::string_view(e.user_b), absl::string_view(e.user_a));

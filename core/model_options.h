@@ -105,6 +105,12 @@ std::string QuoteId(absl::string_view id);
 
 // Ids (users, arms): 1..256 bytes.
 inline constexpr size_t kMaxIdBytes = 256;
+// Edge weights: the Laplacian stays well conditioned (and its factorisation meaningful) when
+// weights lie within twelve orders of magnitude of each other.
+inline constexpr double kMinEdgeWeight = 1e-6;
+inline constexpr double kMaxEdgeWeight = 1e6;
+// Feature and context values: beyond this, kernels and scaling lose all precision.
+inline constexpr double kMaxFeatureMagnitude = 1e6;
 // Client event ids: 1..128 printable ASCII characters.
 inline constexpr size_t kMaxEventIdBytes = 128;
 
