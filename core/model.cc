@@ -355,7 +355,7 @@ absl::Status Model::StartSegment(uint64_t first_seq) {
 // ---------------------------------------------------------------------------------------------
 // Snapshots: the model's complete state at one sequence number.
 
-std::string Model::SaveState(uint64_t seq) const {
+std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
   storage::Encoder out;
   out.PutU8(kStateVersion);
   out.PutFixed64(seq);
@@ -376,7 +376,15 @@ std::string Model::SaveState(uint64_t seq) const {
     }
   }
   if (learner_ != nullptr) learner_->SaveState(&out);
-  // The ledger: open decisions oldest first, then tombstones oldest first.
+  // The ledger last, encoded when the snapshot began (SaveLedger).
+  std::string payload = out.Release();
+  payload.append(ledger.data(), ledger.size());
+  return payload;
+}
+
+std::string Model::SaveLedger() const {
+  storage::Encoder out;
+  // Open decisions oldest first, then tombstones oldest first.
   out.PutU8(static_cast<uint8_t>(ledger_.aggregation()));
   out.PutVarint64(static_cast<uint64_t>(ledger_.expired_total()));
   out.PutVarint64(static_cast<uint64_t>(ledger_.size()));
@@ -749,20 +757,22 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
   batch->clear();
 }
 
-void Model::DrainQueue() {
+void Model::ApplyUpTo(uint64_t seq) {
   for (;;) {
     std::deque<Pending> batch;
     {
       MutexLock lock(&queue_mu_);
-      batch.swap(queue_);
+      while (!queue_.empty() && queue_.front().seq <= seq) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
     }
     if (batch.empty()) return;
     ApplyBatch(&batch);
   }
 }
 
-absl::StatusOr<Model::PreparedSnapshot> Model::PrepareSnapshotLocked() {
-  DrainQueue();  // with the ledger lock held nothing new is logged: the state is at one seq
+absl::StatusOr<Model::PreparedSnapshot> Model::BeginSnapshotLocked() {
   PreparedSnapshot prepared;
   {
     MutexLock lock(&queue_mu_);
@@ -770,9 +780,20 @@ absl::StatusOr<Model::PreparedSnapshot> Model::PrepareSnapshotLocked() {
   }
   applied_for_snapshot_ = 0;
   if (dir_.empty()) return prepared;
-  prepared.payload = SaveState(prepared.seq);
+  prepared.ledger = SaveLedger();
   MutexLock lock(&queue_mu_);
   if (absl::Status s = StartSegment(prepared.seq + 1); !s.ok()) return s;
+  return prepared;
+}
+
+absl::StatusOr<Model::PreparedSnapshot> Model::CompleteSnapshotState(
+    absl::StatusOr<PreparedSnapshot> prepared) {
+  if (!prepared.ok()) return prepared;
+  // The writer applies what was logged up to the snapshot's sequence number (and nothing
+  // after it), so the graph and the learner are at the same point as the ledger copy.
+  ApplyUpTo(prepared->seq);
+  if (!dir_.empty()) prepared->payload = SaveState(prepared->seq, prepared->ledger);
+  prepared->ledger.clear();
   return prepared;
 }
 
@@ -829,13 +850,15 @@ void Model::WriterLoop() {
     const bool due = durability_.snapshot_every_records > 0 &&
                      static_cast<int64_t>(applied_for_snapshot_) >= durability_.snapshot_every_records;
     if (!snapshot && !due) continue;
-    // Only the in-memory copy is made under the ledger lock; the file is written after.
+    // Only the ledger is copied under the ledger lock (decisions and rewards wait that long);
+    // learning up to the snapshot point, serializing and writing happen without it.
     absl::StatusOr<PreparedSnapshot> prepared;
     {
       MutexLock ledger(&ledger_mu_);
-      prepared = PrepareSnapshotLocked();
+      prepared = BeginSnapshotLocked();
     }
-    const absl::StatusOr<uint64_t> taken = FinishSnapshot(std::move(prepared));
+    const absl::StatusOr<uint64_t> taken =
+        FinishSnapshot(CompleteSnapshotState(std::move(prepared)));
     if (!taken.ok()) {
       std::fprintf(stderr, "model \"%s\": snapshot failed: %s\n", options_.name.c_str(),
                    std::string(taken.status().message()).c_str());
@@ -1515,7 +1538,7 @@ void Model::Shutdown() {
         MutexLock lock(&queue_mu_);
         stopping_ = false;  // let the snapshot's segment rotation through
       }
-      auto taken = FinishSnapshot(PrepareSnapshotLocked());
+      auto taken = FinishSnapshot(CompleteSnapshotState(BeginSnapshotLocked()));
       if (!taken.ok()) {
         std::fprintf(stderr, "model \"%s\": final snapshot failed: %s\n", options_.name.c_str(),
                      std::string(taken.status().message()).c_str());

@@ -198,18 +198,23 @@ class Model {
   void Publish(uint64_t version);
   void WriterLoop();
   void SyncerLoop();
-  // Applies queued operations until the queue is empty; returns the last applied seq.
-  void DrainQueue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  // Applies the queued operations with sequence numbers up to `seq` (writer only).
+  void ApplyUpTo(uint64_t seq);
   void ApplyBatch(std::deque<Pending>* batch);
-  // A snapshot in two steps: the state copied at one sequence number and a new log segment
-  // started (under the ledger lock), then the file written atomically (without it).
+  // A snapshot in three steps, by the writer: (1) under the ledger lock, note the last logged
+  // sequence number, copy the ledger and start a new log segment; (2) without it, apply what
+  // was logged up to that number and serialize the graph and the learner; (3) write the file
+  // atomically. Decisions wait only for step 1.
   struct PreparedSnapshot {
     uint64_t seq = 0;
-    std::string payload;
+    std::string ledger;   // step 1
+    std::string payload;  // step 2
   };
-  absl::StatusOr<PreparedSnapshot> PrepareSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  absl::StatusOr<PreparedSnapshot> BeginSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared);
   absl::StatusOr<uint64_t> FinishSnapshot(absl::StatusOr<PreparedSnapshot> prepared);
-  std::string SaveState(uint64_t seq) const;
+  std::string SaveState(uint64_t seq, absl::string_view ledger) const;
+  std::string SaveLedger() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
   absl::Status LoadState(absl::string_view payload);
 
   // ---- submission side ----

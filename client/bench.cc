@@ -1,0 +1,280 @@
+// graphbandit-bench: measures, in-process on the engine (no gRPC), the two costs that issue 4's
+// design trades:
+//
+//  --mode=reward_rate   SelectArm latency while one stream of rewards arrives at increasing
+//                       rates. Decision callers run closed-loop the whole time; in each phase
+//                       the reward stream is paced at a target rate (0 = none, "max" = as fast
+//                       as the engine accepts). Printed per phase: SelectArm p50/p99/max, the
+//                       decision rate, the reward rate reached, and state freshness (from
+//                       acknowledging a reward to serving a state that learned it).
+//  --mode=durability    ReportReward throughput and latency under each fsync policy (every
+//                       record, group commit, none), closed-loop reporters on a real disk.
+//
+// Both print a table; figures come from one run, side by side.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "core/engine.h"
+
+ABSL_FLAG(std::string, mode, "all", "reward_rate, durability or all.");
+ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
+          "Reward rates per second for --mode=reward_rate, one phase each; max = unpaced.");
+ABSL_FLAG(double, phase_seconds, 4.0, "Length of each phase.");
+ABSL_FLAG(int32_t, deciders, 3, "Closed-loop SelectArm callers.");
+ABSL_FLAG(int32_t, reporters, 4, "Closed-loop ReportReward callers in --mode=durability.");
+ABSL_FLAG(int32_t, candidates, 20, "Candidates per SelectArm.");
+ABSL_FLAG(int32_t, users, 50, "Distinct users.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Where to keep the benchmark's state (a fresh directory under it; default: a temporary "
+          "directory on the disk that holds /tmp).");
+
+namespace graphbandit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+struct Items {
+  std::vector<std::string> ids;
+  std::vector<std::vector<double>> features;
+};
+
+Items MakeItems(int n) {
+  Items items;
+  for (int i = 0; i < n; ++i) {
+    items.ids.push_back(absl::StrCat("item", i));
+    items.features.push_back({std::cos(i * 0.7), std::sin(i * 0.7), std::cos(i * 0.3), 0.1 * (i % 5)});
+  }
+  return items;
+}
+
+DecisionRequest Request(const Items& items, const std::string& user, const std::string& event_id) {
+  DecisionRequest request;
+  request.user_id = user;
+  for (size_t i = 0; i < items.ids.size(); ++i) request.candidates.push_back({items.ids[i], items.features[i]});
+  request.event_id = event_id;
+  return request;
+}
+
+std::string FreshDir(const std::string& base, const std::string& name) {
+  std::string root = base.empty() ? "/tmp" : base;
+  std::string pattern = absl::StrCat(root, "/graphbandit-bench-", name, ".XXXXXX");
+  return mkdtemp(pattern.data());
+}
+
+std::unique_ptr<Engine> Open(const std::string& dir, Durability durability) {
+  EngineOptions options;
+  options.state_dir = dir;
+  options.durability = durability;
+  ModelOptions model;
+  model.max_decisions = 2'000'000;
+  options.models = {model};
+  auto engine = Engine::Open(options);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "cannot open the engine: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(engine);
+}
+
+// Freshness quantile from the histogram difference between two readings.
+double FreshnessQuantile(const FreshnessStats& before, const FreshnessStats& after, double q) {
+  const int64_t n = after.count - before.count;
+  if (n <= 0) return std::nan("");
+  for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
+    if (after.buckets[b] - before.buckets[b] >= static_cast<int64_t>(std::ceil(q * n))) {
+      return FreshnessStats::kBounds[b];
+    }
+  }
+  return INFINITY;
+}
+
+void RewardRate() {
+  const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "rate");
+  Durability durability;  // the defaults: group commit every 2 ms, snapshots every 100k records
+  auto engine = Open(dir, durability);
+  Model* model = *engine->FindModel("");
+  const Items items = MakeItems(absl::GetFlag(FLAGS_candidates));
+  const int users = absl::GetFlag(FLAGS_users);
+  const int deciders = absl::GetFlag(FLAGS_deciders);
+  const double phase_seconds = absl::GetFlag(FLAGS_phase_seconds);
+
+  // Warm up: a model that has learned something, so decisions do real work.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string user = absl::StrCat("u", i % users), id = absl::StrCat("warm", i);
+    auto d = engine->SelectArm(Request(items, user, id));
+    if (d.ok()) engine->ReportReward({id, 0.1 * (i % 9), {}, ""}).IgnoreError();
+  }
+  model->WaitForWriter();
+
+  std::printf("SelectArm latency against the reward rate (in-process, %d closed-loop deciders, %d "
+              "candidates, EK-UCB, group commit 2 ms; %.0f s per phase)\n",
+              deciders, static_cast<int>(items.ids.size()), phase_seconds);
+  std::printf("%-12s %12s %12s %10s %10s %10s %14s %14s\n", "target/s", "rewards/s", "decisions/s",
+              "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms");
+  int phase_index = 0;
+  for (absl::string_view rate_text : absl::StrSplit(absl::GetFlag(FLAGS_reward_rates), ',')) {
+    const bool unpaced = rate_text == "max";
+    double rate = 0;
+    if (!unpaced && !absl::SimpleAtod(rate_text, &rate)) {
+      std::fprintf(stderr, "bad --reward_rates entry \"%s\"\n", std::string(rate_text).c_str());
+      std::exit(2);
+    }
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<double> latencies;
+    std::atomic<int64_t> rewards{0};
+    const FreshnessStats fresh_before = model->Stats().freshness;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < deciders; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<double> mine;
+        for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          const std::string user = absl::StrCat("u", (i * 7 + t) % users);
+          const auto start = Clock::now();
+          auto d = engine->SelectArm(Request(items, user, ""));
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          if (d.ok()) mine.push_back(ms);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+    }
+    // The reward stream: decide (not timed) then report, paced to the target rate.
+    threads.emplace_back([&] {
+      if (!unpaced && rate <= 0) return;
+      const auto start = Clock::now();
+      for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        if (!unpaced) {
+          const auto due = start + std::chrono::duration<double>(static_cast<double>(i) / rate);
+          std::this_thread::sleep_until(due);
+        }
+        const std::string user = absl::StrCat("u", i % users);
+        const std::string id = absl::StrCat("p", phase_index, "-", i);
+        auto d = engine->SelectArm(Request(items, user, id));
+        if (!d.ok()) continue;
+        auto r = engine->ReportReward({id, 0.1 * static_cast<double>((i * 13) % 9), {}, ""});
+        if (r.ok() && r->outcome == RewardOutcome::kAccepted) ++rewards;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    model->WaitForWriter();
+    const FreshnessStats fresh_after = model->Stats().freshness;
+    const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
+    const double p50 = Percentile(latencies, 0.50), p99 = Percentile(latencies, 0.99);
+    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g\n",
+                std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
+                decisions_per_s, p50, p99, max,
+                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.5),
+                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.99));
+    std::fflush(stdout);
+    ++phase_index;
+  }
+  std::printf("(freshness figures are histogram bucket bounds: 'at most')\n\n");
+  engine->Shutdown();
+  std::filesystem::remove_all(dir);
+}
+
+void DurabilityCost() {
+  const int reporters = absl::GetFlag(FLAGS_reporters);
+  const double phase_seconds = absl::GetFlag(FLAGS_phase_seconds);
+  const Items items = MakeItems(5);
+  std::printf("ReportReward under each fsync policy (in-process, %d closed-loop reporters, each "
+              "round = SelectArm + ReportReward; %.0f s each; state under %s)\n",
+              reporters, phase_seconds,
+              absl::GetFlag(FLAGS_state_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_state_dir).c_str());
+  std::printf("%-22s %12s %12s %12s %12s\n", "sync", "rewards/s", "p50 ms", "p99 ms", "max ms");
+  struct Policy {
+    const char* name;
+    Durability::Sync sync;
+  };
+  for (const Policy& policy : {Policy{"every_record", Durability::Sync::kEveryRecord},
+                               Policy{"group_commit (2 ms)", Durability::Sync::kGroupCommit},
+                               Policy{"os (no fsync)", Durability::Sync::kOs}}) {
+    const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "sync");
+    Durability durability;
+    durability.sync = policy.sync;
+    auto engine = Open(dir, durability);
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<double> latencies;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < reporters; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<double> mine;
+        for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          const std::string user = absl::StrCat("u", (i + t) % 20);
+          const std::string id = absl::StrCat("t", t, "-", i);
+          auto d = engine->SelectArm(Request(items, user, id));
+          if (!d.ok()) continue;
+          const auto start = Clock::now();
+          auto r = engine->ReportReward({id, 0.5, {}, ""});
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          if (r.ok()) mine.push_back(ms);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    const double count = static_cast<double>(latencies.size());
+    const double p50 = Percentile(latencies, 0.5), p99 = Percentile(latencies, 0.99);
+    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f\n", policy.name, count / phase_seconds, p50, p99, max);
+    std::fflush(stdout);
+    engine->Shutdown();
+    engine.reset();
+    std::filesystem::remove_all(dir);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace graphbandit
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Measures SelectArm latency against the reward rate, and ReportReward cost per fsync "
+      "policy.\nExample: graphbandit-bench --mode=all --phase_seconds=4");
+  absl::ParseCommandLine(argc, argv);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode != "reward_rate" && mode != "durability" && mode != "all") {
+    std::fprintf(stderr, "--mode must be reward_rate, durability or all\n");
+    return 2;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::printf("graphbandit-bench on %s, %u hardware threads\n\n", host,
+              std::thread::hardware_concurrency());
+  if (mode != "durability") graphbandit::RewardRate();
+  if (mode != "reward_rate") graphbandit::DurabilityCost();
+  return 0;
+}
