@@ -24,8 +24,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "HOST:PORT for the Prometheus endpoint http://HOST:PORT/metrics; empty disables it.");
 ABSL_FLAG(std::string, state_dir, "graphbandit-state",
-          "Directory for each model's append-only log (<state_dir>/<model>/ops.log), replayed at "
-          "start. Empty keeps everything in memory (lost at exit).");
+          "Directory for each model's log segments and snapshots (<state_dir>/<model>/); at "
+          "start the newest valid snapshot is loaded and the log after it replayed. Empty keeps "
+          "everything in memory (lost at exit).");
 ABSL_FLAG(std::string, graph, "",
           "Edge list for the default model's user graph, applied at start: lines "
           "'user_a user_b [weight]', '#' comments. Overrides graph.edge_list_file in --config.");

@@ -66,12 +66,18 @@ for series in 'graphbandit_rpc_requests_total{code="OK",method="SelectArm"} 3000
   grep -qF "$series" <<<"$metrics" || fail "metrics lack: $series"
 done
 grep -qE '^graphbandit_dictionary_size\{model="default"\} [1-9]' <<<"$metrics" || fail "dictionary size is 0"
+grep -qF 'graphbandit_state_freshness_seconds_count{model="default"} 3000' <<<"$metrics" \
+  || fail "no freshness observation per learned reward"
+grep -qE '^graphbandit_state_freshness_seconds_bucket\{model="default",le="\+Inf"\} 3000' <<<"$metrics" \
+  || fail "freshness histogram has no +Inf bucket"
 grep -qE '^graphbandit_rpc_duration_seconds_count\{code="OK",method="ReportReward"\} 3000' <<<"$metrics" \
   || fail "no ReportReward latency histogram"
 
 stop_server
 start_server
-grep -q '3000 rewards learned, 20 users' "$work/server.log" || fail "restart did not replay the log"
+# SIGTERM wrote a final snapshot: the restart loads it and has nothing to replay.
+grep -qE 'snapshot at record [1-9][0-9]*, 0 log records replayed, 3000 rewards learned, 20 users' \
+  "$work/server.log" || fail "restart did not start from the shutdown snapshot"
 "$cli" --target="$target" DescribeModel '{}' | grep -q '"rewards_learned": "3000"' || fail "DescribeModel after restart"
 stop_server
 echo "PASS"
