@@ -176,21 +176,12 @@ absl::Status ExactGpPosterior::LoadState(storage::Decoder* in) {
 
   // Decoded into locals and committed at the end: on failure the learner is unchanged.
   GrowableColumns history_x(dim_);
-  if (!GetColumns(&d, &history_x)) return malformed("history points");
-  const int64_t t = history_x.cols();
-  if (!history_x.view().allFinite()) return malformed("non-finite history point");
   std::vector<int32_t> history_users;
-  if (!GetUsers(&d, t, &history_users) || static_cast<int64_t>(history_users.size()) != t) {
-    return malformed("history users");
-  }
   std::vector<double> history_rewards;
-  if (!GetDoubleVector(&d, t, &history_rewards) ||
-      static_cast<int64_t>(history_rewards.size()) != t) {
-    return malformed("history rewards");
+  if (const char* bad = GetPointHistory(&d, &history_x, &history_users, &history_rewards)) {
+    return malformed(bad);
   }
-  for (double y : history_rewards) {
-    if (!std::isfinite(y)) return malformed("non-finite reward");
-  }
+  const int64_t t = history_x.cols();
   // The factor grows with the history: its storage never exceeds max(8, 2 t).
   CholeskyFactor chol;
   if (!GetCholesky(&d, std::max<int64_t>(8, 2 * t), &chol) || chol.size() != t) {

@@ -403,20 +403,10 @@ absl::Status LinearUcbPosterior::LoadState(storage::Decoder* in) {
 
   // Decoded into locals and committed at the end: on failure the learner is unchanged.
   GrowableColumns history_x(dim_);
-  if (!GetColumns(&d, &history_x)) return malformed("history points");
-  const int64_t t = history_x.cols();
-  if (!history_x.view().allFinite()) return malformed("non-finite history point");
   std::vector<int32_t> history_users;
-  if (!GetUsers(&d, t, &history_users) || static_cast<int64_t>(history_users.size()) != t) {
-    return malformed("history users");
-  }
   std::vector<double> history_rewards;
-  if (!GetDoubleVector(&d, t, &history_rewards) ||
-      static_cast<int64_t>(history_rewards.size()) != t) {
-    return malformed("history rewards");
-  }
-  for (double y : history_rewards) {
-    if (!std::isfinite(y)) return malformed("non-finite reward");
+  if (const char* bad = GetPointHistory(&d, &history_x, &history_users, &history_rewards)) {
+    return malformed(bad);
   }
   int64_t refreshes = 0;
   if (!GetCount(&d, &refreshes)) return malformed("refresh count");

@@ -366,6 +366,23 @@ inline bool GetColumns(storage::Decoder* in, GrowableColumns* columns) {
   return true;
 }
 
+// The (point, user, reward) history that the exact GP and the linear learners store alike.
+// Returns null on success, else a description of what was malformed.
+inline const char* GetPointHistory(storage::Decoder* in, GrowableColumns* points,
+                                   std::vector<int32_t>* users, std::vector<double>* rewards) {
+  if (!GetColumns(in, points)) return "history points";
+  const int64_t t = points->cols();
+  if (!points->view().allFinite()) return "non-finite history point";
+  if (!GetUsers(in, t, users) || static_cast<int64_t>(users->size()) != t) return "history users";
+  if (!GetDoubleVector(in, t, rewards) || static_cast<int64_t>(rewards->size()) != t) {
+    return "history rewards";
+  }
+  for (double y : *rewards) {
+    if (!std::isfinite(y)) return "non-finite reward";
+  }
+  return nullptr;
+}
+
 }  // namespace graphbandit
 
 #endif  // GRAPHBANDIT_CORE_STATE_CODING_H_

@@ -610,6 +610,21 @@ std::string CrashCopy(const std::string& from, const std::string& to) {
   return to;
 }
 
+absl::StatusOr<std::unique_ptr<Engine>> Reopen(const std::string& state_dir) {
+  EngineOptions options;
+  options.state_dir = state_dir;
+  return Engine::Open(options);
+}
+
+// `rounds` decisions for alice, each rewarded 0.5.
+void PlayRounds(Engine& engine, int rounds) {
+  for (int round = 0; round < rounds; ++round) {
+    auto decision = engine.SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine.ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+  }
+}
+
 std::vector<std::string> FilesMatching(const std::string& dir, const std::string& prefix) {
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -681,9 +696,7 @@ TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
   EXPECT_EQ(learned, 70);
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
 
-  EngineOptions options;
-  options.state_dir = crashed;
-  auto recovered = Engine::Open(options);
+  auto recovered = Reopen(crashed);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   Model* again = *(*recovered)->FindModel("");
   EXPECT_EQ(again->recovery().snapshot_seq, *snapshot);
@@ -716,20 +729,14 @@ TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
   TempDir dir;
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
-  for (int round = 0; round < 10; ++round) {
-    auto decision = engine->SelectArm(ThreeArms().View());
-    ASSERT_TRUE(decision.ok());
-    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 10));
   model->WaitForWriter();
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
   ASSERT_EQ(segments.size(), 1u);
   std::filesystem::resize_file(segments[0], std::filesystem::file_size(segments[0]) - 5);
 
-  EngineOptions options;
-  options.state_dir = crashed;
-  auto recovered = Engine::Open(options);
+  auto recovered = Reopen(crashed);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   Model* again = *(*recovered)->FindModel("");
   EXPECT_TRUE(again->recovery().truncated);
@@ -742,7 +749,7 @@ TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
   ASSERT_TRUE(decision.ok());
   EXPECT_TRUE((*recovered)->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
   recovered->reset();
-  auto reopened = Engine::Open(options);
+  auto reopened = Reopen(crashed);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_EQ((*(*reopened)->FindModel(""))->View()->rewards_learned, 10);
   EXPECT_TRUE((*(*reopened)->FindModel(""))->recovery().damage.empty());
@@ -754,11 +761,7 @@ TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
   TempDir dir;
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
-  for (int round = 0; round < 40; ++round) {
-    auto decision = engine->SelectArm(ThreeArms().View());
-    ASSERT_TRUE(decision.ok());
-    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 40));
   model->WaitForWriter();
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
@@ -766,9 +769,7 @@ TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
   const auto size = std::filesystem::file_size(segments[0]);
   FlipByte(segments[0], static_cast<std::streamoff>(size / 2));
 
-  EngineOptions options;
-  options.state_dir = crashed;
-  auto recovered = Engine::Open(options);
+  auto recovered = Reopen(crashed);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   Model* again = *(*recovered)->FindModel("");
   EXPECT_TRUE(again->recovery().truncated);
@@ -810,9 +811,7 @@ TEST(EngineTest, ACorruptSnapshotFallsBackToTheOlderOneAndTheLog) {
   ASSERT_EQ(snapshots.size(), 2u);
   FlipByte(snapshots[1], static_cast<std::streamoff>(std::filesystem::file_size(snapshots[1]) / 2));
 
-  EngineOptions options;
-  options.state_dir = crashed;
-  auto recovered = Engine::Open(options);
+  auto recovered = Reopen(crashed);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   Model* again = *(*recovered)->FindModel("");
   EXPECT_EQ(again->recovery().snapshot_seq, *first);
