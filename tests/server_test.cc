@@ -566,5 +566,50 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
               HasSubstr("graph.rho must be a finite number > 0"));
 }
 
+TEST(ConfigTest, LedgerAndDurabilitySettings) {
+  auto config = ParseServerConfig(R"pb(
+    durability { sync: EVERY_RECORD group_commit_interval_ms: 5 snapshot_every_records: 0 }
+    models {
+      name: "m"
+      ledger { reward_window_seconds: 60 aggregation: SUM default_reward: 0 max_tombstones: 7 }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options = ToEngineOptions(*config, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->durability.sync, Durability::Sync::kEveryRecord);
+  EXPECT_EQ(options->durability.group_commit_interval, absl::Milliseconds(5));
+  EXPECT_EQ(options->durability.snapshot_every_records, 0);  // explicitly zero: only at shutdown
+  const ModelOptions& m = options->models[0];
+  EXPECT_EQ(m.reward_window, absl::Seconds(60));
+  EXPECT_EQ(m.aggregation, Aggregation::kSum);
+  ASSERT_TRUE(m.default_reward.has_value());
+  EXPECT_EQ(*m.default_reward, 0.0);
+  EXPECT_EQ(m.max_tombstones, 7);
+  const v1::ModelConfig effective = ToModelConfig(m);
+  EXPECT_EQ(effective.ledger().aggregation(), v1::SUM);
+  EXPECT_TRUE(effective.ledger().has_default_reward());
+
+  // Defaults: group commit every 2 ms, snapshots every 100,000 records, FIRST, no default reward.
+  auto defaults = ToEngineOptions(*ParseServerConfig("models { name: \"d\" }", "x"), "");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kGroupCommit);
+  EXPECT_EQ(defaults->durability.group_commit_interval, absl::Milliseconds(2));
+  EXPECT_EQ(defaults->durability.snapshot_every_records, 100'000);
+  EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
+  EXPECT_FALSE(defaults->models[0].default_reward.has_value());
+
+  auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ToEngineOptions(*slow, "").status().message()),
+              HasSubstr("durability.group_commit_interval_ms is 5000; it must be 1..1000"));
+  auto bad_default = ParseServerConfig(
+      "models { name: \"m\" ledger { default_reward: 1e12 } }", "x");
+  ASSERT_TRUE(bad_default.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*bad_default, "").status().message()),
+              HasSubstr("ledger.default_reward must be finite and within limits.reward_bound"));
+}
+
 }  // namespace
 }  // namespace graphbandit::server
