@@ -778,7 +778,6 @@ absl::StatusOr<Model::PreparedSnapshot> Model::BeginSnapshotLocked() {
     MutexLock lock(&queue_mu_);
     prepared.seq = next_seq_ - 1;
   }
-  applied_for_snapshot_ = 0;
   if (dir_.empty()) return prepared;
   prepared.ledger = SaveLedger();
   MutexLock lock(&queue_mu_);
@@ -792,6 +791,7 @@ absl::StatusOr<Model::PreparedSnapshot> Model::CompleteSnapshotState(
   // The writer applies what was logged up to the snapshot's sequence number (and nothing
   // after it), so the graph and the learner are at the same point as the ledger copy.
   ApplyUpTo(prepared->seq);
+  applied_for_snapshot_ = 0;  // the records up to here are in this snapshot
   if (!dir_.empty()) prepared->payload = SaveState(prepared->seq, prepared->ledger);
   prepared->ledger.clear();
   return prepared;
