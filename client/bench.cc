@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "absl/flags/flag.h"
@@ -37,7 +38,7 @@ ABSL_FLAG(std::string, mode, "all", "reward_rate, durability or all.");
 ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
           "Reward rates per second for --mode=reward_rate, one phase each; max = unpaced.");
 ABSL_FLAG(double, phase_seconds, 4.0, "Length of each phase.");
-ABSL_FLAG(int32_t, deciders, 3, "Closed-loop SelectArm callers.");
+ABSL_FLAG(int32_t, deciders, 2, "Closed-loop SelectArm callers.");
 ABSL_FLAG(int32_t, reporters, 4, "Closed-loop ReportReward callers in --mode=durability.");
 ABSL_FLAG(int32_t, candidates, 20, "Candidates per SelectArm.");
 ABSL_FLAG(int32_t, users, 50, "Distinct users.");
@@ -49,6 +50,14 @@ namespace graphbandit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds used by the whole process so far (all threads).
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
 
 double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0.0;
@@ -114,7 +123,7 @@ double FreshnessQuantile(const FreshnessStats& before, const FreshnessStats& aft
 
 void RewardRate() {
   const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "rate");
-  Durability durability;  // the defaults: group commit every 2 ms, snapshots every 100k records
+  Durability durability;  // the defaults: a (shared) sync per reward, snapshots every 100k records
   auto engine = Open(dir, durability);
   Model* model = *engine->FindModel("");
   const Items items = MakeItems(absl::GetFlag(FLAGS_candidates));
@@ -131,10 +140,10 @@ void RewardRate() {
   model->WaitForWriter();
 
   std::printf("SelectArm latency against the reward rate (in-process, %d closed-loop deciders, %d "
-              "candidates, EK-UCB, group commit 2 ms; %.0f s per phase)\n",
+              "candidates, EK-UCB, default durability; %.0f s per phase)\n",
               deciders, static_cast<int>(items.ids.size()), phase_seconds);
-  std::printf("%-12s %12s %12s %10s %10s %10s %14s %14s\n", "target/s", "rewards/s", "decisions/s",
-              "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms");
+  std::printf("%-12s %12s %12s %10s %10s %10s %14s %14s %8s %6s\n", "target/s", "rewards/s",
+              "decisions/s", "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms", "CPU %", "m");
   int phase_index = 0;
   for (absl::string_view rate_text : absl::StrSplit(absl::GetFlag(FLAGS_reward_rates), ',')) {
     const bool unpaced = rate_text == "max";
@@ -148,6 +157,7 @@ void RewardRate() {
     std::vector<double> latencies;
     std::atomic<int64_t> rewards{0};
     const FreshnessStats fresh_before = model->Stats().freshness;
+    const double cpu_before = CpuSeconds();
     std::vector<std::thread> threads;
     for (int t = 0; t < deciders; ++t) {
       threads.emplace_back([&, t] {
@@ -163,7 +173,8 @@ void RewardRate() {
         latencies.insert(latencies.end(), mine.begin(), mine.end());
       });
     }
-    // The reward stream: decide (not timed) then report, paced to the target rate.
+    // The reward stream: decide (not timed; one candidate, so that the stream's own decisions
+    // are cheap and it can reach its rate) then report, paced to the target rate.
     threads.emplace_back([&] {
       if (!unpaced && rate <= 0) return;
       const auto start = Clock::now();
@@ -174,7 +185,9 @@ void RewardRate() {
         }
         const std::string user = absl::StrCat("u", i % users);
         const std::string id = absl::StrCat("p", phase_index, "-", i);
-        auto d = engine->SelectArm(Request(items, user, id));
+        DecisionRequest one = Request(items, user, id);
+        one.candidates = {one.candidates[static_cast<size_t>(i) % one.candidates.size()]};
+        auto d = engine->SelectArm(one);
         if (!d.ok()) continue;
         auto r = engine->ReportReward({id, 0.1 * static_cast<double>((i * 13) % 9), {}, ""});
         if (r.ok() && r->outcome == RewardOutcome::kAccepted) ++rewards;
@@ -183,20 +196,24 @@ void RewardRate() {
     std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
     stop = true;
     for (auto& t : threads) t.join();
+    const double cpu_percent = 100.0 * (CpuSeconds() - cpu_before) / phase_seconds;
     model->WaitForWriter();
     const FreshnessStats fresh_after = model->Stats().freshness;
     const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
     const double p50 = Percentile(latencies, 0.50), p99 = Percentile(latencies, 0.99);
     const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
-    std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g\n",
+    std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g %8.0f %6lld\n",
                 std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
                 decisions_per_s, p50, p99, max,
                 1000 * FreshnessQuantile(fresh_before, fresh_after, 0.5),
-                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.99));
+                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.99), cpu_percent,
+                static_cast<long long>(model->View()->dictionary_size));
     std::fflush(stdout);
     ++phase_index;
   }
-  std::printf("(freshness figures are histogram bucket bounds: 'at most')\n\n");
+  std::printf("(freshness figures are histogram bucket bounds: 'at most'; CPU %% is the whole "
+              "process over the phase, %u hardware threads = %u%%)\n\n",
+              std::thread::hardware_concurrency(), 100 * std::thread::hardware_concurrency());
   engine->Shutdown();
   std::filesystem::remove_all(dir);
 }
@@ -209,7 +226,8 @@ void DurabilityCost() {
               "round = SelectArm + ReportReward; %.0f s each; state under %s)\n",
               reporters, phase_seconds,
               absl::GetFlag(FLAGS_state_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_state_dir).c_str());
-  std::printf("%-22s %12s %12s %12s %12s\n", "sync", "rewards/s", "p50 ms", "p99 ms", "max ms");
+  std::printf("%-22s %12s %12s %12s %12s %12s\n", "sync", "rewards/s", "p50 ms", "p99 ms", "max ms",
+              "fsyncs/s");
   struct Policy {
     const char* name;
     Durability::Sync sync;
@@ -221,6 +239,8 @@ void DurabilityCost() {
     Durability durability;
     durability.sync = policy.sync;
     auto engine = Open(dir, durability);
+    Model* model = *engine->FindModel("");
+    const int64_t syncs_before = model->Stats().log_syncs;
     std::atomic<bool> stop{false};
     std::mutex mu;
     std::vector<double> latencies;
@@ -245,10 +265,12 @@ void DurabilityCost() {
     std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
     stop = true;
     for (auto& t : threads) t.join();
+    const double syncs = static_cast<double>(model->Stats().log_syncs - syncs_before);
     const double count = static_cast<double>(latencies.size());
     const double p50 = Percentile(latencies, 0.5), p99 = Percentile(latencies, 0.99);
     const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
-    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f\n", policy.name, count / phase_seconds, p50, p99, max);
+    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds, p50,
+                p99, max, syncs / phase_seconds);
     std::fflush(stdout);
     engine->Shutdown();
     engine.reset();

@@ -334,6 +334,7 @@ absl::Status Model::StartSegment(uint64_t first_seq) {
     {
       MutexLock lock(&sync_mu_);
       if (::fdatasync(sync_fd_) == 0) {
+        ++log_syncs_;
         synced_seq_ = std::max(synced_seq_, next_seq_ - 1);
       } else {
         sync_error_ = absl::UnavailableError(absl::StrFormat(
@@ -893,6 +894,7 @@ void Model::SyncerLoop() {
     MutexLock lock(&sync_mu_);
     if (target <= synced_seq_ || sync_fd_ < 0) continue;
     if (::fdatasync(sync_fd_) == 0) {
+      ++log_syncs_;
       synced_seq_ = target;
     } else {
       sync_error_ = absl::UnavailableError(absl::StrFormat(
@@ -946,6 +948,7 @@ absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
           "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
       return sync_error_;
     }
+    ++log_syncs_;
     synced_seq_ = std::max(synced_seq_, target);
     return absl::OkStatus();
   }
@@ -1492,6 +1495,7 @@ ModelStats Model::Stats() const {
     // Logged but not yet published (a batch the writer is applying is no longer in queue_).
     stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
   }
+  stats.log_syncs = log_syncs_.load(std::memory_order_relaxed);
   MutexLock lock(&stats_mu_);
   stats.snapshots_written = snapshots_written_;
   stats.last_snapshot_seq = last_snapshot_seq_;

@@ -315,11 +315,11 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
   const v1::DurabilityConfig& d = config.durability();
   switch (d.sync()) {
     case v1::DurabilityConfig::SYNC_UNSPECIFIED:
-    case v1::DurabilityConfig::GROUP_COMMIT:
-      options.durability.sync = Durability::Sync::kGroupCommit;
-      break;
     case v1::DurabilityConfig::EVERY_RECORD:
       options.durability.sync = Durability::Sync::kEveryRecord;
+      break;
+    case v1::DurabilityConfig::GROUP_COMMIT:
+      options.durability.sync = Durability::Sync::kGroupCommit;
       break;
     case v1::DurabilityConfig::OS:
       options.durability.sync = Durability::Sync::kOs;

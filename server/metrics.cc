@@ -49,6 +49,8 @@ class ModelCollector : public prometheus::Collectable {
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.version); }},
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.queued_operations); }},
+        {"graphbandit_log_syncs_total", "fdatasync calls on the model's log since the server started.",
+         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.log_syncs); }},
         {"graphbandit_snapshots_written_total", "Snapshots of the model state written since the server started.",
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.snapshots_written); }},
         {"graphbandit_last_snapshot_seq", "Log sequence number covered by the newest snapshot written by this process (0: none yet).",

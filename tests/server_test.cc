@@ -568,7 +568,7 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
 
 TEST(ConfigTest, LedgerAndDurabilitySettings) {
   auto config = ParseServerConfig(R"pb(
-    durability { sync: EVERY_RECORD group_commit_interval_ms: 5 snapshot_every_records: 0 }
+    durability { sync: GROUP_COMMIT group_commit_interval_ms: 5 snapshot_every_records: 0 }
     models {
       name: "m"
       ledger { reward_window_seconds: 60 aggregation: SUM default_reward: 0 max_tombstones: 7 }
@@ -577,7 +577,7 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
   ASSERT_TRUE(config.ok()) << config.status();
   auto options = ToEngineOptions(*config, "");
   ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->durability.sync, Durability::Sync::kEveryRecord);
+  EXPECT_EQ(options->durability.sync, Durability::Sync::kGroupCommit);
   EXPECT_EQ(options->durability.group_commit_interval, absl::Milliseconds(5));
   EXPECT_EQ(options->durability.snapshot_every_records, 0);  // explicitly zero: only at shutdown
   const ModelOptions& m = options->models[0];
@@ -590,10 +590,10 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
   EXPECT_EQ(effective.ledger().aggregation(), v1::SUM);
   EXPECT_TRUE(effective.ledger().has_default_reward());
 
-  // Defaults: group commit every 2 ms, snapshots every 100,000 records, FIRST, no default reward.
+  // Defaults: a sync per record (shared), snapshots every 100,000 records, FIRST, no default.
   auto defaults = ToEngineOptions(*ParseServerConfig("models { name: \"d\" }", "x"), "");
   ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kGroupCommit);
+  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kEveryRecord);
   EXPECT_EQ(defaults->durability.group_commit_interval, absl::Milliseconds(2));
   EXPECT_EQ(defaults->durability.snapshot_every_records, 100'000);
   EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
