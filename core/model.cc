@@ -40,7 +40,7 @@ constexpr double FreshnessStats::kBounds[];
 
 namespace {
 
-constexpr uint8_t kStateVersion = 1;
+constexpr uint8_t kStateVersion = 2;
 
 absl::Status CheckId(absl::string_view id, absl::string_view field) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
@@ -207,8 +207,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
         if (!created.ok()) return created.status();
         candidate = *std::move(created);
         status = candidate->LoadState(contents->payload);
-        // A configuration that contradicts the snapshot is an operator error, not damage.
-        if (status.code() == absl::StatusCode::kFailedPrecondition) return status;
+        if (!status.ok()) {
+          // The file's checksum is good, so this is not damage on disk: a configuration that
+          // contradicts the snapshot (another policy, kernel or aggregation) or a format this
+          // build does not know. Refuse to start rather than set learned state aside.
+          return absl::FailedPreconditionError(absl::StrFormat(
+              "model \"%s\": snapshot %s (intact) cannot be restored: %s. Restore the "
+              "configuration it was written with, or move the state directory away to start over",
+              options.name, it->second, status.message()));
+        }
       }
       if (!status.ok()) {
         report.damage.push_back(absl::StrFormat("%s: %s; moved to %s", it->second,
@@ -225,6 +232,20 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
       model = *std::move(created);
     }
     model->dir_ = dir;
+    if (report.snapshot_seq == 0) {
+      // No snapshot was loaded. Starting from nothing is only right if the log still reaches
+      // back to the first record (or there is no state at all); otherwise the model would
+      // silently forget what it learned.
+      auto segments = ListNumbered(dir, "log-", ".log");
+      const bool log_from_start = !segments.empty() && segments.front().first == 1;
+      if (!log_from_start && (!segments.empty() || !snapshots.empty())) {
+        return absl::DataLossError(absl::StrFormat(
+            "model \"%s\": no snapshot in %s could be read (%s) and the log does not reach back "
+            "to record 1; refusing to start with an empty model. Restore a snapshot from backup, "
+            "or move the directory away to start over",
+            options.name, dir, absl::StrJoin(report.damage, "; ")));
+      }
+    }
     // Replay the log records after the snapshot, segment by segment, stopping at damage.
     auto segments = ListNumbered(dir, "log-", ".log");
     bool stop = false;
@@ -329,24 +350,35 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
   return model;
 }
 
-absl::Status Model::StartSegment(uint64_t first_seq) {
-  if (log_ != nullptr) {
-    {
-      MutexLock lock(&sync_mu_);
-      if (::fdatasync(sync_fd_) == 0) {
-        ++log_syncs_;
-        synced_seq_ = std::max(synced_seq_, next_seq_ - 1);
-      } else {
-        sync_error_ = absl::UnavailableError(absl::StrFormat(
-            "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
-      }
-      sync_fd_ = -1;
-    }
-    log_->Close().IgnoreError();
-    log_.reset();
+void Model::FailLogLocked(const std::string& what) {
+  if (sync_error_.ok()) {
+    sync_error_ = absl::UnavailableError(absl::StrFormat(
+        "model \"%s\" cannot make its log durable (%s); it accepts no more changes until the "
+        "server is restarted",
+        options_.name, what));
+    std::fprintf(stderr, "%s\n", sync_error_.ToString().c_str());
   }
+  log_failed_.store(true);
+  sync_cv_.SignalAll();
+}
+
+absl::Status Model::StartSegment(uint64_t first_seq) {
+  // The new segment is opened first: if that fails the model keeps appending to the old one.
   auto writer = storage::LogWriter::Open(dir_ + "/" + SegmentName(first_seq));
   if (!writer.ok()) return writer.status();
+  if (log_ != nullptr) {
+    MutexLock lock(&sync_mu_);
+    if (::fdatasync(sync_fd_) == 0) {
+      ++log_syncs_;
+      synced_seq_ = std::max(synced_seq_, next_seq_ - 1);
+      sync_cv_.SignalAll();  // group-commit waiters covered by this sync
+    } else {
+      // Records in the old segment may be lost: stop acknowledging anything (fail-stop).
+      FailLogLocked(absl::StrCat("fdatasync of the finished segment: ", std::strerror(errno)));
+    }
+    sync_fd_ = -1;
+  }
+  if (log_ != nullptr) log_->Close().IgnoreError();
   log_ = *std::move(writer);
   MutexLock lock(&sync_mu_);
   sync_fd_ = log_->fd();
@@ -376,6 +408,9 @@ std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
       out.PutDouble(w);
     }
   }
+  // The user kernel was built over the graph's users at the last edit; users registered since
+  // (by rewards) are outside it until the next edit. Restoring must build the same kernel.
+  out.PutVarint64(static_cast<uint64_t>(users_at_rebuild_));
   if (learner_ != nullptr) learner_->SaveState(&out);
   // The ledger last, encoded when the snapshot began (SaveLedger).
   std::string payload = out.Release();
@@ -451,9 +486,17 @@ absl::Status Model::LoadState(absl::string_view payload) {
     }
     graph_.SetEdge(static_cast<int32_t>(a), static_cast<int32_t>(b), w);
   }
-  graph_.EnsureUsers(static_cast<int32_t>(users));
+  uint64_t rebuild_users = 0;
+  if (!in.GetVarint64(&rebuild_users) || rebuild_users > users) return bad("kernel users");
+  // As live: the graph and the kernel cover the users known at the last edit.
+  graph_.EnsureUsers(static_cast<int32_t>(rebuild_users));
   auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
-  if (!kernel.ok()) return bad(kernel.status().message());
+  if (!kernel.ok()) {
+    // The configured user kernel cannot serve this graph: a configuration change, not damage.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": the configured user kernel cannot serve the snapshot's graph: %s",
+        options_.name, kernel.status().message()));
+  }
   user_kernel_ = *std::move(kernel);
   components_ = graph_.CountComponents();
   users_at_rebuild_ = graph_.num_users();
@@ -475,6 +518,9 @@ absl::Status Model::LoadState(absl::string_view payload) {
       return bad(s.message());
     }
     if (absl::Status s = learner_->LoadState(&in); !s.ok()) return s;
+  } else if (learner_ != nullptr) {
+    // Dimensions fixed by the configuration, nothing learned yet: the learner sees the graph.
+    if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) return bad(s.message());
   }
   rewards_learned_ = static_cast<int64_t>(learned);
   uint64_t expired = 0, count = 0;
@@ -892,15 +938,15 @@ void Model::SyncerLoop() {
       target = next_seq_ - 1;
     }
     MutexLock lock(&sync_mu_);
-    if (target <= synced_seq_ || sync_fd_ < 0) continue;
-    if (::fdatasync(sync_fd_) == 0) {
-      ++log_syncs_;
-      synced_seq_ = target;
-    } else {
-      sync_error_ = absl::UnavailableError(absl::StrFormat(
-          "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
+    if (target > synced_seq_ && sync_fd_ >= 0 && sync_error_.ok()) {
+      if (::fdatasync(sync_fd_) == 0) {
+        ++log_syncs_;
+        synced_seq_ = target;
+      } else {
+        FailLogLocked(absl::StrCat("fdatasync: ", std::strerror(errno)));
+      }
     }
-    sync_cv_.SignalAll();
+    sync_cv_.SignalAll();  // also when a segment rotation already synced the waiters' records
   }
 }
 
@@ -912,11 +958,25 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
   if (stopping_) {
     return absl::UnavailableError(absl::StrFormat("model \"%s\" is shutting down", options_.name));
   }
-  if (log_ != nullptr) {
+  if (!dir_.empty()) {
+    // Fail-stop: after a failed write or sync nothing more is acknowledged (a later record
+    // could follow a torn one, and a retried fsync can falsely succeed).
+    if (log_ == nullptr || log_failed_.load()) {
+      MutexLock lock(&sync_mu_);
+      return sync_error_.ok() ? absl::UnavailableError(absl::StrFormat(
+                                    "model \"%s\" has no open log", options_.name))
+                              : sync_error_;
+    }
     absl::Status status = log_->Append(static_cast<uint8_t>(TypeOf(op)), EncodeOp(op));
+    if (status.code() == absl::StatusCode::kInvalidArgument) {
+      // Refused before anything was written (a record over the format's size limit).
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": this change is too large to log: %s", options_.name, status.message()));
+    }
     if (!status.ok()) {
-      return absl::UnavailableError(absl::StrFormat("model \"%s\" cannot write its log: %s",
-                                                    options_.name, status.message()));
+      MutexLock lock(&sync_mu_);
+      FailLogLocked(absl::StrCat("write: ", status.message()));
+      return sync_error_;
     }
   }
   const uint64_t seq = next_seq_++;
@@ -941,11 +1001,11 @@ absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
       target = next_seq_ - 1;
     }
     MutexLock lock(&sync_mu_);
-    if (synced_seq_ >= seq) return sync_error_;
+    if (!sync_error_.ok()) return sync_error_;  // never trust a sync retried after a failure
+    if (synced_seq_ >= seq) return absl::OkStatus();
     // One fdatasync covers every record written before it: concurrent callers share it.
     if (sync_fd_ < 0 || ::fdatasync(sync_fd_) != 0) {
-      sync_error_ = absl::UnavailableError(absl::StrFormat(
-          "model \"%s\": fdatasync failed: %s", options_.name, std::strerror(errno)));
+      FailLogLocked(absl::StrCat("fdatasync: ", std::strerror(errno)));
       return sync_error_;
     }
     ++log_syncs_;
@@ -1234,7 +1294,14 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
                                            absl::Time deadline) {
   RewardResult result;
   uint64_t last_seq = 0;
-  {
+  // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
+  // (the original report or close included) is durable, like the first answer did.
+  uint64_t wait_for = 0;
+  const auto logged_so_far = [this]() {
+    MutexLock queue(&queue_mu_);
+    return next_seq_ - 1;
+  };
+  absl::StatusOr<RewardResult> answer = [&]() -> absl::StatusOr<RewardResult> {
     MutexLock lock(&ledger_mu_);
     LedgerEntry* entry = ledger_.Find(request.event_id);
     if (entry == nullptr) {
@@ -1250,6 +1317,7 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
       for (const auto& [arm_id, reward] : request.arm_rewards) {
         result.arm_outcomes.emplace_back(arm_id, result.outcome);
       }
+      wait_for = logged_so_far();
       return result;
     }
     result.model = options_.name;
@@ -1334,9 +1402,14 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
     }
     for (const auto& [index, reward] : accepted) ledger_.Report(entry, index, reward);
     result.outcome = accepted.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
-  }
-  if (last_seq > 0) {
-    if (absl::Status s = WaitDurable(last_seq, deadline); !s.ok()) return s;
+    if (accepted.empty()) wait_for = logged_so_far();
+    return result;
+  }();
+  if (!answer.ok()) return answer.status();
+  result = *std::move(answer);
+  if (last_seq > 0) wait_for = last_seq;
+  if (wait_for > 0) {
+    if (absl::Status s = WaitDurable(wait_for, deadline); !s.ok()) return s;
   }
   return result;
 }
@@ -1355,7 +1428,23 @@ int Model::ExpireDue(absl::Time now) {
     const ClosedAs how = options_.aggregation == Aggregation::kFirst && entry->unreported == 0
                              ? ClosedAs::kCompleted
                              : ClosedAs::kExpired;
-    if (!CloseLocked(entry, how, now).ok()) break;  // shutting down or log failed
+    absl::Status status = CloseLocked(entry, how, now);
+    if (status.code() == absl::StatusCode::kInvalidArgument) {
+      // This close cannot be logged (too large): close it without learning, rather than let
+      // it hold every later decision in the ledger.
+      std::fprintf(stderr, "model \"%s\": decision %s closed without learning: %s\n",
+                   options_.name.c_str(), QuoteId(entry->event_id).c_str(),
+                   std::string(status.message()).c_str());
+      CloseOp bare;
+      bare.event_id = entry->event_id;
+      bare.how = static_cast<uint8_t>(how);
+      bare.closed_micros = ToMicros(now);
+      if (!Append(std::move(bare), nullptr, absl::InfinitePast()).ok()) break;
+      ledger_.Close(entry, how, now);
+      ++closed;
+      continue;
+    }
+    if (!status.ok()) break;  // shutting down, or the log failed (fail-stop)
     ++closed;
   }
   return closed;
@@ -1535,6 +1624,18 @@ void Model::Shutdown() {
   }
   if (writer_.joinable()) writer_.join();
   {
+    // Snapshot requests the writer did not get to.
+    std::vector<std::shared_ptr<OpCompletion>> waiters;
+    {
+      MutexLock lock(&queue_mu_);
+      waiters.swap(snapshot_waiters_);
+    }
+    for (auto& waiter : waiters) {
+      waiter->status = absl::UnavailableError("the model is shutting down");
+      waiter->done.Notify();
+    }
+  }
+  {
     // The writer has applied everything; a final snapshot if anything changed since the last.
     MutexLock ledger(&ledger_mu_);
     if (!dir_.empty() && applied_for_snapshot_ > 0) {
@@ -1561,6 +1662,12 @@ void Model::Shutdown() {
   if (log_ != nullptr) {
     MutexLock sync(&sync_mu_);
     absl::Status status = log_->Sync();
+    if (status.ok()) {
+      synced_seq_ = next_seq_ - 1;
+    } else {
+      FailLogLocked(absl::StrCat("final sync: ", status.message()));
+    }
+    sync_cv_.SignalAll();  // rewards still waiting for a group commit get their answer
     if (status.ok()) status = log_->Close();
     if (!status.ok()) {
       std::fprintf(stderr, "model \"%s\": closing the log: %s\n", options_.name.c_str(),

@@ -243,6 +243,8 @@ class Model {
   absl::Status CloseLocked(LedgerEntry* entry, ClosedAs how, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
   absl::Status StartSegment(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Records a failed write or sync: from then on nothing more is appended or acknowledged.
+  void FailLogLocked(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void RemoveOldFiles(uint64_t keep_from_snapshot);
   // Reserves user-table slots for the ids not registered yet (so that concurrent edits cannot
   // together exceed max_users). Returns the reserved ids, or {""} when the limit refuses them.
@@ -290,6 +292,7 @@ class Model {
   int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
   std::atomic<int64_t> log_syncs_{0};  // read by Stats() without waiting for a sync
+  std::atomic<bool> log_failed_{false};  // set with sync_error_, read without the sync lock
   absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
   bool syncer_stop_ ABSL_GUARDED_BY(sync_mu_) = false;
 

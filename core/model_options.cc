@@ -96,6 +96,14 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "model \"%s\": ledger.default_reward must be finite and within limits.reward_bound",
         o.name));
   }
+  if (o.exact() && (o.aggregation != Aggregation::kFirst || o.default_reward.has_value())) {
+    // Their capacity (exact_gp.max_observations) is checked when a reward arrives; rewards
+    // learned when a window closes would bypass it.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": GP_UCB / GP_TS learn only with ledger.aggregation FIRST and no "
+        "ledger.default_reward (use an EK policy for those)",
+        o.name));
+  }
   if (o.max_tombstones < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": ledger.max_tombstones must be >= 0", o.name));

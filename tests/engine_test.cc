@@ -789,6 +789,49 @@ TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
   std::filesystem::remove_all(crashed);
 }
 
+TEST(EngineTest, WithEverySnapshotDamagedAndTheLogTrimmedItRefusesToStartEmpty) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    Model* model = *engine->FindModel("");
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+      ASSERT_TRUE(model->Snapshot().ok());  // the third removes the segments before the first
+    }
+  }
+  const std::string model_dir = dir.path() + "/default";
+  ASSERT_GT(std::filesystem::path(FilesMatching(model_dir, "log-").front()).filename().string(),
+            "log-00000000000000000001.log");
+  for (const std::string& snapshot : FilesMatching(model_dir, "snapshot-")) {
+    FlipByte(snapshot, static_cast<std::streamoff>(std::filesystem::file_size(snapshot) / 2));
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {  // also once the damaged files are set aside
+    auto refused = Reopen(dir.path());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("refusing to start with an empty model"));
+  }
+}
+
+TEST(EngineTest, AnIntactSnapshotThatContradictsTheConfigurationIsNotDiscarded) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+  }
+  ModelOptions other;
+  other.policy = PolicyKind::kLinUcbPooled;  // another learner than the snapshot holds
+  EngineOptions options;
+  options.state_dir = dir.path();
+  options.models = {other};
+  auto refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("cannot be restored"));
+  // The snapshot is still there, and the original configuration opens it.
+  auto reopened = Reopen(dir.path());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*(*reopened)->FindModel(""))->View()->rewards_learned, 5);
+}
+
 TEST(EngineTest, ACorruptSnapshotFallsBackToTheOlderOneAndTheLog) {
   TempDir dir;
   auto engine = OpenEngine({}, dir.path());
@@ -879,6 +922,13 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
   bad_name.name = "../etc";
   options.models = {bad_name};
   EXPECT_EQ(Engine::Open(options).status().code(), absl::StatusCode::kInvalidArgument);
+  ModelOptions exact_sum;
+  exact_sum.policy = PolicyKind::kGpUcb;
+  exact_sum.default_reward = 0.0;
+  options.models = {exact_sum};
+  const auto exact_refused = Engine::Open(options);
+  EXPECT_EQ(exact_refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(exact_refused.status().message()), HasSubstr("GP_UCB / GP_TS learn only with"));
 }
 
 TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {

@@ -82,8 +82,10 @@ std::vector<std::string> FuzzSeeds() {
       options.run_sweeper = false;
       ModelOptions model;
       model.policy = kPolicies[p];
-      model.aggregation = p % 2 == 0 ? Aggregation::kFirst : Aggregation::kSum;
-      model.default_reward = 0.0;
+      if (!model.exact()) {  // the exact GP learns only FIRST rewards
+        model.aggregation = p % 2 == 0 ? Aggregation::kFirst : Aggregation::kSum;
+        model.default_reward = 0.0;
+      }
       options.models = {model};
       auto engine = Engine::Open(options).value();
       Model* m = *engine->FindModel("");
