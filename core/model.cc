@@ -250,7 +250,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     auto segments = ListNumbered(dir, "log-", ".log");
     bool stop = false;
     for (size_t i = 0; i < segments.size(); ++i) {
-      const auto& [first, path] = segments[i];
+      // Not a structured binding: the replay lambda below captures these (C++17, clang).
+      const uint64_t first = segments[i].first;
+      const std::string& path = segments[i].second;
       if (stop) {
         report.damage.push_back(absl::StrFormat("%s follows damaged or missing records; moved to %s",
                                                 path, SetAside(path, "orphaned")));

@@ -17,8 +17,11 @@
 // on disk (fdatasync per acknowledged record, or group commit). Snapshots are taken by the
 // writer at a point where the ledger, the graph and the posterior are all at the same sequence
 // number, written atomically, and the log starts a new segment there. Recovery loads the newest
-// snapshot that verifies (falling back to the previous one) and replays the segments after it;
-// damage is reported, the damaged bytes set aside, and nothing after damage is applied.
+// snapshot whose checksum verifies (falling back to the previous one) and replays the segments
+// after it; damage is reported, the damaged bytes set aside, and nothing after damage is
+// applied. An intact snapshot that cannot be restored, or a log that cannot be replayed from a
+// snapshot or from its first record, stops the start instead of losing learned state. After a
+// failed write or sync the model acknowledges nothing more (fail-stop) until restarted.
 #ifndef GRAPHBANDIT_CORE_MODEL_H_
 #define GRAPHBANDIT_CORE_MODEL_H_
 
