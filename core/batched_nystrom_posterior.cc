@@ -66,14 +66,7 @@ double BatchedNystromPosterior::VarianceOverRidge(int64_t i) const {
 absl::Status BatchedNystromPosterior::Observe(int32_t user,
                                               const Eigen::Ref<const Eigen::VectorXd>& point,
                                               double reward) {
-  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
-  if (point.size() != dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
-  }
-  if (!point.allFinite() || !std::isfinite(reward)) {
-    return absl::InvalidArgumentError("observation contains a non-finite value");
-  }
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   Eigen::VectorXd mean, sd;
   Score(user, point, &mean, &sd);
   accumulated_ += sd(0) * sd(0) / options_.ridge;

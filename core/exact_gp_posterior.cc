@@ -79,14 +79,7 @@ void ExactGpPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixX
 absl::Status ExactGpPosterior::Observe(int32_t user,
                                        const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
-  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
-  if (point.size() != dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
-  }
-  if (!point.allFinite() || !std::isfinite(reward)) {
-    return absl::InvalidArgumentError("observation contains a non-finite value");
-  }
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   Eigen::MatrixXd border;
   kernel_.CrossForUser(history_x_.view(), history_users_, user, point, &border);
   const double k_ss = kernel_.Diagonal(user, point)(0);

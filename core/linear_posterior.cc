@@ -234,14 +234,7 @@ void LinearUcbPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::Matri
 absl::Status LinearUcbPosterior::Observe(int32_t user,
                                          const Eigen::Ref<const Eigen::VectorXd>& point,
                                          double reward) {
-  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
-  if (point.size() != dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
-  }
-  if (!point.allFinite() || !std::isfinite(reward)) {
-    return absl::InvalidArgumentError("observation contains a non-finite value");
-  }
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   int32_t member = 0;
   int32_t c = ComponentOf(user, &member);
   if (c < 0) c = AddSingleton(user);

@@ -196,14 +196,7 @@ void LkGpPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>&
 
 absl::Status LkGpPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                     double reward) {
-  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
-  if (point.size() != dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
-  }
-  if (!point.allFinite() || !std::isfinite(reward)) {
-    return absl::InvalidArgumentError("observation contains a non-finite value");
-  }
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   if (grid_active_) {
     const int j = PoolIndex(point);
     if (j < 0 || user >= pool_users_) {

@@ -116,14 +116,7 @@ int NystromPosterior::FindDuplicate(int32_t user,
 absl::Status NystromPosterior::Observe(int32_t user,
                                        const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
-  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
-  if (point.size() != dim_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim_));
-  }
-  if (!point.allFinite() || !std::isfinite(reward)) {
-    return absl::InvalidArgumentError("observation contains a non-finite value");
-  }
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   double k_ss = 0.0;
   const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);
   const int m = static_cast<int>(dictionary_size());

@@ -7,17 +7,34 @@
 #ifndef GRAPHBANDIT_CORE_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_POSTERIOR_H_
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 
 #include <Eigen/Dense>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "core/storage/coding.h"
 #include "core/user_graph.h"
 #include "core/user_kernel.h"
 
 namespace graphbandit {
+
+// What every learner's Observe checks first: a registered user, a point of the learner's
+// dimension, finite values.
+inline absl::Status CheckObservation(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                                     double reward, int64_t dim) {
+  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
+  if (point.size() != dim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim));
+  }
+  if (!point.allFinite() || !std::isfinite(reward)) {
+    return absl::InvalidArgumentError("observation contains a non-finite value");
+  }
+  return absl::OkStatus();
+}
 
 class Scorer {
  public:
