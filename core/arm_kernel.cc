@@ -20,22 +20,22 @@ absl::string_view KernelTypeName(KernelType type) {
 
 double ArmKernel::operator()(const Eigen::Ref<const Eigen::VectorXd>& a,
                              const Eigen::Ref<const Eigen::VectorXd>& b) const {
-  if (type_ == KernelType::kLinear) return variance_ * a.dot(b);
+  if (type_ == KernelType::kLinear) return variance_ * a.dot(b) + offset_;
   Eigen::MatrixXd sq(1, 1);
   sq(0, 0) = (a - b).squaredNorm();
   ProfileInPlace(sq);
-  return sq(0, 0);
+  return sq(0, 0) + offset_;
 }
 
 double ArmKernel::Diagonal(const Eigen::Ref<const Eigen::VectorXd>& a) const {
-  return type_ == KernelType::kLinear ? variance_ * a.squaredNorm() : variance_;
+  return (type_ == KernelType::kLinear ? variance_ * a.squaredNorm() : variance_) + offset_;
 }
 
 Eigen::VectorXd ArmKernel::Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const {
   if (type_ == KernelType::kLinear) {
-    return variance_ * points.colwise().squaredNorm().transpose();
+    return (variance_ * points.colwise().squaredNorm().transpose()).array() + offset_;
   }
-  return Eigen::VectorXd::Constant(points.cols(), variance_);
+  return Eigen::VectorXd::Constant(points.cols(), variance_ + offset_);
 }
 
 void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
@@ -45,6 +45,7 @@ void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   out->noalias() = a.transpose() * b;
   if (type_ == KernelType::kLinear) {
     *out *= variance_;
+    if (offset_ != 0.0) out->array() += offset_;
     return;
   }
   // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b; clamp the round-off below zero.
@@ -53,6 +54,7 @@ void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   out->array() = ((-2.0 * out->array()).colwise() + na.array()).rowwise() + nb.array();
   *out = out->cwiseMax(0.0);
   ProfileInPlace(*out);
+  if (offset_ != 0.0) out->array() += offset_;
 }
 
 void ArmKernel::ProfileInPlace(Eigen::Ref<Eigen::MatrixXd> sq) const {

@@ -3,6 +3,10 @@
 // Inputs are scaled once when a request arrives (see FeatureScaling), so every kernel here has
 // unit length-scale: stationary kernels are functions of r = |s - s'| (ALGORITHMS.md §0.2),
 // the linear kernel is <s, s'>. Points are stored as the columns of a d x n matrix.
+//
+// k(s, s') = variance * profile(s, s') + offset. The offset (a constant kernel, 0 unless
+// fitted) lets the multi-user kernel G[u,u'] k(s,s') carry a per-user intercept that is shared
+// along the graph like the rest of the function.
 #ifndef GRAPHBANDIT_CORE_ARM_KERNEL_H_
 #define GRAPHBANDIT_CORE_ARM_KERNEL_H_
 
@@ -20,10 +24,12 @@ absl::string_view KernelTypeName(KernelType type);
 
 class ArmKernel {
  public:
-  ArmKernel(KernelType type, double variance) : type_(type), variance_(variance) {}
+  ArmKernel(KernelType type, double variance, double offset = 0.0)
+      : type_(type), variance_(variance), offset_(offset) {}
 
   KernelType type() const { return type_; }
   double variance() const { return variance_; }
+  double offset() const { return offset_; }
 
   // k(a, b) for two points.
   double operator()(const Eigen::Ref<const Eigen::VectorXd>& a,
@@ -44,19 +50,43 @@ class ArmKernel {
 
   KernelType type_;
   double variance_;
+  double offset_;
 };
 
-// Divides the context and arm parts of a joint input by their length-scales.
+// Divides the context and arm parts of a joint input by their length-scales: one for the
+// context and one for the arm features, or (once fitted per dimension) one per dimension.
 struct FeatureScaling {
   int context_dim = 0;
   int arm_dim = 0;
   double context_lengthscale = 1.0;
   double arm_lengthscale = 1.0;
+  // When non-empty (joint_dim() values), the length-scale of each joint dimension; it replaces
+  // the two shared ones.
+  Eigen::VectorXd per_dimension;
 
   int joint_dim() const { return context_dim + arm_dim; }
 
+  // The length-scale of joint dimension i.
+  double lengthscale(int i) const {
+    if (per_dimension.size() == joint_dim()) return per_dimension(i);
+    return i < context_dim ? context_lengthscale : arm_lengthscale;
+  }
+  // Every joint dimension's length-scale.
+  Eigen::VectorXd lengthscales() const {
+    Eigen::VectorXd l(joint_dim());
+    for (int i = 0; i < joint_dim(); ++i) l(i) = lengthscale(i);
+    return l;
+  }
+
   // Writes [context / l_c, arm / l_x] into out (length joint_dim()).
   void Apply(const double* context, const double* arm, double* out) const {
+    if (per_dimension.size() == joint_dim()) {
+      for (int i = 0; i < context_dim; ++i) out[i] = context[i] / per_dimension(i);
+      for (int i = 0; i < arm_dim; ++i) {
+        out[context_dim + i] = arm[i] / per_dimension(context_dim + i);
+      }
+      return;
+    }
     for (int i = 0; i < context_dim; ++i) out[i] = context[i] / context_lengthscale;
     for (int i = 0; i < arm_dim; ++i) out[context_dim + i] = arm[i] / arm_lengthscale;
   }

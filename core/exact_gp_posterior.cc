@@ -1,5 +1,6 @@
 #include "core/exact_gp_posterior.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -13,16 +14,17 @@ void ScoreExact(const MultiUserKernel& kernel, const Eigen::Ref<const Eigen::Mat
                 const std::vector<int32_t>& history_users,
                 const Eigen::Ref<const Eigen::MatrixXd>& chol, const Eigen::VectorXd& alpha,
                 int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
-                Eigen::VectorXd* mean, Eigen::VectorXd* stddev) {
+                Eigen::VectorXd* mean, Eigen::VectorXd* stddev, double prior_mean) {
   const Eigen::VectorXd prior = kernel.Diagonal(user, points);
   if (history_x.cols() == 0) {
-    *mean = Eigen::VectorXd::Zero(points.cols());
+    *mean = Eigen::VectorXd::Constant(points.cols(), prior_mean);
     *stddev = prior.cwiseMax(0.0).cwiseSqrt();
     return;
   }
   Eigen::MatrixXd k;
   kernel.CrossForUser(history_x, history_users, user, points, &k);
   mean->noalias() = k.transpose() * alpha;
+  if (prior_mean != 0.0) mean->array() += prior_mean;
   chol.triangularView<Eigen::Lower>().solveInPlace(k);
   *stddev = (prior.array() - k.colwise().squaredNorm().transpose().array())
                 .cwiseMax(0.0)
@@ -35,8 +37,10 @@ void ScoreExact(const MultiUserKernel& kernel, const Eigen::Ref<const Eigen::Mat
 class ExactGpPosterior::FrozenScorer final : public Scorer {
  public:
   FrozenScorer(MultiUserKernel kernel, Eigen::MatrixXd history_x,
-               std::vector<int32_t> history_users, Eigen::MatrixXd chol, Eigen::VectorXd alpha)
+               std::vector<int32_t> history_users, Eigen::MatrixXd chol, Eigen::VectorXd alpha,
+               double prior_mean)
       : kernel_(std::move(kernel)),
+        prior_mean_(prior_mean),
         history_x_(std::move(history_x)),
         history_users_(std::move(history_users)),
         chol_(std::move(chol)),
@@ -44,11 +48,13 @@ class ExactGpPosterior::FrozenScorer final : public Scorer {
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override {
-    ScoreExact(kernel_, history_x_, history_users_, chol_, alpha_, user, points, mean, stddev);
+    ScoreExact(kernel_, history_x_, history_users_, chol_, alpha_, user, points, mean, stddev,
+               prior_mean_);
   }
 
  private:
   MultiUserKernel kernel_;
+  double prior_mean_;
   Eigen::MatrixXd history_x_;
   std::vector<int32_t> history_users_;
   Eigen::MatrixXd chol_;
@@ -56,14 +62,22 @@ class ExactGpPosterior::FrozenScorer final : public Scorer {
 };
 
 ExactGpPosterior::ExactGpPosterior(int dim, const ArmKernel& arm,
-                                   std::shared_ptr<const UserKernel> users, double ridge)
-    : dim_(dim), kernel_(arm, std::move(users)), ridge_(ridge), history_x_(dim) {}
+                                   std::shared_ptr<const UserKernel> users, double ridge,
+                                   double prior_mean)
+    : dim_(dim),
+      kernel_(arm, std::move(users)),
+      ridge_(ridge),
+      prior_mean_(prior_mean),
+      history_x_(dim) {}
 
 const Eigen::VectorXd& ExactGpPosterior::Alpha() const {
   if (alpha_dirty_) {
     alpha_ = history_size() > 0
-                 ? chol_.Solve(Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(),
-                                                                 history_rewards_.size()))
+                 ? chol_.Solve((Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(),
+                                                                  history_rewards_.size())
+                                    .array() -
+                                prior_mean_)
+                                   .matrix())
                  : Eigen::VectorXd();
     alpha_dirty_ = false;
   }
@@ -73,7 +87,7 @@ const Eigen::VectorXd& ExactGpPosterior::Alpha() const {
 void ExactGpPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                              Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
   ScoreExact(kernel_, history_x_.view(), history_users_, chol_.matrix(), Alpha(), user, points,
-             mean, stddev);
+             mean, stddev, prior_mean_);
 }
 
 absl::Status ExactGpPosterior::Observe(int32_t user,
@@ -135,7 +149,46 @@ absl::Status ExactGpPosterior::Refactor() {
 
 std::shared_ptr<const Scorer> ExactGpPosterior::Freeze() const {
   return std::make_shared<FrozenScorer>(kernel_, Eigen::MatrixXd(history_x_.view()),
-                                        history_users_, Eigen::MatrixXd(chol_.matrix()), Alpha());
+                                        history_users_, Eigen::MatrixXd(chol_.matrix()), Alpha(),
+                                        prior_mean_);
+}
+
+double ExactGpPosterior::MeanNormSquared() const {
+  if (history_size() == 0) return 0.0;
+  const Eigen::VectorXd& a = Alpha();
+  const Eigen::VectorXd centred =
+      Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(), history_rewards_.size())
+          .array() -
+      prior_mean_;
+  return std::max(0.0, a.dot(centred) - ridge_ * a.squaredNorm());
+}
+
+FitData ExactGpPosterior::RecentObservations(int64_t max) const {
+  FitData data;
+  const int64_t t = history_size();
+  const int64_t n = std::min<int64_t>(std::max<int64_t>(max, 0), t);
+  data.x = history_x_.view().rightCols(n);
+  data.users.assign(history_users_.end() - n, history_users_.end());
+  data.y = Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + (t - n), n);
+  return data;
+}
+
+absl::Status ExactGpPosterior::Refit(const LearnerRefit& refit) {
+  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
+  if (!(refit.ridge > 0.0) || !std::isfinite(refit.ridge) || !std::isfinite(refit.prior_mean)) {
+    return absl::InvalidArgumentError("refit needs ridge > 0 and a finite mean");
+  }
+  if (refit.rescale.size() > 0) {
+    if (refit.rescale.size() != dim_ || !(refit.rescale.array() > 0.0).all() ||
+        !refit.rescale.allFinite()) {
+      return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
+    }
+    history_x_.ScaleRows(refit.rescale);
+  }
+  kernel_ = MultiUserKernel(refit.arm, refit.users);
+  ridge_ = refit.ridge;
+  prior_mean_ = refit.prior_mean;
+  return Refactor();
 }
 
 // Payload, version 1: columns history_x, users history_users, doubles history_rewards,

@@ -21,8 +21,9 @@ namespace graphbandit {
 
 class ExactGpPosterior final : public Learner {
  public:
+  // prior_mean: constant prior mean of the rewards (the posterior models reward - prior_mean).
   ExactGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
-                   double ridge);
+                   double ridge, double prior_mean = 0.0);
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;
@@ -30,6 +31,14 @@ class ExactGpPosterior final : public Learner {
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
+  // A refit rescales the stored points, switches kernel, ridge and prior mean, and refactors
+  // K_t + lambda I from the history (O(t^3)). kors_mu is not used.
+  double InformationGain() const override { return log_det_gain_; }
+  // alpha^T K alpha = alpha^T (y - m0) - lambda |alpha|^2.
+  double MeanNormSquared() const override;
+  bool SupportsRefit() const override { return true; }
+  FitData RecentObservations(int64_t max) const override;
+  absl::Status Refit(const LearnerRefit& refit) override;
   bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
@@ -41,6 +50,7 @@ class ExactGpPosterior final : public Learner {
   double LogDetGain() const { return log_det_gain_; }
 
   double ridge() const { return ridge_; }
+  double prior_mean() const { return prior_mean_; }
   // Changes lambda and refactors K_t + lambda I from the history (O(t^3)).
   absl::Status SetRidge(double ridge);
 
@@ -60,6 +70,7 @@ class ExactGpPosterior final : public Learner {
   int dim_;
   MultiUserKernel kernel_;
   double ridge_;
+  double prior_mean_;
   GrowableColumns history_x_;
   std::vector<int32_t> history_users_;
   std::vector<double> history_rewards_;

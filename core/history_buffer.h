@@ -98,6 +98,11 @@ class HistoryBuffer {
     return true;
   }
 
+  // Multiplies every stored point by `factors`, coordinate by coordinate.
+  void ScaleRows(const Eigen::Ref<const Eigen::VectorXd>& factors) {
+    points_.leftCols(size_).array().colwise() *= factors.array();  // slots 0..size_-1 hold them
+  }
+
   // Calls f(points (dim x len), users, rewards, len) over contiguous runs of at most `block`
   // entries, oldest first.
   template <typename F>

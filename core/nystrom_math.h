@@ -21,20 +21,23 @@ namespace graphbandit {
 inline constexpr int kHistoryBlock = 2048;
 
 // Mean and standard deviation at `points` (all for `user`) from the lower Cholesky factors of
-// M and K_ZZ and the weights M^-1 Gamma.
+// M and K_ZZ and the weights M^-1 Gamma, where Gamma = K_ZS (Y - prior_mean): the mean is
+// prior_mean + kz^T weights.
 void ScoreNystrom(const MultiUserKernel& kernel, double ridge,
                   const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
                   const std::vector<int32_t>& basis_users,
                   const Eigen::Ref<const Eigen::MatrixXd>& chol_m,
                   const Eigen::Ref<const Eigen::MatrixXd>& chol_zz, const Eigen::VectorXd& weights,
                   int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
-                  Eigen::VectorXd* mean, Eigen::VectorXd* stddev);
+                  Eigen::VectorXd* mean, Eigen::VectorXd* stddev, double prior_mean = 0.0);
 
-// Adds K_ZS K_SZ to the lower triangle of *m_lower and sets *gamma = K_ZS Y, over `history`.
+// Adds K_ZS K_SZ to the lower triangle of *m_lower and sets *gamma = K_ZS (Y - prior_mean),
+// over `history`.
 void AccumulateHistory(const MultiUserKernel& kernel,
                        const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
                        const std::vector<int32_t>& basis_users, const HistoryBuffer& history,
-                       Eigen::MatrixXd* m_lower, Eigen::VectorXd* gamma);
+                       Eigen::MatrixXd* m_lower, Eigen::VectorXd* gamma,
+                       double prior_mean = 0.0);
 
 }  // namespace graphbandit
 

@@ -20,10 +20,12 @@ struct NystromPosterior::Basis {
 
 class NystromPosterior::FrozenScorer final : public Scorer {
  public:
-  FrozenScorer(MultiUserKernel kernel, double ridge, std::shared_ptr<const Basis> basis,
-               Eigen::MatrixXd chol_m, Eigen::VectorXd weights)
+  FrozenScorer(MultiUserKernel kernel, double ridge, double prior_mean,
+               std::shared_ptr<const Basis> basis, Eigen::MatrixXd chol_m,
+               Eigen::VectorXd weights)
       : kernel_(std::move(kernel)),
         ridge_(ridge),
+        prior_mean_(prior_mean),
         basis_(std::move(basis)),
         chol_m_(std::move(chol_m)),
         weights_(std::move(weights)) {}
@@ -31,12 +33,13 @@ class NystromPosterior::FrozenScorer final : public Scorer {
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override {
     ScoreNystrom(kernel_, ridge_, basis_->x, basis_->users, chol_m_, basis_->chol_zz, weights_,
-                 user, points, mean, stddev);
+                 user, points, mean, stddev, prior_mean_);
   }
 
  private:
   MultiUserKernel kernel_;
   double ridge_;
+  double prior_mean_;
   std::shared_ptr<const Basis> basis_;
   Eigen::MatrixXd chol_m_;
   Eigen::VectorXd weights_;
@@ -55,7 +58,7 @@ NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
 void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                              Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
   ScoreNystrom(kernel_, options_.ridge, basis_x_.view(), basis_users_, chol_m_.matrix(),
-               chol_zz_.matrix(), Weights(), user, points, mean, stddev);
+               chol_zz_.matrix(), Weights(), user, points, mean, stddev, options_.prior_mean);
 }
 
 const Eigen::VectorXd& NystromPosterior::Weights() const {
@@ -134,10 +137,10 @@ absl::Status NystromPosterior::Observe(int32_t user,
   const bool accept = rng_.Uniform() < p;
   force_accept_ = false;
 
-  // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += y kz.
+  // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += (y - m0) kz.
   if (m > 0) {
     chol_m_.RankOneUpdate(kz);
-    gamma_ += reward * kz;
+    gamma_ += (reward - options_.prior_mean) * kz;
   }
   HistoryBuffer::Entry evicted;
   if (history_.Append(point, user, reward, &evicted)) {
@@ -146,7 +149,7 @@ absl::Status NystromPosterior::Observe(int32_t user,
       // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
       double unused = 0.0;
       const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused);
-      gamma_ -= evicted.reward * old;
+      gamma_ -= (evicted.reward - options_.prior_mean) * old;
       if (!chol_m_.RankOneDowndate(old).ok()) {
         ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
         Eigen::MatrixXd kzz;
@@ -209,7 +212,9 @@ absl::Status NystromPosterior::GrowDictionary(const Eigen::VectorXd& z, int32_t 
     Eigen::MatrixXd k_zs;  // 1 x len
     kernel_.Cross(z, z_users, block, block_users, &k_zs);
     corner += k_zs.row(0).squaredNorm();
-    gamma_new += k_zs.row(0).dot(Eigen::Map<const Eigen::VectorXd>(block_rewards, len));
+    gamma_new += k_zs.row(0).dot(
+        (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
+            .matrix());
     if (m > 0) {
       Eigen::MatrixXd k_bs;  // m x len
       kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
@@ -244,54 +249,131 @@ absl::Status NystromPosterior::GrowDictionary(const Eigen::VectorXd& z, int32_t 
 
 absl::Status NystromPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
+  return Readmit(/*thin=*/false);
+}
+
+void NystromPosterior::RebuildHashIndex() {
+  basis_by_hash_.clear();
+  for (int j = 0; j < static_cast<int>(dictionary_size()); ++j) {
+    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
+  }
+}
+
+absl::Status NystromPosterior::Readmit(bool thin) {
   basis_snapshot_.reset();
   weights_dirty_ = true;
   const int m = static_cast<int>(dictionary_size());
   if (m == 0) return absl::OkStatus();
 
-  // Re-admit the dictionary in order under the new kernel, dropping points that became
-  // (numerically) dependent, with the same guard as growth.
+  // Re-admit the dictionary in order under the current kernel, dropping points that became
+  // (numerically) dependent, with the same guard as growth; when thinning, a point is also
+  // kept only with KORS's probability given the points kept before it (the first always is).
   Eigen::MatrixXd kzz_all;
   kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz_all);
   std::vector<int> kept;
+  std::vector<double> kept_weights;
   chol_zz_.Clear();
+  CholeskyFactor kors;  // K_kept + mu W^-1, for the thinning draws
   for (int j = 0; j < m; ++j) {
     Eigen::VectorXd border(kept.size());
     for (size_t i = 0; i < kept.size(); ++i) border(i) = kzz_all(kept[i], j);
-    if (chol_zz_.Append(border, kzz_all(j, j), options_.min_relative_residual * kzz_all(j, j))
-            .ok()) {
-      kept.push_back(j);
+    double weight = basis_weights_[j];
+    if (thin && !kept.empty()) {
+      Eigen::VectorXd b = border;
+      kors.ForwardSolveInPlace(b);
+      const double r = std::max(kzz_all(j, j) - b.squaredNorm(), 0.0);
+      const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+      const double p = std::min(1.0, options_.kors_gamma * tau);
+      if (!(rng_.Uniform() < p)) {
+        ++stats_.thinned;
+        continue;
+      }
+      weight /= p;
     }
+    if (!chol_zz_.Append(border, kzz_all(j, j), options_.min_relative_residual * kzz_all(j, j))
+             .ok()) {
+      ++stats_.skipped_dependent;
+      continue;
+    }
+    if (thin && !kors.Append(border, kzz_all(j, j) + options_.kors_mu / weight).ok()) {
+      return absl::InternalError("KORS factor lost definiteness while re-admitting");
+    }
+    kept.push_back(j);
+    kept_weights.push_back(weight);
   }
   if (static_cast<int>(kept.size()) < m) {
-    stats_.skipped_dependent += m - static_cast<int>(kept.size());
     basis_x_.Select(kept);
     std::vector<int32_t> users;
-    std::vector<double> weights;
-    for (int j : kept) {
-      users.push_back(basis_users_[j]);
-      weights.push_back(basis_weights_[j]);
-    }
+    for (int j : kept) users.push_back(basis_users_[j]);
     basis_users_ = std::move(users);
-    basis_weights_ = std::move(weights);
   }
-  basis_by_hash_.clear();
-  for (int j = 0; j < static_cast<int>(kept.size()); ++j) {
-    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
-  }
+  basis_weights_ = std::move(kept_weights);
+  RebuildHashIndex();
   const int mk = static_cast<int>(kept.size());
   Eigen::MatrixXd kzz(mk, mk);
   for (int a = 0; a < mk; ++a) {
     for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
   }
-
   return RefactorFromHistory(kzz);
+}
+
+double NystromPosterior::InformationGain() const {
+  const int m = static_cast<int>(dictionary_size());
+  if (m == 0) return 0.0;
+  return std::max(0.0, chol_m_.LogDeterminant() - m * std::log(options_.ridge) -
+                           chol_zz_.LogDeterminant());
+}
+
+double NystromPosterior::MeanNormSquared() const {
+  if (dictionary_size() == 0) return 0.0;
+  // w^T K_ZZ w = |L_ZZ^T w|^2.
+  const Eigen::MatrixXd factor = chol_zz_.matrix();
+  const Eigen::VectorXd projected =
+      factor.triangularView<Eigen::Lower>().transpose() * Weights();
+  return projected.squaredNorm();
+}
+
+FitData NystromPosterior::RecentObservations(int64_t max) const {
+  FitData data;
+  const int64_t n = std::min<int64_t>(std::max<int64_t>(max, 0), history_.size());
+  const int64_t first = history_.size() - n;
+  data.x.resize(dim_, n);
+  data.users.resize(n);
+  data.y.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    data.x.col(i) = history_.point(first + i);
+    data.users[i] = history_.user(first + i);
+    data.y(i) = history_.reward(first + i);
+  }
+  return data;
+}
+
+absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
+  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
+  if (!(refit.ridge > 0.0) || !(refit.kors_mu > 0.0) || !std::isfinite(refit.prior_mean)) {
+    return absl::InvalidArgumentError("refit needs ridge > 0, KORS mu > 0 and a finite mean");
+  }
+  if (refit.rescale.size() > 0) {
+    if (refit.rescale.size() != dim_ || !(refit.rescale.array() > 0.0).all() ||
+        !refit.rescale.allFinite()) {
+      return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
+    }
+    history_.ScaleRows(refit.rescale);
+    basis_x_.ScaleRows(refit.rescale);
+  }
+  kernel_ = MultiUserKernel(refit.arm, refit.users);
+  options_.ridge = refit.ridge;
+  options_.kors_mu = refit.kors_mu;
+  options_.prior_mean = refit.prior_mean;
+  ++stats_.refits;
+  return Readmit(/*thin=*/true);
 }
 
 absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
   const int m = static_cast<int>(dictionary_size());
   Eigen::MatrixXd m_matrix = options_.ridge * kzz;
-  AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma_);
+  AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma_,
+                    options_.prior_mean);
   weights_dirty_ = true;
   absl::Status status = chol_m_.Reset(m_matrix);  // reads the lower triangle
   if (!status.ok()) {
@@ -315,18 +397,19 @@ std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot()
 }
 
 std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
-  return std::make_shared<FrozenScorer>(kernel_, options_.ridge, BasisSnapshot(),
+  return std::make_shared<FrozenScorer>(kernel_, options_.ridge, options_.prior_mean,
+                                        BasisSnapshot(),
                                         Eigen::MatrixXd(chol_m_.matrix()), Weights());
 }
 
-// Payload, version 1: rng, u8 force_accept, counts kors_accepted merged_duplicates
-// skipped_dependent skipped_full evicted downdate_failures, history, columns basis_x, users
+// Payload, version 2: rng, u8 force_accept, counts kors_accepted merged_duplicates
+// skipped_dependent skipped_full evicted downdate_failures thinned refits, history, columns basis_x, users
 // basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors,
 // vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and gamma,
 // bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
 // snapshot shared with frozen scorers.
 namespace {
-constexpr uint8_t kNystromStateVersion = 1;
+constexpr uint8_t kNystromStateVersion = 2;  // 1: without the thinned and refits counts
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
@@ -334,7 +417,8 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   PutRngState(&s, rng_.state());
   s.PutU8(force_accept_ ? 1 : 0);
   for (int64_t count : {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
-                        stats_.skipped_full, stats_.evicted, stats_.downdate_failures}) {
+                        stats_.skipped_full, stats_.evicted, stats_.downdate_failures,
+                        stats_.thinned, stats_.refits}) {
     PutCount(&s, count);
   }
   PutHistory(&s, history_);
@@ -350,8 +434,9 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
 
 absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   std::string payload;
-  if (absl::Status status =
-          GetStateFrame(in, LearnerStateTag::kNystrom, kNystromStateVersion, &payload);
+  uint8_t version = 0;
+  if (absl::Status status = GetStateFrame(in, LearnerStateTag::kNystrom, kNystromStateVersion,
+                                          &payload, /*oldest=*/1, &version);
       !status.ok()) {
     return status;
   }
@@ -367,6 +452,11 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   for (int64_t* count : {&stats.kors_accepted, &stats.merged_duplicates, &stats.skipped_dependent,
                          &stats.skipped_full, &stats.evicted, &stats.downdate_failures}) {
     if (!GetCount(&d, count)) return malformed("statistics");
+  }
+  if (version >= 2) {
+    for (int64_t* count : {&stats.thinned, &stats.refits}) {
+      if (!GetCount(&d, count)) return malformed("statistics");
+    }
   }
   HistoryBuffer history(dim_, options_.max_history);
   if (!GetHistory(&d, &history)) return malformed("history");
@@ -405,10 +495,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   basis_x_ = std::move(basis_x);
   basis_users_ = std::move(basis_users);
   basis_weights_ = std::move(basis_weights);
-  basis_by_hash_.clear();
-  for (int j = 0; j < static_cast<int>(m); ++j) {
-    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
-  }
+  RebuildHashIndex();
   chol_m_ = std::move(chol_m);
   chol_zz_ = std::move(chol_zz);
   chol_kors_ = std::move(chol_kors);

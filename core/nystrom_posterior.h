@@ -63,6 +63,9 @@ struct NystromOptions {
   // which makes the posterior a sliding-window regression for drifting rewards.
   int64_t max_history = 0;
   bool forget_evicted = false;
+  // Constant prior mean of the rewards: the posterior models reward - prior_mean (set by
+  // hyper-parameter refits; 0 reproduces the papers).
+  double prior_mean = 0.0;
 };
 
 // Counters describing how the dictionary evolved.
@@ -73,6 +76,8 @@ struct NystromStats {
   int64_t skipped_full = 0;       // accepted points refused because Z was at its cap
   int64_t evicted = 0;            // observations dropped from the retained history
   int64_t downdate_failures = 0;  // forgetting fell back to refactoring from the history
+  int64_t thinned = 0;            // dictionary points dropped by a refit's KORS re-admission
+  int64_t refits = 0;             // hyper-parameter refits applied
 };
 
 class NystromPosterior final : public Learner {
@@ -86,6 +91,19 @@ class NystromPosterior final : public Learner {
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
+  // A refit rescales the stored points, switches to the new kernel, ridge, KORS mu and prior
+  // mean, re-admits the dictionary in order with KORS under the new values (a point is kept
+  // with probability min(1, gamma * tau), its weight divided by that probability, and points
+  // that became numerically dependent are dropped), and rebuilds M and Gamma from the retained
+  // history: O(m^3 + t m^2). Observations evicted from the retained history are not in the
+  // rebuilt posterior (as after a graph edit).
+  // log det(I + K_SZ K_ZZ^-1 K_ZS / lambda) = log det M - m log lambda - log det K_ZZ, and
+  // w^T K_ZZ w for the mean function sum_z w_z k(z, .), w = M^-1 Gamma.
+  double InformationGain() const override;
+  double MeanNormSquared() const override;
+  bool SupportsRefit() const override { return true; }
+  FitData RecentObservations(int64_t max) const override;
+  absl::Status Refit(const LearnerRefit& refit) override;
   bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
@@ -95,6 +113,8 @@ class NystromPosterior final : public Learner {
   int64_t observations() const { return history_.total(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
   const NystromStats& stats() const { return stats_; }
+  const NystromOptions& options() const { return options_; }
+  const MultiUserKernel& kernel() const { return kernel_; }
 
   // Leverage estimate tau (before gamma and the cap at 1) that KORS would give `point` now.
   double KorsScore(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
@@ -117,8 +137,12 @@ class NystromPosterior final : public Learner {
   // Adds `point` (just appended to the history) to the dictionary with weight 1/p.
   absl::Status GrowDictionary(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
                               double k_ss, double p);
-  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS Y over the retained history.
+  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
   absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
+  // Re-admits the dictionary in order under the current kernel (dropping points that became
+  // dependent; with `thin`, also by KORS under the current mu) and refactors from the history.
+  absl::Status Readmit(bool thin);
+  void RebuildHashIndex();
   int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   const Eigen::VectorXd& Weights() const;  // M^-1 Gamma, cached

@@ -15,6 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "core/arm_kernel.h"
+#include "core/hyperparameter_fit.h"
 #include "core/storage/coding.h"
 #include "core/user_graph.h"
 #include "core/user_kernel.h"
@@ -35,6 +37,18 @@ inline absl::Status CheckObservation(int32_t user, const Eigen::Ref<const Eigen:
   }
   return absl::OkStatus();
 }
+
+// New hyper-parameters for a kernel learner (a refit, core/hyperparameter_fit.h).
+struct LearnerRefit {
+  ArmKernel arm{KernelType::kRbf, 1.0};
+  std::shared_ptr<const UserKernel> users;  // with the new rho, or the current kernel
+  double ridge = 0.1;                       // lambda, the noise variance
+  double kors_mu = 0.1;                     // Nystrom learners: KORS regulariser
+  double prior_mean = 0.0;
+  // Every stored point is multiplied by this, coordinate by coordinate: old length-scale over
+  // new, so that stored points are scaled as new requests will be. Empty: unchanged.
+  Eigen::VectorXd rescale;
+};
 
 class Scorer {
  public:
@@ -60,6 +74,23 @@ class Learner : public Scorer {
 
   virtual int64_t history_size() const = 0;
   virtual int64_t dictionary_size() const = 0;
+
+  // What the theory-shaped confidence width needs (kernel learners; 0 otherwise): the
+  // information gain log det(I + K_t / lambda) of the observations (on the Nystrom
+  // representation for Nystrom learners), and the squared RKHS norm of the posterior mean
+  // function, a plug-in estimate of the unknown norm bound B^2.
+  virtual double InformationGain() const { return 0.0; }
+  virtual double MeanNormSquared() const { return 0.0; }
+
+  // Hyper-parameter refits. A learner that supports them can hand out its most recent retained
+  // observations (points as stored, i.e. scaled; oldest first) and rebuild itself under new
+  // hyper-parameters from its retained history. The rebuild is a deterministic function of the
+  // learner's state and `refit`, so replaying a logged refit reproduces it bit for bit.
+  virtual bool SupportsRefit() const { return false; }
+  virtual FitData RecentObservations(int64_t max) const { return {}; }
+  virtual absl::Status Refit(const LearnerRefit& refit) {
+    return absl::UnimplementedError("this learner has no hyper-parameters to refit");
+  }
 
   // Snapshots: exact state serialisation (framing and pieces in core/state_coding.h). A learner
   // restored from SaveState's bytes scores bit-identically to the one that wrote them and keeps

@@ -5,6 +5,13 @@
 #include <numeric>
 
 namespace graphbandit {
+
+double ExplorationWidthFor(ExplorationWidth width, double information_gain,
+                           double mean_norm_squared) {
+  if (width == ExplorationWidth::kStddev) return 1.0;
+  return std::sqrt(std::max(information_gain, 0.0) + 2.0 * std::log(1.0 / kAmmDelta) +
+                   std::max(mean_norm_squared, 0.0));
+}
 namespace {
 
 // Candidates sorted by descending score; equal scores end up in random order because the

@@ -19,6 +19,22 @@ namespace graphbandit {
 
 enum class SelectionRule { kUcb, kThompson };
 
+// How the width multiplying `exploration` is set.
+//  * kStddev: 1, i.e. the index is mean + exploration * stddev with stddev the posterior standard
+//    deviation under the (fitted) kernel and noise;
+//  * kAmm: the Kernel AMM-UCB radius of the tighter-confidence-bounds paper (ALGORITHMS.md
+//    §3.5) with alpha = lambda (c = 1, the fitted noise variance as sigma^2):
+//    sqrt(log det(I + K_t / lambda) + 2 log(1/delta) + B^2), delta = 0.01, with the posterior
+//    mean's squared RKHS norm as a plug-in for the unknown bound B^2. It grows like
+//    sqrt(information gain) as data arrive.
+enum class ExplorationWidth { kStddev, kAmm };
+
+inline constexpr double kAmmDelta = 0.01;
+
+// The width for a learner's current information gain and mean norm.
+double ExplorationWidthFor(ExplorationWidth width, double information_gain,
+                           double mean_norm_squared);
+
 struct RankedChoice {
   int candidate = 0;   // index into the scored candidates
   double score = 0.0;  // the index it was ranked by

@@ -115,10 +115,13 @@ inline void PutStateFrame(storage::Encoder* out, LearnerStateTag tag, uint8_t ve
   out->PutFixed32(state_coding_internal::FrameCrc(t, version, payload));
 }
 
-// Reads a frame written with `tag` and `version` and hands out its payload, checksum verified.
-// DataLoss on truncation, another tag, another version or a checksum mismatch.
+// Reads a frame written with `tag` and a version in [oldest, version] and hands out its
+// payload, checksum verified, and the version it was written with. DataLoss on truncation,
+// another tag, another version or a checksum mismatch.
 inline absl::Status GetStateFrame(storage::Decoder* in, LearnerStateTag tag, uint8_t version,
-                                  std::string* payload) {
+                                  std::string* payload, uint8_t oldest = 0,
+                                  uint8_t* written = nullptr) {
+  if (oldest == 0) oldest = version;
   const absl::string_view want = LearnerStateTagName(static_cast<uint8_t>(tag));
   uint8_t got_tag = 0, got_version = 0;
   if (!in->GetU8(&got_tag)) return absl::DataLossError(absl::StrCat(want, " state: truncated"));
@@ -129,11 +132,12 @@ inline absl::Status GetStateFrame(storage::Decoder* in, LearnerStateTag tag, uin
   if (!in->GetU8(&got_version)) {
     return absl::DataLossError(absl::StrCat(want, " state: truncated"));
   }
-  if (got_version != version) {
+  if (got_version < oldest || got_version > version) {
     return absl::DataLossError(absl::StrFormat(
-        "%s state has format version %d; this build reads version %d", want, got_version,
-        version));
+        "%s state has format version %d; this build reads versions %d to %d", want,
+        got_version, oldest, version));
   }
+  if (written != nullptr) *written = got_version;
   std::string bytes;
   uint32_t crc = 0;
   if (!in->GetString(&bytes) || !in->GetFixed32(&crc)) {

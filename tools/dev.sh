@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev
+  libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
   curl
 )
 BUILD_DIR=${GRAPHBANDIT_BUILD_DIR:-build}

@@ -34,6 +34,11 @@ class GrowableColumns {
     cols_ = n;
   }
 
+  // Multiplies every column by `factors`, coordinate by coordinate.
+  void ScaleRows(const Eigen::Ref<const Eigen::VectorXd>& factors) {
+    storage_.leftCols(cols_).array().colwise() *= factors.array();
+  }
+
   auto view() const { return storage_.leftCols(cols_); }
   auto col(int j) const { return storage_.col(j); }
 

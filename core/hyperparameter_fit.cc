@@ -1,0 +1,573 @@
+#include "core/hyperparameter_fit.h"
+
+#include <nlopt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <Eigen/SparseCholesky>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace graphbandit {
+namespace {
+
+// Parameter layout of the full (log-space) vector: s2, b2, l_0..l_{G-1}, lambda, rho.
+constexpr int kSignal = 0, kOffset = 1, kFirstLengthscale = 2;
+
+// G[U,U] (and G^2[U,U] = -dG/drho) for the distinct users U of the data.
+class UserFactors {
+ public:
+  absl::Status Init(const FitData& data, const FitUsers& users) {
+    absl::flat_hash_map<int32_t, int> slot;
+    slot_of_.reserve(data.users.size());
+    for (int32_t u : data.users) {
+      auto [it, inserted] = slot.try_emplace(u, static_cast<int>(distinct_.size()));
+      if (inserted) distinct_.push_back(u);
+      slot_of_.push_back(it->second);
+    }
+    const int r = static_cast<int>(distinct_.size());
+    if (users.graph == nullptr) {
+      if (users.fixed == nullptr) return absl::InvalidArgumentError("fit needs a user kernel");
+      fixed_.resize(r, r);
+      for (int a = 0; a < r; ++a) {
+        const UserKernel::Column column = users.fixed->ColumnOf(distinct_[a]);
+        for (int b = 0; b < r; ++b) fixed_(b, a) = column.At(distinct_[b]);
+      }
+      fixed_ = 0.5 * (fixed_ + fixed_.transpose()).eval();
+      return absl::OkStatus();
+    }
+    laplacian_ = true;
+    // The connected components that hold the data's users, by breadth-first search.
+    const UserGraph& graph = *users.graph;
+    absl::flat_hash_map<int32_t, int32_t> compact;
+    std::vector<int32_t> members;
+    compact_of_slot_.assign(r, -1);
+    for (int a = 0; a < r; ++a) {
+      const int32_t u = distinct_[a];
+      if (!graph.HasEdges(u)) continue;
+      if (!compact.contains(u)) {
+        std::vector<int32_t> frontier = {u};
+        compact.emplace(u, static_cast<int32_t>(members.size()));
+        members.push_back(u);
+        while (!frontier.empty()) {
+          const int32_t v = frontier.back();
+          frontier.pop_back();
+          for (const auto& [w, weight] : graph.SortedNeighbours(v)) {
+            if (compact.try_emplace(w, static_cast<int32_t>(members.size())).second) {
+              members.push_back(w);
+              frontier.push_back(w);
+            }
+          }
+        }
+      }
+      compact_of_slot_[a] = compact.at(u);
+    }
+    const int32_t nc = static_cast<int32_t>(members.size());
+    std::vector<Eigen::Triplet<double>> triplets;
+    for (int32_t c = 0; c < nc; ++c) {
+      double degree = 0.0;
+      for (const auto& [v, w] : graph.SortedNeighbours(members[c])) {
+        degree += w;
+        const int32_t cv = compact.at(v);
+        if (cv > c) triplets.emplace_back(cv, c, -w);
+      }
+      triplets.emplace_back(c, c, degree);
+    }
+    laplacian_matrix_.resize(nc, nc);
+    laplacian_matrix_.setFromTriplets(triplets.begin(), triplets.end());
+    identity_.resize(nc, nc);
+    identity_.setIdentity();
+    return absl::OkStatus();
+  }
+
+  bool laplacian() const { return laplacian_; }
+  const std::vector<int>& slot_of() const { return slot_of_; }
+  int distinct() const { return static_cast<int>(distinct_.size()); }
+
+  // G[U,U] at `rho` and, with `square`, G^2[U,U].
+  absl::Status Evaluate(double rho, Eigen::MatrixXd* g, Eigen::MatrixXd* square) {
+    const int r = distinct();
+    if (!laplacian_) {
+      *g = fixed_;
+      if (square != nullptr) square->setZero(r, r);
+      return absl::OkStatus();
+    }
+    g->setZero(r, r);
+    if (square != nullptr) square->setZero(r, r);
+    std::vector<int> connected;
+    for (int a = 0; a < r; ++a) {
+      if (compact_of_slot_[a] < 0) {
+        (*g)(a, a) = 1.0 / rho;
+        if (square != nullptr) (*square)(a, a) = 1.0 / (rho * rho);
+      } else {
+        connected.push_back(a);
+      }
+    }
+    if (connected.empty()) return absl::OkStatus();
+    const Eigen::SparseMatrix<double> shifted = laplacian_matrix_ + rho * identity_;
+    if (!analysed_) {
+      solver_.analyzePattern(shifted);
+      analysed_ = true;
+    }
+    solver_.factorize(shifted);
+    if (solver_.info() != Eigen::Success) {
+      return absl::InternalError("sparse factorisation of L + rho I failed");
+    }
+    const int nc = static_cast<int>(laplacian_matrix_.rows());
+    // Columns in chunks, so that memory stays O(nc * chunk) on large graphs.
+    const int chunk = std::max(1, std::min<int>(static_cast<int>(connected.size()),
+                                                static_cast<int>(4'000'000 / std::max(nc, 1))));
+    for (size_t begin = 0; begin < connected.size(); begin += chunk) {
+      const int len = static_cast<int>(std::min<size_t>(chunk, connected.size() - begin));
+      Eigen::MatrixXd rhs = Eigen::MatrixXd::Zero(nc, len);
+      for (int j = 0; j < len; ++j) rhs(compact_of_slot_[connected[begin + j]], j) = 1.0;
+      const Eigen::MatrixXd columns = solver_.solve(rhs);
+      Eigen::MatrixXd squared;
+      if (square != nullptr) squared = solver_.solve(columns);
+      for (int j = 0; j < len; ++j) {
+        const int b = connected[begin + j];
+        for (int a : connected) {
+          (*g)(a, b) = columns(compact_of_slot_[a], j);
+          if (square != nullptr) (*square)(a, b) = squared(compact_of_slot_[a], j);
+        }
+      }
+    }
+    *g = 0.5 * (*g + g->transpose()).eval();
+    if (square != nullptr) *square = 0.5 * (*square + square->transpose()).eval();
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<int32_t> distinct_;
+  std::vector<int> slot_of_;
+  bool laplacian_ = false;
+  Eigen::MatrixXd fixed_;
+  std::vector<int32_t> compact_of_slot_;
+  Eigen::SparseMatrix<double> laplacian_matrix_, identity_;
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>> solver_;
+  bool analysed_ = false;
+};
+
+// Log marginal likelihood and its gradient for one data set.
+class Likelihood {
+ public:
+  absl::Status Init(const FitData& data, const FitUsers& users, const FitSpec& spec) {
+    const int n = static_cast<int>(data.y.size());
+    const int dim = static_cast<int>(data.x.rows());
+    if (data.x.cols() != n || static_cast<int>(data.users.size()) != n) {
+      return absl::InvalidArgumentError("fit data: inputs, users and rewards differ in count");
+    }
+    if (static_cast<int>(spec.lengthscale_group.size()) != dim) {
+      return absl::InvalidArgumentError("fit spec: one length-scale group per input dimension");
+    }
+    for (int g : spec.lengthscale_group) {
+      if (g < 0 || g >= spec.groups()) {
+        return absl::InvalidArgumentError("fit spec: length-scale group out of range");
+      }
+    }
+    if (!data.x.allFinite() || !data.y.allFinite()) {
+      return absl::InvalidArgumentError("fit data contains a non-finite value");
+    }
+    data_ = &data;
+    spec_ = &spec;
+    if (absl::Status s = users_.Init(data, users); !s.ok()) return s;
+    // Per group: sums over its dimensions of squared differences (stationary kernels) or of
+    // products (linear kernel), for every pair.
+    stats_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
+    for (int d = 0; d < dim; ++d) {
+      Eigen::MatrixXd& s = stats_[spec.lengthscale_group[d]];
+      const Eigen::RowVectorXd row = data.x.row(d);
+      if (spec.kernel == KernelType::kLinear) {
+        s.noalias() += row.transpose() * row;
+      } else {
+        for (int j = 0; j < n; ++j) {
+          s.col(j).array() += (row.transpose().array() - row(j)).square();
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  int n() const { return static_cast<int>(data_->y.size()); }
+  UserFactors& users() { return users_; }
+  const std::vector<Eigen::MatrixXd>& stats() const { return stats_; }
+
+  // Log marginal likelihood at h; gradient over the full log-space layout when asked.
+  absl::StatusOr<double> Evaluate(const Hyperparameters& h, Eigen::VectorXd* gradient,
+                                  double* mean_out) {
+    const int n = this->n();
+    const int groups = spec_->groups();
+    const bool need_square = gradient != nullptr && users_.laplacian() && spec_->fit_rho;
+    Eigen::MatrixXd gu, gu2;
+    if (absl::Status s = users_.Evaluate(h.rho, &gu, need_square ? &gu2 : nullptr); !s.ok()) {
+      return s;
+    }
+    const std::vector<int>& slot = users_.slot_of();
+    Eigen::MatrixXd gp(n, n);
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < n; ++i) gp(i, j) = gu(slot[i], slot[j]);
+    }
+    // Group length-scales from the per-dimension vector (every member of a group shares one).
+    std::vector<double> l(groups, 1.0);
+    for (size_t d = 0; d < spec_->lengthscale_group.size(); ++d) {
+      l[spec_->lengthscale_group[d]] = h.lengthscales(d);
+    }
+    Eigen::MatrixXd scaled = Eigen::MatrixXd::Zero(n, n);  // r^2, or <x, x'> for linear
+    for (int g = 0; g < groups; ++g) scaled += stats_[g] / (l[g] * l[g]);
+    Eigen::MatrixXd profile, root;
+    switch (spec_->kernel) {
+      case KernelType::kRbf:
+        profile = (-0.5 * scaled.array()).exp();
+        break;
+      case KernelType::kMatern32:
+        root = (3.0 * scaled.array().max(0.0)).sqrt();
+        profile = (1.0 + root.array()) * (-root.array()).exp();
+        break;
+      case KernelType::kMatern52:
+        root = (5.0 * scaled.array().max(0.0)).sqrt();
+        profile = (1.0 + root.array() + root.array().square() / 3.0) * (-root.array()).exp();
+        break;
+      case KernelType::kLinear:
+        profile = scaled;
+        break;
+    }
+    const Eigen::MatrixXd arm = (h.signal_variance * profile.array() + h.offset_variance).matrix();
+    Eigen::MatrixXd a = gp.cwiseProduct(arm);
+    a.diagonal().array() += h.noise_variance;
+    Eigen::LLT<Eigen::MatrixXd> llt(a);
+    if (llt.info() != Eigen::Success) {
+      a.diagonal().array() += 1e-8 * a.diagonal().mean();
+      llt.compute(a);
+      if (llt.info() != Eigen::Success) return absl::InternalError("kernel matrix not positive");
+    }
+    double mean = h.prior_mean;
+    if (spec_->fit_prior_mean) {
+      const Eigen::VectorXd ones_solved = llt.solve(Eigen::VectorXd::Ones(n));
+      const double denominator = ones_solved.sum();
+      if (denominator > 0.0) mean = ones_solved.dot(data_->y) / denominator;
+    }
+    if (mean_out != nullptr) *mean_out = mean;
+    const Eigen::VectorXd residual = data_->y.array() - mean;
+    const Eigen::VectorXd alpha = llt.solve(residual);
+    const Eigen::MatrixXd& factor = llt.matrixLLT();
+    const double log_det = 2.0 * factor.diagonal().array().log().sum();
+    const double value =
+        -0.5 * residual.dot(alpha) - 0.5 * log_det - 0.5 * n * std::log(2.0 * M_PI);
+    if (gradient == nullptr) return value;
+
+    // d log p / d theta = 1/2 tr(W dK/dtheta), W = alpha alpha^T - A^-1.
+    Eigen::MatrixXd w = llt.solve(Eigen::MatrixXd::Identity(n, n));
+    w = alpha * alpha.transpose() - w;
+    const Eigen::MatrixXd wg = w.cwiseProduct(gp);
+    gradient->setZero(kFirstLengthscale + groups + 2);
+    (*gradient)(kSignal) = 0.5 * h.signal_variance * wg.cwiseProduct(profile).sum();
+    (*gradient)(kOffset) = 0.5 * h.offset_variance * wg.sum();
+    for (int g = 0; g < groups; ++g) {
+      const Eigen::ArrayXXd share = stats_[g].array() / (l[g] * l[g]);  // this group's part
+      Eigen::ArrayXXd derivative;  // d profile / d log l_g
+      switch (spec_->kernel) {
+        case KernelType::kRbf:
+          derivative = profile.array() * share;
+          break;
+        case KernelType::kMatern32:
+          derivative = 3.0 * (-root.array()).exp() * share;
+          break;
+        case KernelType::kMatern52:
+          derivative = (5.0 / 3.0) * (1.0 + root.array()) * (-root.array()).exp() * share;
+          break;
+        case KernelType::kLinear:
+          derivative = -2.0 * share;
+          break;
+      }
+      (*gradient)(kFirstLengthscale + g) =
+          0.5 * h.signal_variance * (wg.array() * derivative).sum();
+    }
+    (*gradient)(kFirstLengthscale + groups) = 0.5 * h.noise_variance * w.trace();
+    if (need_square) {
+      double sum = 0.0;
+      for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < n; ++i) sum += w(i, j) * gu2(slot[i], slot[j]) * arm(i, j);
+      }
+      (*gradient)(kFirstLengthscale + groups + 1) = -0.5 * h.rho * sum;
+    }
+    return value;
+  }
+
+ private:
+  const FitData* data_ = nullptr;
+  const FitSpec* spec_ = nullptr;
+  UserFactors users_;
+  std::vector<Eigen::MatrixXd> stats_;
+};
+
+// The free parameters, in the full layout's order, as one log-space vector.
+struct Layout {
+  std::vector<int> free;  // indices into the full layout
+  int groups = 0;
+
+  static Layout Of(const FitSpec& spec, bool laplacian) {
+    Layout layout;
+    layout.groups = spec.groups();
+    if (spec.fit_signal_variance) layout.free.push_back(kSignal);
+    if (spec.fit_offset_variance) layout.free.push_back(kOffset);
+    for (int g = 0; g < spec.groups(); ++g) {
+      if (spec.fit_lengthscale[g]) layout.free.push_back(kFirstLengthscale + g);
+    }
+    if (spec.fit_noise_variance) layout.free.push_back(kFirstLengthscale + spec.groups());
+    if (spec.fit_rho && laplacian) layout.free.push_back(kFirstLengthscale + spec.groups() + 1);
+    return layout;
+  }
+  int full_size() const { return kFirstLengthscale + groups + 2; }
+};
+
+// Full log-space vector <-> Hyperparameters (length-scales by group).
+Eigen::VectorXd ToFull(const Hyperparameters& h, const FitSpec& spec) {
+  Eigen::VectorXd full(kFirstLengthscale + spec.groups() + 2);
+  full(kSignal) = std::log(h.signal_variance);
+  full(kOffset) = std::log(std::max(h.offset_variance, std::numeric_limits<double>::min()));
+  for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
+    full(kFirstLengthscale + spec.lengthscale_group[d]) = std::log(h.lengthscales(d));
+  }
+  full(kFirstLengthscale + spec.groups()) = std::log(h.noise_variance);
+  full(kFirstLengthscale + spec.groups() + 1) = std::log(h.rho);
+  return full;
+}
+
+void FromFull(const Eigen::VectorXd& full, const FitSpec& spec, Hyperparameters* h) {
+  h->signal_variance = std::exp(full(kSignal));
+  h->offset_variance = std::exp(full(kOffset));
+  h->lengthscales.resize(static_cast<int>(spec.lengthscale_group.size()));
+  for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
+    h->lengthscales(d) = std::exp(full(kFirstLengthscale + spec.lengthscale_group[d]));
+  }
+  h->noise_variance = std::exp(full(kFirstLengthscale + spec.groups()));
+  h->rho = std::exp(full(kFirstLengthscale + spec.groups() + 1));
+}
+
+struct Problem {
+  Likelihood* likelihood;
+  const FitSpec* spec;
+  Layout layout;
+  Eigen::VectorXd base;     // full log-space vector: fixed parameters come from here
+  Eigen::VectorXd centre;   // prior centres (full layout)
+  double prior_precision;   // 1 / sd^2 of the log-normal prior
+  int evaluations = 0;
+  double last_mean = 0.0;
+  nlopt_opt opt = nullptr;  // the running optimiser, for cancellation
+  bool cancelled = false;
+};
+
+double Objective(unsigned n, const double* x, double* grad, void* data) {
+  Problem& p = *static_cast<Problem*>(data);
+  ++p.evaluations;
+  if (p.spec->cancel != nullptr && p.spec->cancel->load(std::memory_order_relaxed)) {
+    p.cancelled = true;
+    if (p.opt != nullptr) nlopt_force_stop(p.opt);
+    if (grad != nullptr) std::fill(grad, grad + n, 0.0);
+    return 0.0;
+  }
+  Eigen::VectorXd full = p.base;
+  for (unsigned k = 0; k < n; ++k) full(p.layout.free[k]) = x[k];
+  Hyperparameters h;
+  FromFull(full, *p.spec, &h);
+  Eigen::VectorXd gradient;
+  double mean = 0.0;
+  absl::StatusOr<double> value =
+      p.likelihood->Evaluate(h, grad != nullptr ? &gradient : nullptr, &mean);
+  const double scale = 1.0 / p.likelihood->n();
+  if (!value.ok() || !std::isfinite(*value)) {
+    if (grad != nullptr) std::fill(grad, grad + n, 0.0);
+    return std::numeric_limits<double>::max() / 4;
+  }
+  p.last_mean = mean;
+  double objective = -*value;
+  for (unsigned k = 0; k < n; ++k) {
+    const int i = p.layout.free[k];
+    const double offset = x[k] - p.centre(i);
+    objective += 0.5 * p.prior_precision * offset * offset;
+    if (grad != nullptr) grad[k] = scale * (-gradient(i) + p.prior_precision * offset);
+  }
+  return scale * objective;
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+absl::Status CheckStart(const Hyperparameters& h, int dim) {
+  if (h.lengthscales.size() != dim || !(h.lengthscales.array() > 0.0).all() ||
+      !h.lengthscales.allFinite()) {
+    return absl::InvalidArgumentError("start values need one positive length-scale per dimension");
+  }
+  if (!(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) || !(h.noise_variance > 0.0) ||
+      !(h.rho > 0.0) || !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
+      !std::isfinite(h.noise_variance) || !std::isfinite(h.rho) || !std::isfinite(h.prior_mean)) {
+    return absl::InvalidArgumentError("start values out of range");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Hyperparameters::DebugString() const {
+  std::vector<std::string> l;
+  for (Eigen::Index i = 0; i < lengthscales.size(); ++i) {
+    l.push_back(absl::StrFormat("%.4g", lengthscales(i)));
+  }
+  return absl::StrFormat(
+      "variance=%.4g offset=%.4g lengthscales=[%s] noise=%.4g rho=%.4g mean=%.4g",
+      signal_variance, offset_variance, absl::StrJoin(l, ","), noise_variance, rho, prior_mean);
+}
+
+absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers& users,
+                                             const Hyperparameters& values, const FitSpec& spec,
+                                             Eigen::VectorXd* gradient, double* profiled_mean) {
+  if (absl::Status s = CheckStart(values, static_cast<int>(data.x.rows())); !s.ok()) return s;
+  Likelihood likelihood;
+  if (absl::Status s = likelihood.Init(data, users, spec); !s.ok()) return s;
+  Eigen::VectorXd full_gradient;
+  absl::StatusOr<double> value = likelihood.Evaluate(
+      values, gradient != nullptr ? &full_gradient : nullptr, profiled_mean);
+  if (!value.ok() || gradient == nullptr) return value;
+  const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
+  gradient->resize(static_cast<int>(layout.free.size()));
+  for (size_t k = 0; k < layout.free.size(); ++k) (*gradient)(k) = full_gradient(layout.free[k]);
+  return value;
+}
+
+absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
+                                             const Hyperparameters& start, const FitSpec& spec) {
+  const auto started = std::chrono::steady_clock::now();
+  const int dim = static_cast<int>(data.x.rows());
+  if (absl::Status s = CheckStart(start, dim); !s.ok()) return s;
+  const int n = static_cast<int>(data.y.size());
+  if (n < 2) return absl::FailedPreconditionError("a fit needs at least 2 observations");
+  Likelihood likelihood;
+  if (absl::Status s = likelihood.Init(data, users, spec); !s.ok()) return s;
+  const double y_mean = data.y.mean();
+  const double y_variance = (data.y.array() - y_mean).square().mean();
+  if (!(y_variance > 1e-300)) {
+    return absl::FailedPreconditionError("the rewards have no variance: nothing to fit");
+  }
+
+  // Data-derived centres and bounds (log space, full layout).
+  const int groups = spec.groups();
+  Eigen::MatrixXd g_start, unused;
+  if (absl::Status s = likelihood.users().Evaluate(start.rho, &g_start, nullptr); !s.ok()) return s;
+  double g_diagonal = 0.0;
+  for (int slot : likelihood.users().slot_of()) g_diagonal += g_start(slot, slot);
+  g_diagonal = std::max(g_diagonal / n, 1e-300);
+  std::vector<double> typical(groups, 1.0);
+  const int sample = std::min(n, 200);
+  for (int g = 0; g < groups; ++g) {
+    const Eigen::MatrixXd& s = likelihood.stats()[g];
+    std::vector<double> values;
+    if (spec.kernel == KernelType::kLinear) {
+      for (int i = 0; i < sample; ++i) values.push_back(std::sqrt(std::max(s(i, i), 0.0)));
+    } else {
+      for (int j = 0; j < sample; ++j) {
+        for (int i = 0; i < j; ++i) values.push_back(std::sqrt(std::max(s(i, j), 0.0)));
+      }
+    }
+    const double median = Median(values);
+    typical[g] = median > 0.0 ? median : 1.0;
+  }
+  const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
+  Eigen::VectorXd centre(layout.full_size()), lower(layout.full_size()), upper(layout.full_size());
+  const double signal_scale = y_variance / g_diagonal;
+  centre(kSignal) = std::log(0.5 * signal_scale);
+  lower(kSignal) = std::log(1e-4 * signal_scale);
+  upper(kSignal) = std::log(1e4 * signal_scale);
+  centre(kOffset) = std::log(0.1 * signal_scale);
+  lower(kOffset) = std::log(1e-8 * signal_scale);
+  upper(kOffset) = std::log(1e3 * signal_scale);
+  for (int g = 0; g < groups; ++g) {
+    centre(kFirstLengthscale + g) = std::log(typical[g]);
+    lower(kFirstLengthscale + g) = std::log(1e-2 * typical[g]);
+    upper(kFirstLengthscale + g) = std::log(1e2 * typical[g]);
+  }
+  centre(kFirstLengthscale + groups) = std::log(0.5 * y_variance);
+  lower(kFirstLengthscale + groups) = std::log(1e-6 * y_variance);
+  upper(kFirstLengthscale + groups) = std::log(1e2 * y_variance);
+  centre(kFirstLengthscale + groups + 1) = std::log(0.1);
+  lower(kFirstLengthscale + groups + 1) = std::log(1e-4);
+  upper(kFirstLengthscale + groups + 1) = std::log(1e4);
+
+  Problem problem{&likelihood, &spec, layout, ToFull(start, spec), centre,
+                  1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
+  FitResult result;
+  result.points = n;
+  {
+    absl::StatusOr<double> at_start = likelihood.Evaluate(start, nullptr, nullptr);
+    result.log_likelihood_start = at_start.ok() ? *at_start / n : -INFINITY;
+  }
+
+  const unsigned free = static_cast<unsigned>(layout.free.size());
+  Hyperparameters best = start;
+  double best_objective = INFINITY;
+  if (free > 0) {
+    std::vector<double> lb(free), ub(free);
+    for (unsigned k = 0; k < free; ++k) {
+      lb[k] = lower(layout.free[k]);
+      ub[k] = upper(layout.free[k]);
+    }
+    // Two starts: where the model is now, and the data-derived centres.
+    std::vector<std::vector<double>> starts(2, std::vector<double>(free));
+    for (unsigned k = 0; k < free; ++k) {
+      starts[0][k] = std::clamp(problem.base(layout.free[k]), lb[k], ub[k]);
+      starts[1][k] = centre(layout.free[k]);
+    }
+    for (std::vector<double>& x : starts) {
+      nlopt_opt opt = nlopt_create(NLOPT_LD_LBFGS, free);
+      nlopt_set_lower_bounds(opt, lb.data());
+      nlopt_set_upper_bounds(opt, ub.data());
+      nlopt_set_min_objective(opt, &Objective, &problem);
+      nlopt_set_ftol_rel(opt, 1e-7);
+      nlopt_set_xtol_rel(opt, 1e-5);
+      nlopt_set_maxeval(opt, std::max(1, spec.max_evaluations / 2));
+      double value = INFINITY;
+      problem.opt = opt;
+      const nlopt_result outcome = nlopt_optimize(opt, x.data(), &value);
+      problem.opt = nullptr;
+      nlopt_destroy(opt);
+      if (problem.cancelled) return absl::CancelledError("the fit was cancelled");
+      if (outcome < 0 && outcome != NLOPT_ROUNDOFF_LIMITED) continue;
+      if (!std::isfinite(value) || value >= best_objective) continue;
+      best_objective = value;
+      Eigen::VectorXd full = problem.base;
+      for (unsigned k = 0; k < free; ++k) full(layout.free[k]) = x[k];
+      FromFull(full, spec, &best);
+    }
+    if (!std::isfinite(best_objective)) {
+      return absl::InternalError("the likelihood could not be optimised from any start");
+    }
+  }
+  // Fixed parameters keep their exact start values (the log/exp round trip is not exact).
+  if (!spec.fit_signal_variance) best.signal_variance = start.signal_variance;
+  if (!spec.fit_offset_variance) best.offset_variance = start.offset_variance;
+  for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
+    if (!spec.fit_lengthscale[spec.lengthscale_group[d]]) best.lengthscales(d) = start.lengthscales(d);
+  }
+  if (!spec.fit_noise_variance) best.noise_variance = start.noise_variance;
+  if (!(spec.fit_rho && likelihood.users().laplacian())) best.rho = start.rho;
+  double mean = start.prior_mean;
+  absl::StatusOr<double> fitted = likelihood.Evaluate(best, nullptr, &mean);
+  if (!fitted.ok()) return fitted.status();
+  best.prior_mean = spec.fit_prior_mean ? mean : start.prior_mean;
+  result.values = best;
+  result.log_likelihood = *fitted / n;
+  result.evaluations = problem.evaluations;
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,162 @@
+#include "core/refit.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+
+absl::Status RefitOptions::Validate() const {
+  if (first_fit < 2) return absl::InvalidArgumentError("refit first_fit must be at least 2");
+  if (!(growth > 1.0) || !std::isfinite(growth)) {
+    return absl::InvalidArgumentError("refit growth must be > 1");
+  }
+  if (max_interval < 1) return absl::InvalidArgumentError("refit max_interval must be >= 1");
+  if (max_points < 2 || max_points > 5000) {
+    return absl::InvalidArgumentError("refit max_points must lie in 2..5000");
+  }
+  if (max_evaluations < 1) return absl::InvalidArgumentError("refit max_evaluations must be >= 1");
+  if (!(min_change >= 0.0) || !std::isfinite(min_change)) {
+    return absl::InvalidArgumentError("refit min_change must be >= 0");
+  }
+  if (!(kors_mu_factor > 0.0) || !std::isfinite(kors_mu_factor)) {
+    return absl::InvalidArgumentError("refit kors_mu_factor must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+int64_t NextFitAfter(int64_t at, const RefitOptions& options) {
+  if (at < options.first_fit) return options.first_fit;
+  const double grown = std::ceil(static_cast<double>(at) * options.growth);
+  return std::min<int64_t>(static_cast<int64_t>(grown), at + options.max_interval);
+}
+
+FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
+  FitSpec spec;
+  spec.kernel = shape.kernel;
+  const int dim = shape.context_dim + shape.arm_dim;
+  const bool per_dimension = options.per_dimension && dim <= kMaxPerDimensionLengthscales;
+  spec.lengthscale_group.resize(dim);
+  // The linear kernel's overall length-scale only rescales its variance: fit it only per
+  // dimension (relative relevance), never as one shared value.
+  const bool linear = shape.kernel == KernelType::kLinear;
+  if (per_dimension) {
+    for (int d = 0; d < dim; ++d) {
+      spec.lengthscale_group[d] = d;
+      spec.fit_lengthscale.push_back(d < shape.context_dim ? options.fit_context_lengthscale
+                                                           : options.fit_arm_lengthscale);
+    }
+  } else {
+    int groups = 0;
+    const int context_group = shape.context_dim > 0 ? groups++ : -1;
+    const int arm_group = shape.arm_dim > 0 ? groups++ : -1;
+    for (int d = 0; d < dim; ++d) {
+      spec.lengthscale_group[d] = d < shape.context_dim ? context_group : arm_group;
+    }
+    if (context_group >= 0) spec.fit_lengthscale.push_back(options.fit_context_lengthscale);
+    if (arm_group >= 0) spec.fit_lengthscale.push_back(options.fit_arm_lengthscale && !linear);
+    if (linear && context_group >= 0) spec.fit_lengthscale[context_group] = false;
+  }
+  spec.fit_signal_variance = options.fit_signal_variance;
+  spec.fit_offset_variance = options.fit_offset_variance;
+  spec.fit_noise_variance = options.fit_noise_variance;
+  spec.fit_rho = options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse;
+  spec.fit_prior_mean = options.fit_prior_mean;
+  spec.max_evaluations = options.max_evaluations;
+  return spec;
+}
+
+Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_variance,
+                                       const FeatureScaling& scaling, double noise_variance) {
+  Hyperparameters h;
+  h.signal_variance = signal_variance;
+  h.offset_variance = 0.0;
+  h.lengthscales = scaling.lengthscales();
+  h.noise_variance = noise_variance;
+  h.rho = shape.user_kernel.rho;
+  h.prior_mean = 0.0;
+  return h;
+}
+
+FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scaling,
+                              int max_points) {
+  FitData data = learner.RecentObservations(max_points);
+  if (data.x.rows() == scaling.joint_dim() && data.x.cols() > 0) {
+    data.x.array().colwise() *= scaling.lengthscales().array();
+  }
+  return data;
+}
+
+bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, double min_change) {
+  auto moved = [min_change](double x, double y) {
+    if (x == y) return false;
+    if (!(x > 0.0) || !(y > 0.0)) return true;
+    return std::abs(std::log(y / x)) > min_change;
+  };
+  if (moved(a.signal_variance, b.signal_variance) || moved(a.noise_variance, b.noise_variance) ||
+      moved(a.rho, b.rho)) {
+    return true;
+  }
+  // The offset matters only relative to the signal variance.
+  if (std::abs(a.offset_variance - b.offset_variance) >
+      min_change * std::max(a.signal_variance, b.signal_variance)) {
+    return true;
+  }
+  if (a.lengthscales.size() != b.lengthscales.size()) return true;
+  for (Eigen::Index i = 0; i < a.lengthscales.size(); ++i) {
+    if (moved(a.lengthscales(i), b.lengthscales(i))) return true;
+  }
+  const double noise_sd = std::sqrt(std::max(a.noise_variance, b.noise_variance));
+  return std::abs(a.prior_mean - b.prior_mean) > min_change * noise_sd;
+}
+
+FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
+                      const UserGraph& graph, std::shared_ptr<const UserKernel> current) {
+  FitUsers users;
+  if (options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
+    users.graph = &graph;
+  } else {
+    users.fixed = std::move(current);
+  }
+  return users;
+}
+
+absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelShape& shape,
+                                  double kors_mu_factor, const UserGraph& graph,
+                                  FeatureScaling* scaling,
+                                  std::shared_ptr<const UserKernel>* user_kernel,
+                                  Learner* learner) {
+  const int dim = scaling->joint_dim();
+  if (values.lengthscales.size() != dim || !(values.lengthscales.array() > 0.0).all() ||
+      !values.lengthscales.allFinite() || !(values.signal_variance > 0.0) ||
+      !(values.offset_variance >= 0.0) || !(values.noise_variance > 0.0) ||
+      !(values.rho > 0.0) || !std::isfinite(values.signal_variance) ||
+      !std::isfinite(values.offset_variance) || !std::isfinite(values.noise_variance) ||
+      !std::isfinite(values.rho) || !std::isfinite(values.prior_mean)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hyper-parameters out of range: %s", values.DebugString()));
+  }
+  std::shared_ptr<const UserKernel> users = *user_kernel;
+  if (shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
+    UserKernelOptions options = shape.user_kernel;
+    options.rho = values.rho;
+    auto built = BuildUserKernel(graph, options);
+    if (!built.ok()) return built.status();
+    users = *std::move(built);
+  }
+  LearnerRefit refit;
+  refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance);
+  refit.users = users;
+  refit.ridge = values.noise_variance;
+  refit.kors_mu = kors_mu_factor * values.noise_variance;
+  refit.prior_mean = values.prior_mean;
+  const Eigen::VectorXd old_lengthscales = scaling->lengthscales();
+  refit.rescale = old_lengthscales.cwiseQuotient(values.lengthscales);
+  if (absl::Status s = learner->Refit(refit); !s.ok()) return s;
+  scaling->per_dimension = values.lengthscales;
+  *user_kernel = std::move(users);
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,103 @@
+// When and how a kernel model refits its hyper-parameters (core/hyperparameter_fit.h) and how
+// fitted values reach its learner, shared by the server's models (core/model.h, which fit on a
+// helper thread and log the result) and the simulator (which fits inline at the same points).
+//
+// Schedule: the first fit once `first_fit` rewards are learned, then each time the number of
+// learned rewards has grown by the factor `growth` (but at least every `max_interval`), and at
+// once when the dictionary reaches its cap. A fit uses the `max_points` most recent retained
+// observations. Fitted values whose every relative change is below `min_change` are not
+// applied (nothing is rebuilt): after a few fits a stationary task stops paying for rebuilds.
+//
+// Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
+// rebuilt for the fitted rho, the ridge becomes the fitted noise variance and KORS's mu
+// kors_mu_factor times it (EK §4.8: mu = lambda), the learner's stored points are rescaled to
+// the new length-scales and the learner rebuilds itself (Learner::Refit). Values the
+// configuration fixes are never fitted.
+#ifndef GRAPHBANDIT_CORE_REFIT_H_
+#define GRAPHBANDIT_CORE_REFIT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/arm_kernel.h"
+#include "core/hyperparameter_fit.h"
+#include "core/posterior.h"
+#include "core/user_graph.h"
+#include "core/user_kernel.h"
+
+namespace graphbandit {
+
+// Above this many joint input dimensions, length-scales are fitted per group (context, arm
+// features) rather than per dimension.
+inline constexpr int kMaxPerDimensionLengthscales = 32;
+
+struct RefitOptions {
+  bool enabled = false;
+  // Free parameters (false: the configured value is kept).
+  bool fit_signal_variance = true;
+  bool fit_offset_variance = true;
+  bool fit_context_lengthscale = true;
+  bool fit_arm_lengthscale = true;
+  bool fit_noise_variance = true;
+  bool fit_rho = true;  // only with the Green's function user kernel
+  bool fit_prior_mean = true;
+  // One length-scale per input dimension (up to kMaxPerDimensionLengthscales dimensions).
+  bool per_dimension = true;
+  int64_t first_fit = 32;
+  double growth = 1.5;
+  int64_t max_interval = 4000;
+  int max_points = 400;
+  int max_evaluations = 80;
+  double min_change = 0.05;
+  double kors_mu_factor = 1.0;
+
+  absl::Status Validate() const;
+};
+
+// The rewards learned at which the fit after one at `at` is due.
+int64_t NextFitAfter(int64_t at, const RefitOptions& options);
+
+// What a model's kernel is built from besides the hyper-parameters.
+struct KernelShape {
+  KernelType kernel = KernelType::kRbf;
+  UserKernelOptions user_kernel;
+  int context_dim = 0;
+  int arm_dim = 0;
+};
+
+// The fit's parameterisation for this shape and these options.
+FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape);
+
+// The values a model starts with: its configuration.
+Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_variance,
+                                       const FeatureScaling& scaling, double noise_variance);
+
+// The learner's most recent retained observations with raw inputs (stored points times the
+// current length-scales).
+FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scaling,
+                              int max_points);
+
+// True when some value changed by more than `min_change` relative to the old one (on the log
+// scale for positive values; the prior mean relative to the noise's standard deviation).
+bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameters& new_values,
+                         double min_change);
+
+// The FitUsers for a fit of a model with this graph and user kernel.
+FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
+                      const UserGraph& graph, std::shared_ptr<const UserKernel> current);
+
+// Switches `learner` (and the model's `scaling` and `user_kernel`) to `values`: builds the user
+// kernel for values.rho when it is the Green's function, rescales, and calls Learner::Refit.
+// On failure nothing the caller holds is changed except the learner, which must then be
+// discarded (a refit can only fail on invalid values or a numerical breakdown).
+absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelShape& shape,
+                                  double kors_mu_factor, const UserGraph& graph,
+                                  FeatureScaling* scaling,
+                                  std::shared_ptr<const UserKernel>* user_kernel,
+                                  Learner* learner);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_REFIT_H_

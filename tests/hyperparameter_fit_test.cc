@@ -1,0 +1,499 @@
+// Hyper-parameter fitting (core/hyperparameter_fit.h, core/refit.h): the log marginal likelihood
+// against a direct dense computation, its gradient against finite differences, the profiled
+// prior mean against its closed form, recovery of known values from GP samples, and refits of
+// the learners against learners built directly with the new values.
+#include "core/hyperparameter_fit.h"
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "core/exact_gp_posterior.h"
+#include "core/green_function.h"
+#include "core/multi_user_kernel.h"
+#include "core/nystrom_posterior.h"
+#include "core/refit.h"
+#include "core/user_kernel.h"
+#include "tests/test_util.h"
+
+namespace graphbandit {
+namespace {
+
+using testing::RandomMatrix;
+using testing::RelativeError;
+
+// A small graph: a path 0-1-2-3 and a triangle 4-5-6, user 7 isolated.
+UserGraph SmallGraph() {
+  UserGraph g;
+  g.EnsureUsers(8);
+  g.SetEdge(0, 1, 1.0);
+  g.SetEdge(1, 2, 0.5);
+  g.SetEdge(2, 3, 2.0);
+  g.SetEdge(4, 5, 1.0);
+  g.SetEdge(5, 6, 1.0);
+  g.SetEdge(4, 6, 1.5);
+  return g;
+}
+
+FitData RandomData(int n, int dim, int users, Rng& rng) {
+  FitData data;
+  data.x = RandomMatrix(dim, n, rng);
+  for (int i = 0; i < n; ++i) data.users.push_back(static_cast<int32_t>(rng.UniformInt(users)));
+  data.y = RandomMatrix(n, 1, rng).col(0);
+  return data;
+}
+
+FitSpec GroupedSpec(KernelType kernel, int context_dim, int arm_dim, bool per_dimension) {
+  RefitOptions options;
+  options.enabled = true;
+  options.per_dimension = per_dimension;
+  KernelShape shape;
+  shape.kernel = kernel;
+  shape.context_dim = context_dim;
+  shape.arm_dim = arm_dim;
+  return MakeFitSpec(options, shape);
+}
+
+Hyperparameters Values(int dim, Rng& rng) {
+  Hyperparameters h;
+  h.signal_variance = 0.7;
+  h.offset_variance = 0.2;
+  h.lengthscales.resize(dim);
+  for (int d = 0; d < dim; ++d) h.lengthscales(d) = 0.8 + rng.Uniform();
+  h.noise_variance = 0.3;
+  h.rho = 0.4;
+  h.prior_mean = 0.25;
+  return h;
+}
+
+// log N(y; m0 1, K + lambda I) computed densely with the library's kernels.
+double DirectLogLikelihood(const FitData& data, const UserKernel& users, const Hyperparameters& h,
+                           KernelType kernel, double mean) {
+  Eigen::MatrixXd scaled = data.x;
+  scaled.array().colwise() /= h.lengthscales.array();
+  auto shared = std::shared_ptr<const UserKernel>(&users, [](const UserKernel*) {});
+  MultiUserKernel k(ArmKernel(kernel, h.signal_variance, h.offset_variance), shared);
+  Eigen::MatrixXd gram;
+  k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
+  gram.diagonal().array() += h.noise_variance;
+  Eigen::LLT<Eigen::MatrixXd> llt(gram);
+  const Eigen::VectorXd r = data.y.array() - mean;
+  const double n = static_cast<double>(data.y.size());
+  return -0.5 * r.dot(llt.solve(r)) -
+         Eigen::MatrixXd(llt.matrixL()).diagonal().array().log().sum() -
+         0.5 * n * std::log(2.0 * M_PI);
+}
+
+TEST(LogMarginalLikelihood, MatchesDenseComputationForEveryKernel) {
+  Rng rng(3);
+  const UserGraph graph = SmallGraph();
+  for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
+                            KernelType::kLinear}) {
+    const FitData data = RandomData(40, 3, 8, rng);
+    Hyperparameters h = Values(3, rng);
+    FitSpec spec = GroupedSpec(kernel, 1, 2, true);
+    spec.fit_prior_mean = false;
+    FitUsers users;
+    users.graph = &graph;
+    const double ours = *LogMarginalLikelihood(data, users, h, spec);
+    auto green = *GreenFunction::Build(graph, h.rho);
+    const double direct = DirectLogLikelihood(data, *green, h, kernel, h.prior_mean);
+    EXPECT_NEAR(ours, direct, 1e-9 * std::abs(direct)) << KernelTypeName(kernel);
+
+    // The same with the user kernel given instead of the graph.
+    FitUsers fixed;
+    fixed.fixed = green;
+    spec.fit_rho = false;
+    EXPECT_NEAR(*LogMarginalLikelihood(data, fixed, h, spec), direct, 1e-9 * std::abs(direct));
+  }
+}
+
+TEST(LogMarginalLikelihood, ProfiledMeanIsTheGlsEstimateAndMaximises) {
+  Rng rng(5);
+  const UserGraph graph = SmallGraph();
+  FitData data = RandomData(30, 2, 8, rng);
+  data.y.array() += 3.0;
+  const Hyperparameters h = Values(2, rng);
+  FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 2, true);
+  FitUsers users;
+  users.graph = &graph;
+  double mean = 0.0;
+  const double profiled = *LogMarginalLikelihood(data, users, h, spec, nullptr, &mean);
+  // Closed form: 1^T A^-1 y / 1^T A^-1 1.
+  auto green = *GreenFunction::Build(graph, h.rho);
+  Eigen::MatrixXd scaled = data.x;
+  scaled.array().colwise() /= h.lengthscales.array();
+  MultiUserKernel k(ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance), green);
+  Eigen::MatrixXd gram;
+  k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
+  gram.diagonal().array() += h.noise_variance;
+  Eigen::LLT<Eigen::MatrixXd> llt(gram);
+  const Eigen::VectorXd ones_solved = llt.solve(Eigen::VectorXd::Ones(30));
+  EXPECT_NEAR(mean, ones_solved.dot(data.y) / ones_solved.sum(), 1e-10);
+  EXPECT_NEAR(profiled, DirectLogLikelihood(data, *green, h, KernelType::kRbf, mean), 1e-9);
+  for (double shift : {-0.1, 0.1}) {
+    EXPECT_LT(DirectLogLikelihood(data, *green, h, KernelType::kRbf, mean + shift), profiled);
+  }
+}
+
+TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
+  Rng rng(11);
+  const UserGraph graph = SmallGraph();
+  for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
+                            KernelType::kLinear}) {
+    for (bool per_dimension : {true, false}) {
+      const FitData data = RandomData(35, 3, 8, rng);
+      const Hyperparameters h = Values(3, rng);
+      // Shared groups need equal length-scales within a group to be a point of the family.
+      Hyperparameters at = h;
+      const FitSpec spec = GroupedSpec(kernel, 1, 2, per_dimension);
+      if (!per_dimension) at.lengthscales(2) = at.lengthscales(1);
+      FitUsers users;
+      users.graph = &graph;
+      Eigen::VectorXd gradient;
+      ASSERT_TRUE(LogMarginalLikelihood(data, users, at, spec, &gradient).ok());
+      // Finite differences in log space over the free parameters, in the documented order.
+      std::vector<std::function<void(Hyperparameters*, double)>> moves;
+      moves.push_back([](Hyperparameters* p, double e) { p->signal_variance *= std::exp(e); });
+      moves.push_back([](Hyperparameters* p, double e) { p->offset_variance *= std::exp(e); });
+      for (int g = 0; g < spec.groups(); ++g) {
+        if (!spec.fit_lengthscale[g]) continue;
+        moves.push_back([g, &spec](Hyperparameters* p, double e) {
+          for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
+            if (spec.lengthscale_group[d] == g) p->lengthscales(d) *= std::exp(e);
+          }
+        });
+      }
+      moves.push_back([](Hyperparameters* p, double e) { p->noise_variance *= std::exp(e); });
+      moves.push_back([](Hyperparameters* p, double e) { p->rho *= std::exp(e); });
+      ASSERT_EQ(static_cast<size_t>(gradient.size()), moves.size());
+      for (size_t k = 0; k < moves.size(); ++k) {
+        const double e = 1e-5;
+        Hyperparameters plus = at, minus = at;
+        moves[k](&plus, e);
+        moves[k](&minus, -e);
+        const double numeric = (*LogMarginalLikelihood(data, users, plus, spec) -
+                                *LogMarginalLikelihood(data, users, minus, spec)) /
+                               (2 * e);
+        EXPECT_NEAR(gradient(k), numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
+            << KernelTypeName(kernel) << " parameter " << k << " per_dimension "
+            << per_dimension;
+      }
+    }
+  }
+}
+
+// Draws rewards from the model itself with known values.
+FitData SampleFromModel(const Hyperparameters& truth, const UserGraph& graph, int n, int users,
+                        Rng& rng) {
+  FitData data;
+  data.x = RandomMatrix(static_cast<int>(truth.lengthscales.size()), n, rng);
+  for (int i = 0; i < n; ++i) data.users.push_back(static_cast<int32_t>(rng.UniformInt(users)));
+  auto green = *GreenFunction::Build(graph, truth.rho);
+  Eigen::MatrixXd scaled = data.x;
+  scaled.array().colwise() /= truth.lengthscales.array();
+  MultiUserKernel k(ArmKernel(KernelType::kRbf, truth.signal_variance, truth.offset_variance),
+                    green);
+  Eigen::MatrixXd gram;
+  k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
+  gram.diagonal().array() += 1e-9;
+  const Eigen::MatrixXd root = Eigen::LLT<Eigen::MatrixXd>(gram).matrixL();
+  data.y = root * RandomMatrix(n, 1, rng).col(0);
+  for (int i = 0; i < n; ++i) {
+    data.y(i) += truth.prior_mean + std::sqrt(truth.noise_variance) * rng.Normal();
+  }
+  return data;
+}
+
+TEST(FitHyperparameters, RecoversLengthscalesNoiseAndRelevance) {
+  Rng rng(21);
+  UserGraph graph = SmallGraph();
+  Hyperparameters truth;
+  truth.signal_variance = 1.5;
+  truth.offset_variance = 0.0;
+  truth.lengthscales = Eigen::Vector3d(0.6, 1.5, 50.0);  // the third input barely matters
+  truth.noise_variance = 0.04;
+  truth.rho = 0.5;
+  truth.prior_mean = 2.0;
+  const FitData data = SampleFromModel(truth, graph, 400, 8, rng);
+  Hyperparameters start;
+  start.signal_variance = 1.0;
+  start.lengthscales = Eigen::Vector3d::Ones();
+  start.noise_variance = 0.1;
+  start.rho = 0.1;
+  const FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 3, true);
+  FitUsers users;
+  users.graph = &graph;
+  auto fit = FitHyperparameters(data, users, start, spec);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  const Hyperparameters& h = fit->values;
+  EXPECT_NEAR(h.lengthscales(0), 0.6, 0.15) << h.DebugString();
+  EXPECT_NEAR(h.lengthscales(1), 1.5, 0.4) << h.DebugString();
+  EXPECT_GT(h.lengthscales(2), 5.0) << h.DebugString();  // irrelevant input: long length-scale
+  EXPECT_NEAR(h.noise_variance, 0.04, 0.015) << h.DebugString();
+  EXPECT_NEAR(h.prior_mean, 2.0, 1.0) << h.DebugString();
+  // The fit improves the likelihood over the start and is at least as good as the truth.
+  EXPECT_GT(fit->log_likelihood, fit->log_likelihood_start);
+  FitSpec plain = spec;
+  const double at_truth = *LogMarginalLikelihood(data, users, truth, plain) / 400;
+  EXPECT_GE(fit->log_likelihood, at_truth - 1e-3);
+}
+
+TEST(FitHyperparameters, HonoursFixedParameters) {
+  Rng rng(23);
+  UserGraph graph = SmallGraph();
+  Hyperparameters truth;
+  truth.signal_variance = 1.0;
+  truth.lengthscales = Eigen::Vector2d(0.7, 0.7);
+  truth.noise_variance = 0.05;
+  truth.rho = 0.3;
+  const FitData data = SampleFromModel(truth, graph, 150, 8, rng);
+  Hyperparameters start = truth;
+  start.signal_variance = 3.0;
+  start.noise_variance = 0.5;
+  start.rho = 2.0;
+  FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 2, false);
+  spec.fit_signal_variance = false;
+  spec.fit_rho = false;
+  spec.fit_offset_variance = false;
+  spec.fit_prior_mean = false;
+  FitUsers users;
+  users.graph = &graph;
+  auto fit = FitHyperparameters(data, users, start, spec);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->values.signal_variance, 3.0);
+  EXPECT_EQ(fit->values.rho, 2.0);
+  EXPECT_EQ(fit->values.offset_variance, 0.0);
+  EXPECT_EQ(fit->values.prior_mean, 0.0);
+  EXPECT_NE(fit->values.noise_variance, 0.5);  // free: moved
+  EXPECT_EQ(fit->values.lengthscales(0), fit->values.lengthscales(1));  // one shared group
+}
+
+TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
+  Rng rng(29);
+  UserGraph graph = SmallGraph();
+  FitUsers users;
+  users.graph = &graph;
+  const FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 2, true);
+  Hyperparameters start = Values(2, rng);
+  FitData constant = RandomData(20, 2, 8, rng);
+  constant.y.setConstant(1.0);
+  EXPECT_EQ(FitHyperparameters(constant, users, start, spec).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  FitData mismatched = RandomData(20, 2, 8, rng);
+  mismatched.users.pop_back();
+  EXPECT_EQ(FitHyperparameters(mismatched, users, start, spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  FitData non_finite = RandomData(20, 2, 8, rng);
+  non_finite.y(3) = NAN;
+  EXPECT_EQ(FitHyperparameters(non_finite, users, start, spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Hyperparameters bad = start;
+  bad.noise_variance = -1.0;
+  EXPECT_EQ(FitHyperparameters(RandomData(20, 2, 8, rng), users, bad, spec).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::atomic<bool> cancel{true};
+  FitSpec cancelled = spec;
+  cancelled.cancel = &cancel;
+  EXPECT_EQ(FitHyperparameters(RandomData(50, 2, 8, rng), users, start, cancelled).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+TEST(RefitSchedule, GrowsGeometricallyWithACap) {
+  RefitOptions o;
+  o.first_fit = 32;
+  o.growth = 1.5;
+  o.max_interval = 1000;
+  EXPECT_EQ(NextFitAfter(0, o), 32);
+  EXPECT_EQ(NextFitAfter(31, o), 32);
+  EXPECT_EQ(NextFitAfter(32, o), 48);
+  EXPECT_EQ(NextFitAfter(100, o), 150);
+  EXPECT_EQ(NextFitAfter(10000, o), 11000);
+  EXPECT_TRUE(o.Validate().ok());
+  o.growth = 1.0;
+  EXPECT_FALSE(o.Validate().ok());
+}
+
+TEST(RefitSchedule, MaterialChange) {
+  Hyperparameters a;
+  a.lengthscales = Eigen::Vector2d(1.0, 2.0);
+  Hyperparameters b = a;
+  EXPECT_FALSE(MateriallyDifferent(a, b, 0.05));
+  b.lengthscales(1) = 2.05;  // 2.5%
+  EXPECT_FALSE(MateriallyDifferent(a, b, 0.05));
+  b.lengthscales(1) = 2.5;
+  EXPECT_TRUE(MateriallyDifferent(a, b, 0.05));
+  b = a;
+  b.prior_mean = 0.5 * std::sqrt(a.noise_variance);
+  EXPECT_TRUE(MateriallyDifferent(a, b, 0.05));
+}
+
+// ---- Refits of the learners ------------------------------------------------------------------
+
+struct Problem {
+  Eigen::MatrixXd raw;  // raw inputs
+  std::vector<int32_t> users;
+  Eigen::VectorXd y;
+};
+
+Problem RandomProblem(int n, int dim, int users, Rng& rng) {
+  Problem p;
+  p.raw = RandomMatrix(dim, n, rng);
+  for (int i = 0; i < n; ++i) p.users.push_back(static_cast<int32_t>(rng.UniformInt(users)));
+  p.y = RandomMatrix(n, 1, rng).col(0).array() + 1.0;
+  return p;
+}
+
+Eigen::MatrixXd Scaled(const Eigen::MatrixXd& raw, const Eigen::VectorXd& lengthscales) {
+  Eigen::MatrixXd s = raw;
+  s.array().colwise() /= lengthscales.array();
+  return s;
+}
+
+// A Nystrom learner whose dictionary holds every observation equals the exact GP; after a refit
+// both must equal learners built directly with the new values on the rescaled points.
+TEST(LearnerRefit, NystromWithFullDictionaryMatchesExactGpBuiltWithTheNewValues) {
+  Rng rng(31);
+  const UserGraph graph = SmallGraph();
+  const Problem p = RandomProblem(60, 3, 8, rng);
+  const Eigen::VectorXd old_l = Eigen::Vector3d(1.0, 1.0, 1.0);
+  auto old_users = *GreenFunction::Build(graph, 0.1);
+  NystromOptions options;
+  options.ridge = options.kors_mu = 0.1;
+  options.kors_gamma = 1e12;  // every point joins, and every refit keeps it
+  NystromPosterior nystrom(3, ArmKernel(KernelType::kRbf, 1.0), old_users, options);
+  ExactGpPosterior exact(3, ArmKernel(KernelType::kRbf, 1.0), old_users, 0.1);
+  const Eigen::MatrixXd old_points = Scaled(p.raw, old_l);
+  for (int i = 0; i < 60; ++i) {
+    nystrom.set_force_accept(true);
+    ASSERT_TRUE(nystrom.Observe(p.users[i], old_points.col(i), p.y(i)).ok());
+    ASSERT_TRUE(exact.Observe(p.users[i], old_points.col(i), p.y(i)).ok());
+  }
+  ASSERT_EQ(nystrom.dictionary_size(), 60);
+
+  Hyperparameters h;
+  h.signal_variance = 0.6;
+  h.offset_variance = 0.3;
+  h.lengthscales = Eigen::Vector3d(0.7, 2.0, 1.3);
+  h.noise_variance = 0.25;
+  h.rho = 0.6;
+  h.prior_mean = 0.8;
+  KernelShape shape;
+  shape.kernel = KernelType::kRbf;
+  shape.user_kernel.rho = 0.1;
+  shape.arm_dim = 3;
+  FeatureScaling scaling_n{0, 3, 1.0, 1.0, Eigen::VectorXd()};
+  FeatureScaling scaling_e = scaling_n;
+  std::shared_ptr<const UserKernel> users_n = old_users, users_e = old_users;
+  ASSERT_TRUE(ApplyHyperparameters(h, shape, 1.0, graph, &scaling_n, &users_n, &nystrom).ok());
+  ASSERT_TRUE(ApplyHyperparameters(h, shape, 1.0, graph, &scaling_e, &users_e, &exact).ok());
+  EXPECT_EQ(nystrom.dictionary_size(), 60);
+  EXPECT_EQ(scaling_n.lengthscales(), h.lengthscales);
+
+  // Reference: an exact GP built from scratch with the new values on newly scaled points.
+  auto new_users = *GreenFunction::Build(graph, h.rho);
+  ExactGpPosterior reference(3, ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance),
+                             new_users, h.noise_variance, h.prior_mean);
+  const Eigen::MatrixXd new_points = Scaled(p.raw, h.lengthscales);
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE(reference.Observe(p.users[i], new_points.col(i), p.y(i)).ok());
+  }
+  const Eigen::MatrixXd queries = Scaled(RandomMatrix(3, 7, rng), h.lengthscales);
+  for (int32_t user : {0, 3, 5, 7, kUnknownUser}) {
+    Eigen::VectorXd m_ref, s_ref, m_n, s_n, m_e, s_e;
+    reference.Score(user, queries, &m_ref, &s_ref);
+    nystrom.Score(user, queries, &m_n, &s_n);
+    exact.Score(user, queries, &m_e, &s_e);
+    EXPECT_LT(RelativeError(m_e, m_ref), 1e-9) << "user " << user;
+    EXPECT_LT(RelativeError(s_e, s_ref), 1e-9) << "user " << user;
+    EXPECT_LT(RelativeError(m_n, m_ref), 1e-7) << "user " << user;
+    EXPECT_LT(RelativeError(s_n, s_ref), 1e-7) << "user " << user;
+  }
+  // The frozen copies agree with the live learner.
+  Eigen::VectorXd m_f, s_f, m_n, s_n;
+  nystrom.Freeze()->Score(2, queries, &m_f, &s_f);
+  nystrom.Score(2, queries, &m_n, &s_n);
+  EXPECT_EQ(m_f, m_n);
+  EXPECT_EQ(s_f, s_n);
+}
+
+// After a refit, learning goes on as in a learner that had the new values from the start:
+// the refitted learner and a fresh one (same dictionary) learn the same next observations.
+TEST(LearnerRefit, PriorMeanShiftsTheUnlearnedPrediction) {
+  Rng rng(37);
+  auto users = std::make_shared<ConstantUserKernel>(1.0, 0.0);
+  NystromOptions options;
+  NystromPosterior learner(2, ArmKernel(KernelType::kRbf, 1.0), users, options);
+  const Eigen::MatrixXd far = Eigen::MatrixXd::Constant(2, 1, 100.0);
+  Eigen::VectorXd mean, stddev;
+  learner.Score(0, far, &mean, &stddev);
+  EXPECT_EQ(mean(0), 0.0);
+  LearnerRefit refit;
+  refit.arm = ArmKernel(KernelType::kRbf, 1.0);
+  refit.users = users;
+  refit.ridge = 0.1;
+  refit.kors_mu = 0.1;
+  refit.prior_mean = 4.5;
+  ASSERT_TRUE(learner.Refit(refit).ok());
+  learner.Score(0, far, &mean, &stddev);
+  EXPECT_DOUBLE_EQ(mean(0), 4.5);
+  // A far point keeps the prior mean after learning elsewhere.
+  ASSERT_TRUE(learner.Observe(0, Eigen::Vector2d(0.0, 0.0), 10.0).ok());
+  learner.Score(0, far, &mean, &stddev);
+  EXPECT_NEAR(mean(0), 4.5, 1e-12);
+}
+
+TEST(LearnerRefit, ThinningKeepsTheDictionaryConsistentAndStateRoundTrips) {
+  Rng rng(41);
+  const UserGraph graph = SmallGraph();
+  auto users = *GreenFunction::Build(graph, 0.1);
+  NystromOptions options;
+  options.ridge = options.kors_mu = 0.01;
+  NystromPosterior learner(2, ArmKernel(KernelType::kRbf, 1.0), users, options);
+  const Eigen::MatrixXd x = RandomMatrix(2, 300, rng);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(learner.Observe(static_cast<int32_t>(i % 8), x.col(i), rng.Normal()).ok());
+  }
+  const int64_t before = learner.dictionary_size();
+  // Much smoother and noisier: most of the dictionary is redundant under the new values.
+  LearnerRefit refit;
+  refit.arm = ArmKernel(KernelType::kRbf, 1.0);
+  refit.users = users;
+  refit.ridge = 1.0;
+  refit.kors_mu = 1.0;
+  refit.rescale = Eigen::Vector2d(0.2, 0.2);  // length-scales five times longer
+  ASSERT_TRUE(learner.Refit(refit).ok());
+  EXPECT_LT(learner.dictionary_size(), before / 2);
+  EXPECT_GT(learner.stats().thinned, 0);
+  EXPECT_EQ(learner.stats().refits, 1);
+  // The rebuilt factors describe the kept dictionary exactly: M = K_ZS K_SZ + lambda K_ZZ.
+  storage::Encoder saved;
+  learner.SaveState(&saved);
+  NystromPosterior restored(2, ArmKernel(KernelType::kRbf, 1.0), users, [&] {
+    NystromOptions o = options;
+    o.ridge = o.kors_mu = 1.0;
+    return o;
+  }());
+  const std::string bytes = saved.Release();
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(restored.LoadState(&in).ok());
+  const Eigen::MatrixXd q = RandomMatrix(2, 5, rng) * 0.2;
+  Eigen::VectorXd m1, s1, m2, s2;
+  learner.Score(3, q, &m1, &s1);
+  restored.Score(3, q, &m2, &s2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(s1, s2);
+  // Both keep learning identically.
+  ASSERT_TRUE(learner.Observe(1, q.col(0), 0.5).ok());
+  ASSERT_TRUE(restored.Observe(1, q.col(0), 0.5).ok());
+  learner.Score(3, q, &m1, &s1);
+  restored.Score(3, q, &m2, &s2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(s1, s2);
+}
+
+}  // namespace
+}  // namespace graphbandit
