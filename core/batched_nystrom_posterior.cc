@@ -72,19 +72,64 @@ absl::Status BatchedNystromPosterior::Observe(int32_t user,
   accumulated_ += sd(0) * sd(0) / options_.ridge;
   history_.Append(point, user, reward);
   if (accumulated_ <= options_.threshold) return absl::OkStatus();
+  if (options_.min_growth > 0.0 &&
+      static_cast<double>(history_.size()) <
+          static_cast<double>(last_redraw_size_) * (1.0 + options_.min_growth)) {
+    return absl::OkStatus();  // keeps accumulating until the history has grown enough
+  }
   accumulated_ = 0.0;
   return Resparsify();
 }
 
+Eigen::VectorXd BatchedNystromPosterior::HistoryVariancesOverRidge() const {
+  Eigen::VectorXd out(history_.size());
+  const int m = static_cast<int>(basis_x_.cols());
+  int64_t done = 0;
+  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
+                                           const double*, int64_t len) {
+    const Eigen::VectorXd arm = kernel_.arm().Diagonal(Eigen::Ref<const Eigen::MatrixXd>(block));
+    for (int64_t j = 0; j < len; ++j) {
+      out(done + j) = kernel_.users()->Entry(block_users[j], block_users[j]) * arm(j);
+    }
+    if (m > 0) {
+      Eigen::MatrixXd kz;  // m x len
+      kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &kz);
+      Eigen::MatrixXd projected = kz;
+      chol_m_.ForwardSolveInPlace(projected);
+      chol_zz_.ForwardSolveInPlace(kz);
+      out.segment(done, len).array() =
+          options_.ridge * projected.colwise().squaredNorm().transpose().array() +
+          (out.segment(done, len).array() - kz.colwise().squaredNorm().transpose().array())
+              .cwiseMax(0.0);
+    }
+    done += len;
+  });
+  return out / options_.ridge;
+}
+
 absl::Status BatchedNystromPosterior::Resparsify() {
   ++redraws_;
-  // Draw the new dictionary with the current (stale) posterior's variances.
+  // Draw the new dictionary with the current (stale) posterior's variances: point by point as
+  // the paper's algorithm (the simulator's presets), or in blocks of matrix products when
+  // served (the same values up to round-off, an order of magnitude faster).
   std::vector<int64_t> chosen;
+  const bool blocked = options_.min_growth > 0.0;
+  const Eigen::VectorXd variances = blocked ? HistoryVariancesOverRidge() : Eigen::VectorXd();
   for (int64_t i = 0; i < history_.size(); ++i) {
-    const double p = std::min(1.0, options_.oversampling * VarianceOverRidge(i));
+    const double v = blocked ? variances(i) : VarianceOverRidge(i);
+    const double p = std::min(1.0, options_.oversampling * v);
     if (rng_.Uniform() < p) chosen.push_back(i);
   }
   if (chosen.empty() && history_.size() > 0) chosen.push_back(history_.size() - 1);
+  const size_t cap = static_cast<size_t>(std::max(options_.max_dictionary_size, 0));
+  if (cap > 0 && chosen.size() > cap) {
+    for (size_t k = 0; k < cap; ++k) {  // partial Fisher-Yates, then back in history order
+      std::swap(chosen[k], chosen[k + rng_.UniformInt(chosen.size() - k)]);
+    }
+    chosen.resize(cap);
+    std::sort(chosen.begin(), chosen.end());
+  }
+  last_redraw_size_ = history_.size();
   basis_x_.Clear();
   basis_users_.clear();
   for (int64_t i : chosen) {
@@ -153,11 +198,12 @@ std::shared_ptr<const Scorer> BatchedNystromPosterior::Freeze() const {
                                                weights_);
 }
 
-// Payload, version 1: rng, double accumulated, count redraws, count jittered, history,
+// Payload, version 2: rng, double accumulated, count redraws, count jittered, count
+// last_redraw_size (version 1: absent, taken as 0), history,
 // columns basis_x, users basis_users, cholesky chol_m, cholesky chol_zz, vector weights (stored:
 // they were solved against a Gamma that is not kept).
 namespace {
-constexpr uint8_t kBatchedStateVersion = 1;
+constexpr uint8_t kBatchedStateVersion = 2;
 }  // namespace
 
 void BatchedNystromPosterior::SaveState(storage::Encoder* out) const {
@@ -166,6 +212,7 @@ void BatchedNystromPosterior::SaveState(storage::Encoder* out) const {
   s.PutDouble(accumulated_);
   PutCount(&s, redraws_);
   PutCount(&s, jittered_);
+  PutCount(&s, last_redraw_size_);
   PutHistory(&s, history_);
   PutColumns(&s, basis_x_);
   PutUsers(&s, basis_users_);
@@ -177,8 +224,9 @@ void BatchedNystromPosterior::SaveState(storage::Encoder* out) const {
 
 absl::Status BatchedNystromPosterior::LoadState(storage::Decoder* in) {
   std::string payload;
-  if (absl::Status status =
-          GetStateFrame(in, LearnerStateTag::kBatchedNystrom, kBatchedStateVersion, &payload);
+  uint8_t version = 0;
+  if (absl::Status status = GetStateFrame(in, LearnerStateTag::kBatchedNystrom,
+                                          kBatchedStateVersion, &payload, /*oldest=*/1, &version);
       !status.ok()) {
     return status;
   }
@@ -194,10 +242,12 @@ absl::Status BatchedNystromPosterior::LoadState(storage::Decoder* in) {
   if (!d.GetDouble(&accumulated) || !std::isfinite(accumulated)) {
     return malformed("accumulated variance");
   }
-  int64_t redraws = 0, jittered = 0;
+  int64_t redraws = 0, jittered = 0, last_redraw_size = 0;
   if (!GetCount(&d, &redraws) || !GetCount(&d, &jittered)) return malformed("counters");
+  if (version >= 2 && !GetCount(&d, &last_redraw_size)) return malformed("counters");
   HistoryBuffer history(dim_, 0);
   if (!GetHistory(&d, &history)) return malformed("history");
+  if (last_redraw_size > history.size()) return malformed("last re-draw after the history");
   GrowableColumns basis_x(dim_);
   if (!GetColumns(&d, &basis_x)) return malformed("dictionary points");
   const int64_t m = basis_x.cols();
@@ -222,6 +272,7 @@ absl::Status BatchedNystromPosterior::LoadState(storage::Decoder* in) {
   accumulated_ = accumulated;
   redraws_ = redraws;
   jittered_ = jittered;
+  last_redraw_size_ = last_redraw_size;
   history_ = std::move(history);
   basis_x_ = std::move(basis_x);
   basis_users_ = std::move(basis_users);

@@ -34,6 +34,16 @@ struct BatchedNystromOptions {
   double oversampling = 10.0; // q
   double min_relative_residual = 1e-8;
   uint64_t seed = 1;
+  // Bounds for serving (0 = off: the paper's algorithm, as the simulator runs it). A re-draw
+  // costs O(t m^2) and, with a threshold small against the posterior variance (a kernel whose
+  // variance is large against the ridge), the paper's rule re-draws after nearly every
+  // observation, so that learning falls ever further behind. With min_growth > 0 a re-draw also
+  // waits until the history has grown by that fraction since the previous one (the amortised
+  // cost per observation is then O(m^2 / min_growth)); with max_dictionary_size > 0 the
+  // re-drawn dictionary keeps at most that many points (a uniformly random subset of the drawn
+  // ones).
+  double min_growth = 0.0;
+  int max_dictionary_size = 0;
 };
 
 class BatchedNystromPosterior final : public Learner {
@@ -63,6 +73,8 @@ class BatchedNystromPosterior final : public Learner {
  private:
   // The approximate posterior variance over lambda at history point i.
   double VarianceOverRidge(int64_t i) const;
+  // The same for every history point, in blocks.
+  Eigen::VectorXd HistoryVariancesOverRidge() const;
   absl::Status Recompute();
 
   int dim_;
@@ -72,6 +84,7 @@ class BatchedNystromPosterior final : public Learner {
   HistoryBuffer history_;
   double accumulated_ = 0.0;
   int64_t redraws_ = 0;
+  int64_t last_redraw_size_ = 0;  // history size at the last re-draw
   int64_t jittered_ = 0;
 
   GrowableColumns basis_x_;

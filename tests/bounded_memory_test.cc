@@ -209,5 +209,43 @@ TEST(BatchedNystromTest, PosteriorIsFrozenBetweenRedraws) {
   EXPECT_GT(batched.dictionary_size(), 0);
 }
 
+// Served, the re-draws are bounded: with a threshold far below the posterior variance the paper's
+// rule re-draws after every observation; with min_growth it waits for the history to grow by
+// that fraction, and the dictionary never exceeds its cap.
+TEST(BatchedNystromTest, ServedRedrawsAreBoundedInFrequencyAndSize) {
+  const int t = 300;
+  const Data d = MakeData(t, 13);
+  BatchedNystromOptions paper;
+  paper.ridge = 0.01;  // variance 1 over ridge 0.01: every point looks new
+  paper.threshold = 10.0;
+  BatchedNystromOptions served = paper;
+  served.min_growth = 0.1;
+  served.max_dictionary_size = 50;
+  BatchedNystromPosterior unbounded(d.dim, d.arm, d.kernel, paper);
+  BatchedNystromPosterior bounded(d.dim, d.arm, d.kernel, served);
+  int64_t max_m = 0;
+  for (int i = 0; i < t; ++i) {
+    ASSERT_TRUE(unbounded.Observe(d.u[i], d.x.col(i), d.y(i)).ok());
+    ASSERT_TRUE(bounded.Observe(d.u[i], d.x.col(i), d.y(i)).ok());
+    max_m = std::max(max_m, bounded.dictionary_size());
+  }
+  EXPECT_GT(unbounded.redraws(), t / 4);
+  // Growth by 10% at least between re-draws: about log(300) / log(1.1) = 60 re-draws at most.
+  EXPECT_LE(bounded.redraws(), 62);
+  EXPECT_GT(bounded.redraws(), 10);
+  EXPECT_LE(max_m, 50);
+  EXPECT_EQ(bounded.dictionary_size(), 50);
+  // Still a posterior of the data: the bounded learner predicts the observed rewards better
+  // than the prior mean 0 does.
+  Eigen::VectorXd mean, sd;
+  double err_model = 0.0, err_prior = 0.0;
+  for (int i = 0; i < t; ++i) {
+    bounded.Score(d.u[i], d.x.col(i), &mean, &sd);
+    err_model += (mean(0) - d.y(i)) * (mean(0) - d.y(i));
+    err_prior += d.y(i) * d.y(i);
+  }
+  EXPECT_LT(err_model, err_prior);
+}
+
 }  // namespace
 }  // namespace graphbandit
