@@ -9,15 +9,23 @@ namespace graphbandit {
 
 absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
                                                      const UserGraph& graph,
-                                                     std::shared_ptr<const UserKernel> kernel) {
-  const ArmKernel arm(options.kernel, options.kernel_variance);
+                                                     std::shared_ptr<const UserKernel> kernel,
+                                                     const Hyperparameters* values,
+                                                     double kors_mu_factor) {
+  const ArmKernel arm =
+      values != nullptr
+          ? ArmKernel(options.kernel, values->signal_variance, values->offset_variance)
+          : ArmKernel(options.kernel, options.kernel_variance);
+  const double ridge = values != nullptr ? values->noise_variance : options.ridge;
+  const double prior_mean = values != nullptr ? values->prior_mean : 0.0;
   std::unique_ptr<Learner> learner;
   switch (options.policy) {
     case PolicyKind::kEkUcb:
     case PolicyKind::kEkTs: {
       NystromOptions nystrom;
-      nystrom.ridge = options.ridge;
-      nystrom.kors_mu = options.effective_kors_mu();
+      nystrom.ridge = ridge;
+      nystrom.kors_mu = options.kors_mu > 0.0 ? options.kors_mu : kors_mu_factor * ridge;
+      nystrom.prior_mean = prior_mean;
       nystrom.kors_epsilon = options.kors_epsilon;
       nystrom.kors_gamma = options.kors_gamma;
       nystrom.max_dictionary_size = options.max_dictionary_size;
@@ -29,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
     }
     case PolicyKind::kGpUcb:
     case PolicyKind::kGpTs:
-      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, options.ridge);
+      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, ridge, prior_mean);
       break;
     case PolicyKind::kBatchedNystromUcb: {
       BatchedNystromOptions batched;
@@ -37,6 +45,9 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       batched.threshold = options.batched_threshold;
       batched.oversampling = options.batched_oversampling;
       batched.seed = options.seed;
+      // Served, the re-draws are bounded so that the writer keeps up (see the options).
+      batched.min_growth = kServedBatchedMinGrowth;
+      batched.max_dictionary_size = options.max_dictionary_size;
       learner = std::make_unique<BatchedNystromPosterior>(dim, arm, kernel, batched);
       break;
     }

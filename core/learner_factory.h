@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "core/hyperparameter_fit.h"
 #include "core/model_options.h"
 #include "core/posterior.h"
 #include "core/selection.h"
@@ -14,11 +15,19 @@
 
 namespace graphbandit {
 
+// BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
+inline constexpr double kServedBatchedMinGrowth = 0.05;
+
 // A learner over points of dimension `dim` for the model, already attached to `graph` and its
-// user `kernel`.
+// user `kernel`. With `values` (the model's current, possibly fitted, hyper-parameters), kernel
+// learners take their arm-kernel variance and offset, ridge, prior mean and KORS mu
+// (kors_mu_factor times the ridge, unless the configuration fixes kors_mu) from them instead
+// of the configuration; the user kernel must already be built for values->rho.
 absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
                                                      const UserGraph& graph,
-                                                     std::shared_ptr<const UserKernel> kernel);
+                                                     std::shared_ptr<const UserKernel> kernel,
+                                                     const Hyperparameters* values = nullptr,
+                                                     double kors_mu_factor = 1.0);
 
 inline SelectionRule SelectionRuleFor(const ModelOptions& options) {
   return options.thompson() ? SelectionRule::kThompson : SelectionRule::kUcb;

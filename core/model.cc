@@ -21,6 +21,7 @@
 #include "core/edge_list.h"
 #include "core/learner_factory.h"
 #include "core/random.h"
+#include "core/refit.h"
 #include "core/selection.h"
 #include "core/storage/coding.h"
 #include "core/storage/log_reader.h"
@@ -40,7 +41,9 @@ constexpr double FreshnessStats::kBounds[];
 
 namespace {
 
-constexpr uint8_t kStateVersion = 2;
+// 3: with the hyper-parameters block; 2: without (the configured values apply).
+constexpr uint8_t kStateVersion = 3;
+constexpr uint8_t kOldestStateVersion = 2;
 
 absl::Status CheckId(absl::string_view id, absl::string_view field) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
@@ -164,7 +167,14 @@ Model::Model(const ModelOptions& options, const Durability& durability)
     : options_(options),
       durability_(durability),
       ledger_(options.reward_window, options.max_decisions, options.effective_max_tombstones(),
-              options.aggregation) {}
+              options.aggregation) {
+  hyper_.signal_variance = options.kernel_variance;
+  hyper_.offset_variance = 0.0;
+  hyper_.noise_variance = options.ridge;
+  hyper_.rho = options.rho;
+  hyper_.prior_mean = 0.0;
+  next_fit_at_ = NextFitAfter(0, options.refit);
+}
 
 Model::~Model() { Shutdown(); }
 
@@ -323,6 +333,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     model->synced_seq_ = next - 1;
   }
   model->Publish(next - 1);
+  // After a restart the next fit waits for the rewards to grow as after a fit (replay does not
+  // know when fits that changed nothing ran, and a restart should not start with a rebuild).
+  model->next_fit_at_ =
+      std::max(model->next_fit_at_, NextFitAfter(model->rewards_learned_, options.refit));
+  if (options.refits_hyperparameters()) {
+    model->fitter_ = std::make_unique<FitWorker>([m = model.get()] {
+      MutexLock lock(&m->queue_mu_);
+      m->fit_ready_ = true;
+      m->queue_cv_.SignalAll();
+    });
+  }
   model->writer_ = std::thread([m = model.get()] { m->WriterLoop(); });
   if (!dir.empty() && durability.sync == Durability::Sync::kGroupCommit) {
     model->syncer_ = std::thread([m = model.get()] { m->SyncerLoop(); });
@@ -413,6 +434,19 @@ std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
   // The user kernel was built over the graph's users at the last edit; users registered since
   // (by rewards) are outside it until the next edit. Restoring must build the same kernel.
   out.PutVarint64(static_cast<uint64_t>(users_at_rebuild_));
+  // The hyper-parameters in use (version 3), before the learner that was built with them.
+  out.PutDouble(hyper_.signal_variance);
+  out.PutDouble(hyper_.offset_variance);
+  out.PutDoubles(hyper_.lengthscales.data(), hyper_.lengthscales.size());
+  out.PutDouble(hyper_.noise_variance);
+  out.PutDouble(hyper_.rho);
+  out.PutDouble(hyper_.prior_mean);
+  out.PutDouble(kors_mu_factor_);
+  out.PutVarint64(static_cast<uint64_t>(next_fit_at_));
+  out.PutVarint64(static_cast<uint64_t>(fits_applied_));
+  out.PutVarint64(static_cast<uint64_t>(last_fit_rewards_));
+  out.PutVarint64(static_cast<uint32_t>(last_fit_points_));
+  out.PutDouble(last_fit_log_likelihood_);
   if (learner_ != nullptr) learner_->SaveState(&out);
   // The ledger last, encoded when the snapshot began (SaveLedger).
   std::string payload = out.Release();
@@ -465,7 +499,10 @@ absl::Status Model::LoadState(absl::string_view payload) {
   };
   uint8_t version = 0, has_learner = 0, aggregation = 0;
   uint64_t seq = 0, context_dim = 0, arm_dim = 0, learned = 0, users = 0, edges = 0;
-  if (!in.GetU8(&version) || version != kStateVersion) return bad("unknown format version");
+  if (!in.GetU8(&version) || version < kOldestStateVersion || version > kStateVersion) {
+    return bad(absl::StrFormat("format version %d (this build reads %d to %d)", version,
+                               kOldestStateVersion, kStateVersion));
+  }
   if (!in.GetFixed64(&seq) || !in.GetU8(&has_learner) || has_learner > 1 ||
       !in.GetVarint64(&context_dim) || !in.GetVarint64(&arm_dim) || !in.GetVarint64(&learned) ||
       !in.GetVarint64(&users) || users > in.remaining() || context_dim > INT32_MAX ||
@@ -490,9 +527,46 @@ absl::Status Model::LoadState(absl::string_view payload) {
   }
   uint64_t rebuild_users = 0;
   if (!in.GetVarint64(&rebuild_users) || rebuild_users > users) return bad("kernel users");
+  bool rebuild_learner = false;
+  if (version >= 3) {
+    Hyperparameters h;
+    std::vector<double> lengthscales;
+    double factor = 0.0, log_likelihood = 0.0;
+    uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
+    if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
+        !in.GetDoubles(&lengthscales, 1u << 16) || !in.GetDouble(&h.noise_variance) ||
+        !in.GetDouble(&h.rho) || !in.GetDouble(&h.prior_mean) || !in.GetDouble(&factor) ||
+        !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
+        !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
+        !(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) ||
+        !(h.noise_variance > 0.0) || !(h.rho > 0.0) || !(factor > 0.0) ||
+        !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
+        !std::isfinite(h.noise_variance) || !std::isfinite(h.rho) ||
+        !std::isfinite(h.prior_mean) || !std::isfinite(factor) || next_fit > INT64_MAX ||
+        fits > INT64_MAX || last_rewards > INT64_MAX || last_points > INT32_MAX) {
+      return bad("hyper-parameters");
+    }
+    h.lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+    if (!(h.lengthscales.array() > 0.0).all() || !h.lengthscales.allFinite()) {
+      return bad("length-scales");
+    }
+    hyper_ = std::move(h);
+    kors_mu_factor_ = factor;
+    next_fit_at_ = static_cast<int64_t>(next_fit);
+    fits_applied_ = static_cast<int64_t>(fits);
+    last_fit_rewards_ = static_cast<int64_t>(last_rewards);
+    last_fit_points_ = static_cast<int32_t>(last_points);
+    last_fit_log_likelihood_ = log_likelihood;
+    if (learner_ != nullptr) {
+      // Dimensions fixed by the configuration: the fresh learner must use these values.
+      if (hyper_.lengthscales.size() != scaling_.joint_dim()) return bad("length-scale count");
+      scaling_.per_dimension = hyper_.lengthscales;
+      rebuild_learner = true;
+    }
+  }
   // As live: the graph and the kernel cover the users known at the last edit.
   graph_.EnsureUsers(static_cast<int32_t>(rebuild_users));
-  auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
+  auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
   if (!kernel.ok()) {
     // The configured user kernel cannot serve this graph: a configuration change, not damage.
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -502,6 +576,11 @@ absl::Status Model::LoadState(absl::string_view payload) {
   user_kernel_ = *std::move(kernel);
   components_ = graph_.CountComponents();
   users_at_rebuild_ = graph_.num_users();
+  if (rebuild_learner) {
+    auto rebuilt = NewLearner();
+    if (!rebuilt.ok()) return rebuilt.status();
+    learner_ = *std::move(rebuilt);
+  }
   if (has_learner == 1) {
     if (learner_ != nullptr &&
         (scaling_.context_dim != static_cast<int>(context_dim) || scaling_.arm_dim != static_cast<int>(arm_dim))) {
@@ -615,6 +694,143 @@ void Model::ApplyToLedger(const ModelOp& op) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hyper-parameters (writer side).
+
+UserKernelOptions Model::CurrentUserKernelOptions() const {
+  UserKernelOptions o = options_.user_kernel_options();
+  o.rho = hyper_.rho;
+  return o;
+}
+
+KernelShape Model::CurrentShape() const {
+  KernelShape shape;
+  shape.kernel = options_.kernel;
+  shape.user_kernel = CurrentUserKernelOptions();
+  shape.context_dim = scaling_.context_dim;
+  shape.arm_dim = scaling_.arm_dim;
+  return shape;
+}
+
+absl::StatusOr<std::unique_ptr<Learner>> Model::NewLearner() const {
+  return MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_, &hyper_,
+                     kors_mu_factor_);
+}
+
+absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
+  if (learner_ == nullptr || !learner_->SupportsRefit()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": hyper-parameters logged for a model whose policy has none to fit",
+        options_.name));
+  }
+  // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
+  storage::Encoder backup;
+  learner_->SaveState(&backup);
+  FeatureScaling scaling = scaling_;
+  std::shared_ptr<const UserKernel> users = user_kernel_;
+  absl::Status status = graphbandit::ApplyHyperparameters(
+      op.values, CurrentShape(), op.kors_mu_factor, graph_, &scaling, &users, learner_.get());
+  if (!status.ok()) {
+    auto restored = NewLearner();
+    if (restored.ok()) {
+      const std::string bytes = backup.Release();
+      storage::Decoder in(bytes);
+      if ((*restored)->LoadState(&in).ok()) learner_ = *std::move(restored);
+    }
+    return absl::InternalError(absl::StrFormat(
+        "model \"%s\": fitted hyper-parameters not applied (%s); keeping %s", options_.name,
+        status.message(), hyper_.DebugString()));
+  }
+  scaling_ = std::move(scaling);
+  user_kernel_ = std::move(users);
+  hyper_ = op.values;
+  kors_mu_factor_ = op.kors_mu_factor;
+  ++fits_applied_;
+  last_fit_rewards_ = op.fitted_at;
+  last_fit_points_ = op.points;
+  last_fit_log_likelihood_ = op.log_likelihood;
+  next_fit_at_ = std::max(next_fit_at_, NextFitAfter(op.fitted_at, options_.refit));
+  return absl::OkStatus();
+}
+
+void Model::AfterBatch() {
+  if (fitter_ == nullptr || learner_ == nullptr || !learner_->SupportsRefit()) return;
+  if (std::optional<FitWorker::Outcome> outcome = fitter_->Take()) {
+    FinishFit(*std::move(outcome));
+  }
+  if (rewards_learned_ >= next_fit_at_ && !fitter_->busy()) StartFit();
+}
+
+void Model::StartFit() {
+  FitWorker::Job job;
+  job.data = RecentRawObservations(*learner_, scaling_, options_.refit.max_points);
+  next_fit_at_ = NextFitAfter(rewards_learned_, options_.refit);
+  if (job.data.y.size() < 2) return;
+  const KernelShape shape = CurrentShape();
+  job.spec = MakeFitSpec(options_.refit, shape);
+  if (job.spec.fit_rho) {
+    job.graph = std::make_shared<const UserGraph>(graph_);  // the writer goes on editing its own
+  } else {
+    job.fixed_users = user_kernel_;
+  }
+  job.start = hyper_;
+  job.fitted_at = rewards_learned_;
+  if (fitter_->Start(std::move(job))) {
+    MutexLock lock(&queue_mu_);
+    ++fits_in_flight_;
+  }
+}
+
+void Model::FinishFit(FitWorker::Outcome outcome) {
+  // However it ends, this fit is no longer in flight once this returns (an applied fit's record
+  // is queued by then, so WaitForFits also waits for it to be applied).
+  struct Landed {
+    Model* model;
+    ~Landed() {
+      MutexLock lock(&model->queue_mu_);
+      --model->fits_in_flight_;
+      model->queue_cv_.SignalAll();
+    }
+  } landed{this};
+  if (!outcome.result.ok()) {
+    MutexLock lock(&stats_mu_);
+    if (outcome.result.status().code() == absl::StatusCode::kFailedPrecondition) {
+      ++fits_skipped_;  // nothing to fit yet, e.g. every reward equal
+    } else if (outcome.result.status().code() != absl::StatusCode::kCancelled) {
+      ++fits_failed_;
+      std::fprintf(stderr, "model \"%s\": hyper-parameter fit failed: %s\n",
+                   options_.name.c_str(), std::string(outcome.result.status().message()).c_str());
+    }
+    return;
+  }
+  const FitResult& fit = *outcome.result;
+  {
+    MutexLock lock(&stats_mu_);
+    fit_seconds_ += fit.seconds;
+    if (!MateriallyDifferent(hyper_, fit.values, options_.refit.min_change)) {
+      ++fits_unchanged_;
+      return;
+    }
+  }
+  HyperparametersOp op;
+  op.values = fit.values;
+  op.kors_mu_factor = kors_mu_factor_;
+  op.fitted_at = outcome.fitted_at;
+  op.points = fit.points;
+  op.log_likelihood = fit.log_likelihood;
+  // Logged like every other change (the log tail moves under the ledger lock), then applied by
+  // this writer in log order with the next batch.
+  MutexLock ledger(&ledger_mu_);
+  MutexLock lock(&queue_mu_);
+  absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());
+  if (!seq.ok() && !stopping_) {
+    MutexLock stats(&stats_mu_);
+    ++fits_failed_;
+    std::fprintf(stderr, "model \"%s\": fitted hyper-parameters not logged: %s\n",
+                 options_.name.c_str(), std::string(seq.status().message()).c_str());
+  }
+}
+
 absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
   struct Undo {
     int32_t a, b;
@@ -642,13 +858,20 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
           options_.name, fix->context_dim, fix->arm_dim, scaling_.context_dim, scaling_.arm_dim));
     }
     scaling_ = FeatureScaling{fix->context_dim, fix->arm_dim, options_.context_lengthscale,
-                              options_.arm_lengthscale};
-    auto learner = MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_);
+                              options_.arm_lengthscale, Eigen::VectorXd()};
+    if (hyper_.lengthscales.size() == scaling_.joint_dim()) {
+      scaling_.per_dimension = hyper_.lengthscales;  // restored from a snapshot
+    } else {
+      hyper_.lengthscales = scaling_.lengthscales();
+    }
+    auto learner = NewLearner();
     if (!learner.ok()) return learner.status();
     learner_ = *std::move(learner);
     MutexLock lock(&queue_mu_);
     dims_ = Dimensions{true, fix->context_dim, fix->arm_dim};
     return absl::OkStatus();
+  } else if (const auto* hyper = std::get_if<HyperparametersOp>(&op)) {
+    return ApplyHyperparameters(*hyper);
   } else if (const auto* add = std::get_if<AddUsersOp>(&op)) {
     for (const std::string& user : add->users) {
       bool added = false;
@@ -721,7 +944,7 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     // depends on the log alone, not on how the writer batched operations. A graph the user
     // kernel or the learner cannot serve is refused as a whole and the model keeps the
     // previous graph; replaying the log refuses it again the same way.
-    auto kernel = BuildUserKernel(graph_, options_.user_kernel_options());
+    auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
     absl::Status status = kernel.status();
     if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
     if (!status.ok()) {
@@ -755,6 +978,24 @@ void Model::Publish(uint64_t version) {
     view->dimensions_fixed = true;
     view->history_size = learner_->history_size();
     view->dictionary_size = learner_->dictionary_size();
+    if (options_.kernel_policy()) {
+      HyperparameterView h;
+      h.values = hyper_;
+      h.kors_mu = options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs
+                      ? (options_.kors_mu > 0.0 ? options_.kors_mu
+                                                : kors_mu_factor_ * hyper_.noise_variance)
+                      : 0.0;
+      h.fits_applied = fits_applied_;
+      h.last_fit_rewards = last_fit_rewards_;
+      h.last_fit_points = last_fit_points_;
+      h.last_fit_log_likelihood = last_fit_log_likelihood_;
+      view->hyperparameters = std::move(h);
+    }
+    if (options_.exploration_width != ExplorationWidth::kStddev) {
+      view->exploration_width =
+          ExplorationWidthFor(options_.exploration_width, learner_->InformationGain(),
+                              learner_->MeanNormSquared());
+    }
   }
   view->rewards_learned = rewards_learned_;
   view->edges = graph_.num_edges();
@@ -889,13 +1130,15 @@ void Model::WriterLoop() {
     {
       MutexLock lock(&queue_mu_);
       queue_cv_.Wait(&queue_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !queue_.empty() || stopping_ || snapshot_requested_;
+        return !queue_.empty() || stopping_ || snapshot_requested_ || fit_ready_;
       });
       if (queue_.empty() && stopping_) return;  // everything logged is applied
       batch.swap(queue_);
       snapshot = snapshot_requested_;
+      fit_ready_ = false;
     }
     ApplyBatch(&batch);
+    AfterBatch();
     const bool due = durability_.snapshot_every_records > 0 &&
                      static_cast<int64_t>(applied_for_snapshot_) >= durability_.snapshot_every_records;
     if (!snapshot && !due) continue;
@@ -1164,8 +1407,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     return absl::InternalError("the posterior produced a non-finite score");
   }
   Rng rng(StableHash(event_id, options_.seed));
-  const std::vector<RankedChoice> slate = SelectSlate(
-      SelectionRuleFor(options_), options_.exploration, mean, stddev, request.slate_size, rng);
+  const std::vector<RankedChoice> slate =
+      SelectSlate(SelectionRuleFor(options_), options_.exploration * view->exploration_width, mean,
+                  stddev, request.slate_size, rng);
   Decision decision;
   decision.event_id = event_id;
   decision.model = options_.name;
@@ -1592,7 +1836,28 @@ ModelStats Model::Stats() const {
   stats.last_snapshot_seq = last_snapshot_seq_;
   stats.last_snapshot_time = last_snapshot_time_;
   stats.freshness = freshness_;
+  stats.fits_applied = stats.view.hyperparameters.has_value()
+                           ? stats.view.hyperparameters->fits_applied
+                           : 0;
+  stats.fits_unchanged = fits_unchanged_;
+  stats.fits_skipped = fits_skipped_;
+  stats.fits_failed = fits_failed_;
+  stats.fit_seconds = fit_seconds_;
   return stats;
+}
+
+void Model::WaitForFits() {
+  for (;;) {
+    {
+      MutexLock lock(&queue_mu_);
+      queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return fits_in_flight_ == 0 || stopping_;
+      });
+    }
+    WaitForWriter();
+    MutexLock lock(&queue_mu_);
+    if (fits_in_flight_ == 0 || stopping_) return;
+  }
 }
 
 void Model::WaitForWriter() {
@@ -1621,6 +1886,11 @@ void Model::Shutdown() {
   {
     MutexLock lock(&queue_mu_);
     if (stopped_) return;
+  }
+  // A fit in progress is cancelled: its result would not be applied any more.
+  if (fitter_ != nullptr) fitter_->Stop();
+  {
+    MutexLock lock(&queue_mu_);
     stopping_ = true;
     queue_cv_.SignalAll();
   }

@@ -42,6 +42,8 @@
 #include "core/arm_kernel.h"
 #include "core/decision.h"
 #include "core/decision_ledger.h"
+#include "core/fit_worker.h"
+#include "core/hyperparameter_fit.h"
 #include "core/model_ops.h"
 #include "core/model_options.h"
 #include "core/posterior.h"
@@ -67,6 +69,16 @@ struct Durability {
   int64_t snapshot_every_records = 100'000;
 };
 
+// The kernel hyper-parameters a published state uses (kernel policies with fixed dimensions).
+struct HyperparameterView {
+  Hyperparameters values;
+  double kors_mu = 0.0;  // EK policies
+  int64_t fits_applied = 0;
+  int64_t last_fit_rewards = 0;
+  int32_t last_fit_points = 0;
+  double last_fit_log_likelihood = 0.0;
+};
+
 // What decisions read: immutable once published.
 struct ModelView {
   uint64_t version = 0;
@@ -81,6 +93,9 @@ struct ModelView {
   int64_t edges = 0;
   int64_t graph_components = 0;
   int64_t graph_users = 0;
+  // Multiplies `exploration` in the selection rule (1: the posterior standard deviation).
+  double exploration_width = 1.0;
+  std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
 };
 
 struct AddUsersResult {
@@ -120,6 +135,14 @@ struct ModelStats {
   uint64_t last_snapshot_seq = 0;
   absl::Time last_snapshot_time;  // InfinitePast before the first
   FreshnessStats freshness;
+  // Hyper-parameter fits run on the helper thread, by outcome: applied (logged and applied),
+  // unchanged (no value moved by more than min_change), skipped (nothing to fit, e.g. every
+  // reward equal), failed.
+  int64_t fits_applied = 0;
+  int64_t fits_unchanged = 0;
+  int64_t fits_skipped = 0;
+  int64_t fits_failed = 0;
+  double fit_seconds = 0.0;  // summed over finished fits
 };
 
 // What recovery found (reported at start; damage is also in `damage`).
@@ -176,6 +199,10 @@ class Model {
 
   // Blocks until every operation logged before the call has been applied and published.
   void WaitForWriter() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Blocks until no hyper-parameter fit is running or waiting to be logged, and what was
+  // logged is applied (for tests and tools that need a quiescent model; fits start only as
+  // rewards arrive).
+  void WaitForFits() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Takes a snapshot now (and starts a new log segment); returns its sequence number.
   absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
@@ -199,6 +226,17 @@ class Model {
 
   // ---- state changes (writer side; also used by recovery before the writer starts) ----
   absl::Status Apply(const ModelOp& op, EdgeEditResult* result);
+  absl::Status ApplyHyperparameters(const HyperparametersOp& op);
+  // The learner for the current dimensions, graph and hyper-parameters.
+  absl::StatusOr<std::unique_ptr<Learner>> NewLearner() const;
+  // The user kernel's options with the current (possibly fitted) rho.
+  UserKernelOptions CurrentUserKernelOptions() const;
+  KernelShape CurrentShape() const;
+  // Writer, after each batch: picks up a finished fit (logging it when its values changed) and
+  // starts the next one when it is due.
+  void AfterBatch();
+  void StartFit();
+  void FinishFit(FitWorker::Outcome outcome);
   // The ledger part of an operation, for recovery (live, it happened at submission).
   void ApplyToLedger(const ModelOp& op);
   void Publish(uint64_t version);
@@ -274,6 +312,15 @@ class Model {
   int64_t components_ = 0;
   int64_t users_at_rebuild_ = 0;
   uint64_t applied_for_snapshot_ = 0;  // records applied since the last snapshot
+  // Hyper-parameters in use (from the configuration until a logged fit changes them).
+  Hyperparameters hyper_;
+  double kors_mu_factor_ = 1.0;
+  int64_t next_fit_at_ = 0;  // rewards learned at which the next fit is due
+  int64_t fits_applied_ = 0;
+  int64_t last_fit_rewards_ = 0;
+  int32_t last_fit_points_ = 0;
+  double last_fit_log_likelihood_ = 0.0;
+  std::unique_ptr<FitWorker> fitter_;  // null unless the model fits hyper-parameters
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
@@ -286,6 +333,8 @@ class Model {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fitter has an outcome waiting
+  int fits_in_flight_ ABSL_GUARDED_BY(queue_mu_) = 0;  // started and not yet logged or dropped
   std::vector<std::shared_ptr<OpCompletion>> snapshot_waiters_ ABSL_GUARDED_BY(queue_mu_);
   // Users a pending operation will register (counted against max_users before they exist).
   absl::flat_hash_set<std::string> reserved_users_ ABSL_GUARDED_BY(queue_mu_);
@@ -306,6 +355,10 @@ class Model {
   FreshnessStats freshness_ ABSL_GUARDED_BY(stats_mu_);
   int64_t snapshots_written_ ABSL_GUARDED_BY(stats_mu_) = 0;
   uint64_t last_snapshot_seq_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  int64_t fits_unchanged_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  int64_t fits_skipped_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  int64_t fits_failed_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  double fit_seconds_ ABSL_GUARDED_BY(stats_mu_) = 0.0;
   absl::Time last_snapshot_time_ ABSL_GUARDED_BY(stats_mu_) = absl::InfinitePast();
 
   std::thread writer_;

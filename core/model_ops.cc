@@ -101,6 +101,18 @@ struct EncodeVisitor {
     out->PutFixed64(static_cast<uint64_t>(op.closed_micros));
     PutObserves(out, op.learn);
   }
+  void operator()(const HyperparametersOp& op) const {
+    out->PutDouble(op.values.signal_variance);
+    out->PutDouble(op.values.offset_variance);
+    out->PutDoubles(op.values.lengthscales.data(), op.values.lengthscales.size());
+    out->PutDouble(op.values.noise_variance);
+    out->PutDouble(op.values.rho);
+    out->PutDouble(op.values.prior_mean);
+    out->PutDouble(op.kors_mu_factor);
+    out->PutVarint64(static_cast<uint64_t>(op.fitted_at));
+    out->PutVarint64(static_cast<uint32_t>(op.points));
+    out->PutDouble(op.log_likelihood);
+  }
 };
 
 absl::Status Malformed(OpType type) {
@@ -238,6 +250,24 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         return Malformed(type);
       }
       op.closed_micros = static_cast<int64_t>(closed);
+      return op;
+    }
+    case OpType::kHyperparameters: {
+      HyperparametersOp op;
+      std::vector<double> lengthscales;
+      uint64_t fitted_at = 0, points = 0;
+      if (!in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
+          !in.GetDoubles(&lengthscales, kMaxDoubles) || !in.GetDouble(&op.values.noise_variance) ||
+          !in.GetDouble(&op.values.rho) || !in.GetDouble(&op.values.prior_mean) ||
+          !in.GetDouble(&op.kors_mu_factor) || !in.GetVarint64(&fitted_at) ||
+          fitted_at > INT64_MAX || !in.GetVarint64(&points) || points > INT32_MAX ||
+          !in.GetDouble(&op.log_likelihood) || !in.done()) {
+        return Malformed(type);
+      }
+      op.values.lengthscales =
+          Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+      op.fitted_at = static_cast<int64_t>(fitted_at);
+      op.points = static_cast<int32_t>(points);
       return op;
     }
   }

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/hyperparameter_fit.h"
 
 namespace graphbandit {
 
@@ -90,8 +91,19 @@ struct CloseOp {
   std::vector<ObserveOp> learn;
 };
 
+// New hyper-parameters for the model's kernel, fitted beside the serving state (core/refit.h)
+// and applied by the writer at this point of the log; replay applies the same values at the
+// same point, so recovery reproduces the fit without running it again.
+struct HyperparametersOp {
+  Hyperparameters values;
+  double kors_mu_factor = 1.0;
+  int64_t fitted_at = 0;        // rewards learned when the fit started (schedules the next one)
+  int32_t points = 0;           // observations the fit used
+  double log_likelihood = 0.0;  // per point, at the fitted values
+};
+
 using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
-                             DecideOp, RewardOp, CloseOp>;
+                             DecideOp, RewardOp, CloseOp, HyperparametersOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -103,6 +115,7 @@ enum class OpType : uint8_t {
   kDecide = 6,
   kReward = 7,
   kClose = 8,
+  kHyperparameters = 9,
 };
 
 // The observations an operation teaches the learner (rewards learned now), or empty.

@@ -71,6 +71,12 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
                               {o.batched_oversampling, "batched.oversampling"}}) {
     if (absl::Status s = positive(value, field); !s.ok()) return s;
   }
+  if (o.refit.enabled) {
+    if (absl::Status s = o.refit.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": hyperparameters: %s", o.name, s.message()));
+    }
+  }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));

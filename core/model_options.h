@@ -14,6 +14,8 @@
 
 #include "core/arm_kernel.h"
 #include "core/decision_ledger.h"
+#include "core/refit.h"
+#include "core/selection.h"
 #include "core/user_kernel.h"
 
 namespace graphbandit {
@@ -36,6 +38,8 @@ struct ModelOptions {
   std::string name = "default";
   PolicyKind policy = PolicyKind::kEkUcb;
 
+  // The kernel's hyper-parameters: the values a model starts with; those that refit.fit_*
+  // leaves free are then fitted from the data (core/refit.h).
   KernelType kernel = KernelType::kRbf;
   double kernel_variance = 1.0;
   double arm_lengthscale = 1.0;
@@ -47,7 +51,10 @@ struct ModelOptions {
   int spectral_dims = 8;        // spectral RBF user kernel: eigenvectors used
   std::string edge_list_file;   // applied as an AddEdges at every start
   double ridge = 0.1;           // lambda, the GP noise variance
-  double exploration = 2.0;     // beta (UCB) or nu (Thompson sampling)
+  double exploration = 1.0;     // beta (UCB) or nu (Thompson sampling), times the width
+  ExplorationWidth exploration_width = ExplorationWidth::kStddev;
+  // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
+  RefitOptions refit = DefaultRefit();
 
   double kors_mu = 0.0;         // 0: use ridge
   double kors_epsilon = 0.5;
@@ -78,7 +85,18 @@ struct ModelOptions {
   Aggregation aggregation = Aggregation::kFirst;
   std::optional<double> default_reward;  // learned for arms without a reward when a window ends
 
+  static RefitOptions DefaultRefit() {
+    RefitOptions r;
+    r.enabled = true;
+    return r;
+  }
+
   bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
+  bool kernel_policy() const {
+    return policy == PolicyKind::kEkUcb || policy == PolicyKind::kEkTs || exact();
+  }
+  // Whether this model fits hyper-parameters: a kernel policy with fitting on.
+  bool refits_hyperparameters() const { return refit.enabled && kernel_policy(); }
   bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
   double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
   int64_t effective_max_tombstones() const {

@@ -108,6 +108,27 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.arm_lengthscale = Or(c.arm_kernel().arm_lengthscale(), d.arm_lengthscale);
   o.context_lengthscale = Or(c.arm_kernel().context_lengthscale(), d.context_lengthscale);
   o.rho = Or(c.graph().rho(), d.rho);
+  // Hyper-parameters: fitted unless set (a value set in the configuration is held fixed).
+  const v1::HyperparameterConfig& h = c.hyperparameters();
+  o.refit.enabled = h.has_fit() ? h.fit() : d.refit.enabled;
+  o.refit.fit_signal_variance = c.arm_kernel().variance() == 0.0;
+  o.refit.fit_arm_lengthscale = c.arm_kernel().arm_lengthscale() == 0.0;
+  o.refit.fit_context_lengthscale = c.arm_kernel().context_lengthscale() == 0.0;
+  o.refit.fit_rho = c.graph().rho() == 0.0;
+  o.refit.fit_noise_variance = c.ridge() == 0.0;
+  o.refit.fit_offset_variance = h.has_fit_offset() ? h.fit_offset() : d.refit.fit_offset_variance;
+  o.refit.fit_prior_mean = h.has_fit_mean() ? h.fit_mean() : d.refit.fit_prior_mean;
+  o.refit.per_dimension = h.has_per_dimension() ? h.per_dimension() : d.refit.per_dimension;
+  o.refit.first_fit = static_cast<int64_t>(
+      Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
+  o.refit.growth = Or(h.growth(), d.refit.growth);
+  o.refit.max_interval = static_cast<int64_t>(
+      Or<uint32_t>(h.max_interval(), static_cast<uint32_t>(d.refit.max_interval)));
+  o.refit.max_points =
+      static_cast<int>(Or<uint32_t>(h.max_points(), static_cast<uint32_t>(d.refit.max_points)));
+  o.refit.max_evaluations = static_cast<int>(
+      Or<uint32_t>(h.max_evaluations(), static_cast<uint32_t>(d.refit.max_evaluations)));
+  o.refit.min_change = h.has_min_change() ? h.min_change() : d.refit.min_change;
   o.edge_list_file = c.graph().edge_list_file();
   switch (c.graph().user_kernel()) {
     case v1::GraphConfig::USER_KERNEL_UNSPECIFIED:
@@ -137,6 +158,20 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
+  switch (c.exploration_width()) {
+    case v1::ModelConfig::EXPLORATION_WIDTH_UNSPECIFIED:
+      o.exploration_width = d.exploration_width;
+      break;
+    case v1::ModelConfig::STDDEV:
+      o.exploration_width = ExplorationWidth::kStddev;
+      break;
+    case v1::ModelConfig::AMM:
+      o.exploration_width = ExplorationWidth::kAmm;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": unknown exploration_width %d", o.name, c.exploration_width()));
+  }
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
@@ -233,10 +268,28 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
       kernel->set_type(v1::ArmKernelConfig::LINEAR);
       break;
   }
-  kernel->set_variance(o.kernel_variance);
-  kernel->set_arm_lengthscale(o.arm_lengthscale);
-  kernel->set_context_lengthscale(o.context_lengthscale);
-  c.mutable_graph()->set_rho(o.rho);
+  // Fitted values are left unset (0), so that this configuration, fed back, fits them again;
+  // DescribeModel shows the values in use in ModelDescription.hyperparameters.
+  const bool fits = o.refits_hyperparameters();
+  if (!fits || !o.refit.fit_signal_variance) kernel->set_variance(o.kernel_variance);
+  if (!fits || !o.refit.fit_arm_lengthscale) kernel->set_arm_lengthscale(o.arm_lengthscale);
+  if (!fits || !o.refit.fit_context_lengthscale) {
+    kernel->set_context_lengthscale(o.context_lengthscale);
+  }
+  if (!fits || !o.refit.fit_rho) c.mutable_graph()->set_rho(o.rho);
+  {
+    v1::HyperparameterConfig* h = c.mutable_hyperparameters();
+    h->set_fit(o.refit.enabled);
+    h->set_per_dimension(o.refit.per_dimension);
+    h->set_fit_offset(o.refit.fit_offset_variance);
+    h->set_fit_mean(o.refit.fit_prior_mean);
+    h->set_first_fit(static_cast<uint32_t>(o.refit.first_fit));
+    h->set_growth(o.refit.growth);
+    h->set_max_interval(static_cast<uint32_t>(o.refit.max_interval));
+    h->set_max_points(static_cast<uint32_t>(o.refit.max_points));
+    h->set_max_evaluations(static_cast<uint32_t>(o.refit.max_evaluations));
+    h->set_min_change(o.refit.min_change);
+  }
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
   switch (o.user_kernel) {
     case UserKernelKind::kLaplacianInverse:
@@ -262,9 +315,14 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_linear()->set_lambda(o.linear_lambda);
   c.mutable_batched()->set_threshold(o.batched_threshold);
   c.mutable_batched()->set_oversampling(o.batched_oversampling);
-  c.set_ridge(o.ridge);
+  if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);
   c.set_exploration(o.exploration);
-  c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());
+  c.set_exploration_width(o.exploration_width == ExplorationWidth::kAmm ? v1::ModelConfig::AMM
+                                                                         : v1::ModelConfig::STDDEV);
+  // kors_mu follows the (fitted) ridge unless it was set.
+  if (o.kors_mu > 0.0 || !fits || !o.refit.fit_noise_variance) {
+    c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());
+  }
   c.mutable_nystrom()->set_kors_epsilon(o.kors_epsilon);
   c.mutable_nystrom()->set_kors_gamma(o.kors_gamma);
   c.mutable_nystrom()->set_max_dictionary_size(o.max_dictionary_size);

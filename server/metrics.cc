@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <limits>
+#include <string>
 
 #include <prometheus/metric_family.h>
 
@@ -98,6 +99,63 @@ class ModelCollector : public prometheus::Collectable {
       freshness.metric.push_back(std::move(metric));
     }
     families.push_back(std::move(freshness));
+    // Hyper-parameters in use (kernel models), one series per parameter; length-scales per
+    // input dimension (at most a few dozen: bounded labels).
+    prometheus::MetricFamily hyper{
+        "graphbandit_hyperparameter",
+        "Kernel hyper-parameters the served state uses (fitted or configured), by parameter.",
+        prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily fits{
+        "graphbandit_hyperparameter_fits_total",
+        "Hyper-parameter fits finished, by outcome: applied (logged and applied), unchanged "
+        "(no value moved enough), skipped (nothing to fit yet), failed.",
+        prometheus::MetricType::Counter, {}};
+    prometheus::MetricFamily fit_seconds{
+        "graphbandit_hyperparameter_fit_seconds_total",
+        "Time spent fitting hyper-parameters on the helper thread.",
+        prometheus::MetricType::Counter, {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      const ModelStats& st = stats[i];
+      auto add = [&](prometheus::MetricFamily* family, const std::string& label,
+                     const std::string& value_label, double value) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"model", names[i]}, {label, value_label}};
+        if (family->type == prometheus::MetricType::Counter) {
+          metric.counter.value = value;
+        } else {
+          metric.gauge.value = value;
+        }
+        family->metric.push_back(std::move(metric));
+      };
+      if (st.view.hyperparameters.has_value()) {
+        const Hyperparameters& h = st.view.hyperparameters->values;
+        add(&hyper, "parameter", "signal_variance", h.signal_variance);
+        add(&hyper, "parameter", "offset_variance", h.offset_variance);
+        add(&hyper, "parameter", "noise_variance", h.noise_variance);
+        add(&hyper, "parameter", "rho", h.rho);
+        add(&hyper, "parameter", "prior_mean", h.prior_mean);
+        add(&hyper, "parameter", "kors_mu", st.view.hyperparameters->kors_mu);
+        add(&hyper, "parameter", "exploration_width", st.view.exploration_width);
+        for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
+          const bool context = d < st.view.context_dim;
+          add(&hyper, "parameter",
+              context ? "context_lengthscale_" + std::to_string(d)
+                      : "arm_lengthscale_" + std::to_string(d - st.view.context_dim),
+              h.lengthscales(d));
+        }
+      }
+      add(&fits, "outcome", "applied", double(st.fits_applied));
+      add(&fits, "outcome", "unchanged", double(st.fits_unchanged));
+      add(&fits, "outcome", "skipped", double(st.fits_skipped));
+      add(&fits, "outcome", "failed", double(st.fits_failed));
+      prometheus::ClientMetric seconds;
+      seconds.label = {{"model", names[i]}};
+      seconds.counter.value = st.fit_seconds;
+      fit_seconds.metric.push_back(std::move(seconds));
+    }
+    families.push_back(std::move(hyper));
+    families.push_back(std::move(fits));
+    families.push_back(std::move(fit_seconds));
     prometheus::MetricFamily info{"graphbandit_build_info", "Build information; always 1.",
                                   prometheus::MetricType::Gauge, {}};
     prometheus::ClientMetric one;

@@ -176,6 +176,41 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_arm_feature_dim(stats.view.arm_dim);
   response->set_dimensions_fixed(stats.view.dimensions_fixed);
   response->set_queued_operations(stats.queued_operations);
+  if (stats.view.hyperparameters.has_value()) {
+    const HyperparameterView& hv = *stats.view.hyperparameters;
+    const ModelOptions& options = (*model)->options();
+    v1::Hyperparameters* h = response->mutable_hyperparameters();
+    h->set_signal_variance(hv.values.signal_variance);
+    h->set_offset_variance(hv.values.offset_variance);
+    for (Eigen::Index d = 0; d < hv.values.lengthscales.size(); ++d) {
+      if (d < stats.view.context_dim) {
+        h->add_context_lengthscales(hv.values.lengthscales(d));
+      } else {
+        h->add_arm_lengthscales(hv.values.lengthscales(d));
+      }
+    }
+    h->set_noise_variance(hv.values.noise_variance);
+    h->set_rho(hv.values.rho);
+    h->set_prior_mean(hv.values.prior_mean);
+    h->set_kors_mu(hv.kors_mu);
+    h->set_fits_applied(static_cast<uint64_t>(hv.fits_applied));
+    h->set_last_fit_rewards(static_cast<uint64_t>(hv.last_fit_rewards));
+    h->set_last_fit_points(static_cast<uint32_t>(hv.last_fit_points));
+    h->set_last_fit_log_likelihood(hv.last_fit_log_likelihood);
+    h->set_exploration_width(stats.view.exploration_width);
+    const bool fits = options.refits_hyperparameters();
+    const RefitOptions& r = options.refit;
+    const bool rho_fitted = r.fit_rho && options.user_kernel == UserKernelKind::kLaplacianInverse;
+    for (auto [name, free] : {std::pair<const char*, bool>{"signal_variance", r.fit_signal_variance},
+                              {"offset_variance", r.fit_offset_variance},
+                              {"context_lengthscale", r.fit_context_lengthscale},
+                              {"arm_lengthscale", r.fit_arm_lengthscale},
+                              {"noise_variance", r.fit_noise_variance},
+                              {"rho", rho_fitted},
+                              {"prior_mean", r.fit_prior_mean}}) {
+      if (!fits || !free) h->add_fixed(name);
+    }
+  }
   return rpc.Finish(grpc::Status::OK);
 }
 

@@ -13,6 +13,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "core/random.h"
+
 namespace graphbandit {
 namespace {
 
@@ -151,7 +154,7 @@ TEST(EngineTest, SelectRewardLearnMovesTheMeanTowardTheTruth) {
     auto result = engine->ReportReward(report);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);
-    model->WaitForWriter();
+    model->WaitForFits();
   }
   EXPECT_EQ(model->View()->rewards_learned, 60);
   auto decision = engine->SelectArm(ThreeArms().View());
@@ -220,7 +223,7 @@ TEST(EngineTest, RewardOutcomes) {
   EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kNotFound);
 
   Model* model = *engine->FindModel("");
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 0);  // every failure above learned nothing
   EXPECT_EQ(model->Stats().pending_decisions, 1);
 
@@ -238,7 +241,7 @@ TEST(EngineTest, RewardOutcomes) {
   auto duplicate = engine->ReportReward({decision->event_id, std::nullopt, {{second, 0.5}}, ""});
   ASSERT_TRUE(duplicate.ok());
   EXPECT_EQ(duplicate->outcome, RewardOutcome::kDuplicate);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 2);  // each arm learned exactly once
 }
 
@@ -272,7 +275,7 @@ TEST(EngineTest, LedgerIsBoundedAndExpires) {
   Model* model = *engine->FindModel("");
   EXPECT_EQ(model->Stats().pending_decisions, 0);
   EXPECT_EQ(model->Stats().expired_decisions, 3);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 1);  // no default reward configured
   EXPECT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
 }
@@ -310,7 +313,7 @@ std::pair<double, double> LearnedFromOne(double value) {
   const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
   EXPECT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
   EXPECT_TRUE(engine->ReportRewardAt({"e", value, {}, ""}, t0, absl::InfiniteFuture()).ok());
-  (*engine->FindModel(""))->WaitForWriter();
+  (*engine->FindModel(""))->WaitForFits();
   return MeanAndStddev(*engine, t0);
 }
 
@@ -335,11 +338,11 @@ TEST(EngineTest, AggregationRulesLearnTheCombinedRewardWhenTheWindowEnds) {
       ASSERT_TRUE(result.ok());
       EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);  // every report counts
     }
-    model->WaitForWriter();
+    model->WaitForFits();
     EXPECT_EQ(model->View()->rewards_learned, 0);  // nothing learned before the window ends
     EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(9)), 0);
     EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
-    model->WaitForWriter();
+    model->WaitForFits();
     EXPECT_EQ(model->View()->rewards_learned, 1);
     // Exactly what learning the aggregate once teaches.
     EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(c.expected));
@@ -347,7 +350,7 @@ TEST(EngineTest, AggregationRulesLearnTheCombinedRewardWhenTheWindowEnds) {
                                        absl::InfiniteFuture());
     ASSERT_TRUE(late.ok());
     EXPECT_EQ(late->outcome, RewardOutcome::kLate);
-    model->WaitForWriter();
+    model->WaitForFits();
     EXPECT_EQ(model->View()->rewards_learned, 1);
   }
 }
@@ -365,7 +368,7 @@ TEST(EngineTest, FirstRuleLearnsAtOnceAndRepeatsAreDuplicatesEvenAfterTheWindow)
   auto again = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0, absl::InfiniteFuture());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->outcome, RewardOutcome::kDuplicate);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 1);
   EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.3));
   // "e" and the probe's decision close; only the probe's counts as expired without a reward.
@@ -386,7 +389,7 @@ TEST(EngineTest, DefaultRewardIsLearnedForDecisionsThatGetNone) {
   const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
   ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
   EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 1);
   EXPECT_EQ(model->Stats().expired_decisions, 1);
   EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.25));
@@ -414,10 +417,10 @@ TEST(EngineTest, SlatesGetPerSlotRewardsAndDefaultsForTheSilentSlots) {
   ASSERT_EQ(clicked->arm_outcomes.size(), 1u);
   EXPECT_EQ(clicked->arm_outcomes[0].first, decision->arms[1].arm_id);
   EXPECT_EQ(clicked->arm_outcomes[0].second, RewardOutcome::kAccepted);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 1);  // FIRST: the slot's reward at once
   EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 3);  // the two silent slots learn the default
 }
 
@@ -456,7 +459,7 @@ TEST(EngineTest, PassedDeadlinesAreReported) {
   EXPECT_EQ(engine->ReportRewardAt({decision->event_id, 1.0, {}, ""}, now, now).status().code(),
             absl::StatusCode::kDeadlineExceeded);
   Model* model = *engine->FindModel("");
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 0);  // refused before anything was logged
 }
 
@@ -475,7 +478,7 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
     ASSERT_TRUE(decision.ok());
     ASSERT_TRUE(engine->ReportReward({decision->event_id, decision->arms[0].arm_id == "a" ? 1.0 : 0.0, {}, ""}).ok());
   }
-  model->WaitForWriter();
+  model->WaitForFits();
   auto before = engine->SelectArm(ThreeArms("carol").View());  // a stranger: prior only
   ASSERT_TRUE(before.ok());
   EXPECT_EQ(before->arms[0].mean, 0.0);
@@ -571,7 +574,7 @@ std::vector<double> DriveAndProbe(Engine& engine, int rounds) {
       EXPECT_TRUE(model->AddEdges({{"user0", "user1", 1.0}, {"user2", "user3", 0.5}}).ok());
     }
   }
-  model->WaitForWriter();
+  model->WaitForFits();
   std::vector<double> scores;
   for (const char* user : {"user0", "user3", "stranger"}) {
     OwnedRequest probe = ThreeArms(user);
@@ -653,7 +656,7 @@ TEST(EngineTest, RestartFromTheShutdownSnapshotIsBitIdentical) {
     auto engine = OpenEngine({}, dir.path());
     before = DriveAndProbe(*engine, 80);
     Model* model = *engine->FindModel("");
-    model->WaitForWriter();
+    model->WaitForFits();
     learned = model->View()->rewards_learned;
     version = model->View()->version;
     EXPECT_EQ(learned, 80);
@@ -689,7 +692,7 @@ TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
     ASSERT_TRUE(decision.ok());
     ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.05 * (round % 7), {}, ""}).ok());
   }
-  model->WaitForWriter();
+  model->WaitForFits();
   const std::vector<double> before = Probe(*engine);
   const int64_t learned = model->View()->rewards_learned;
   const uint64_t version = model->View()->version;
@@ -719,7 +722,7 @@ TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
   auto repeated = (*recovered)->ReportReward({"late7", 1.0, {}, ""});
   ASSERT_TRUE(repeated.ok());
   EXPECT_EQ(repeated->outcome, RewardOutcome::kDuplicate);
-  again->WaitForWriter();
+  again->WaitForFits();
   EXPECT_EQ(again->View()->rewards_learned, learned + 1);
   (*recovered)->Shutdown();
   std::filesystem::remove_all(crashed);
@@ -730,7 +733,7 @@ TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
   ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 10));
-  model->WaitForWriter();
+  model->WaitForFits();
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
   ASSERT_EQ(segments.size(), 1u);
@@ -762,7 +765,7 @@ TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
   auto engine = OpenEngine({}, dir.path());
   Model* model = *engine->FindModel("");
   ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 40));
-  model->WaitForWriter();
+  model->WaitForFits();
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
   ASSERT_EQ(segments.size(), 1u);
@@ -847,7 +850,7 @@ TEST(EngineTest, ACorruptSnapshotFallsBackToTheOlderOneAndTheLog) {
   const auto second = model->Snapshot();
   ASSERT_TRUE(second.ok());
   ASSERT_GT(*second, *first);
-  model->WaitForWriter();
+  model->WaitForFits();
   const std::vector<double> before = Probe(*engine);
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   const std::vector<std::string> snapshots = FilesMatching(crashed + "/default", "snapshot-");
@@ -952,7 +955,7 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
         const double reward = decision->arms[0].arm_id == "a" ? 1.0 : 0.0;
         ASSERT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok()) << name;
       }
-      model->WaitForWriter();
+      model->WaitForFits();
       EXPECT_EQ(model->View()->rewards_learned, 80) << name;
       // Arm "a" pays 1, the others 0; every policy has learned that by now, for carol too
       // (a friend of bob's) except the per-user and pooled linear models, which do not use
@@ -969,6 +972,105 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
       EXPECT_GT(mean_a, best_other) << name;
     }
   }
+}
+
+// Hyper-parameters are fitted beside the serving state, logged, and reproduced by recovery
+// (from the log alone, and from the shutdown snapshot); values set in the configuration stay
+// exactly as configured.
+TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
+  TempDir dir;
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  options.rho = 0.5;
+  options.refit.fit_rho = false;  // as if "graph { rho: 0.5 }" were configured
+  auto engine = OpenEngine({options}, dir.path());
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}, {"u1", "u2", 1.0}}).ok());
+  // Features on a scale of 10 and a smooth reward of them: the configured length-scale 1 is
+  // far too short, and the noise standard deviation is 0.1.
+  Rng rng(17);
+  auto candidates = [&rng] {
+    OwnedRequest r;
+    for (int i = 0; i < 6; ++i) {
+      r.candidates.push_back({absl::StrCat("item", i), {10.0 * rng.Normal(), 10.0 * rng.Normal()}});
+    }
+    return r;
+  };
+  for (int round = 0; round < 240; ++round) {
+    OwnedRequest request = candidates();
+    request.user = absl::StrCat("u", round % 4);
+    auto decision = engine->SelectArm(request.View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    const std::vector<double>& x = request.candidates[decision->arms[0].candidate_index].second;
+    const double reward = std::sin(x[0] / 8.0) + 0.5 * std::cos(x[1] / 12.0) + 0.1 * rng.Normal();
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok());
+  }
+  model->WaitForFits();
+  const std::shared_ptr<const ModelView> view = model->View();
+  ASSERT_TRUE(view->hyperparameters.has_value());
+  const HyperparameterView fitted = *view->hyperparameters;
+  EXPECT_GE(fitted.fits_applied, 1);
+  EXPECT_GE(model->Stats().fits_applied, 1);
+  EXPECT_EQ(fitted.values.rho, 0.5);  // configured: fixed
+  ASSERT_EQ(fitted.values.lengthscales.size(), 2);
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_GT(fitted.values.lengthscales(d), 3.0) << fitted.values.DebugString();
+  }
+  EXPECT_GT(fitted.values.noise_variance, 0.1 * 0.01) << fitted.values.DebugString();
+  EXPECT_LT(fitted.values.noise_variance, 10 * 0.01) << fitted.values.DebugString();
+  EXPECT_EQ(fitted.kors_mu, fitted.values.noise_variance);
+  EXPECT_EQ(view->scaling.lengthscales(), fitted.values.lengthscales);
+  const std::vector<double> before = Probe(*engine);
+  model->WaitForFits();
+
+  // Crash: the log alone (no snapshot yet) replays the logged fits at their place.
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  {
+    auto recovered = Reopen(crashed);
+    ASSERT_TRUE(recovered.ok()) << recovered.status();
+    Model* again = *(*recovered)->FindModel("");
+    EXPECT_EQ(again->recovery().snapshot_seq, 0u);
+    EXPECT_TRUE(again->recovery().damage.empty());
+    ASSERT_TRUE(again->View()->hyperparameters.has_value());
+    EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
+    EXPECT_EQ(again->View()->hyperparameters->fits_applied, fitted.fits_applied);
+    EXPECT_EQ(Probe(**recovered), before);  // bit-identical
+    (*recovered)->Shutdown();
+  }
+  std::filesystem::remove_all(crashed);
+
+  // Clean restart: the shutdown snapshot holds the values and the learner built with them.
+  engine->Shutdown();
+  engine.reset();
+  auto restarted = Reopen(dir.path());
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  Model* again = *(*restarted)->FindModel("");
+  EXPECT_GT(again->recovery().snapshot_seq, 0u);
+  EXPECT_EQ(again->recovery().records_replayed, 0);
+  EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
+  EXPECT_EQ(Probe(**restarted), before);
+}
+
+// With fitting off every value is used as configured and no fit runs.
+TEST(EngineTest, FittingCanBeSwitchedOff) {
+  ModelOptions options;
+  options.refit.enabled = false;
+  options.refit.first_fit = 5;
+  auto engine = OpenEngine({options});
+  Model* model = *engine->FindModel("");
+  for (int round = 0; round < 60; ++round) {
+    auto decision = engine->SelectArm(ThreeArms(absl::StrCat("u", round % 3)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.1 * (round % 7), {}, ""}).ok());
+  }
+  model->WaitForFits();
+  const ModelStats stats = model->Stats();
+  EXPECT_EQ(stats.fits_applied + stats.fits_unchanged + stats.fits_failed + stats.fits_skipped, 0);
+  ASSERT_TRUE(stats.view.hyperparameters.has_value());
+  EXPECT_EQ(stats.view.hyperparameters->values.noise_variance, options.ridge);
+  EXPECT_EQ(stats.view.hyperparameters->values.rho, options.rho);
+  EXPECT_EQ(stats.view.hyperparameters->values.lengthscales, Eigen::Vector2d(1.0, 1.0));
 }
 
 TEST(EngineTest, AGraphThePolicyCannotServeIsRefusedAndReplayedTheSameWay) {
@@ -991,7 +1093,7 @@ TEST(EngineTest, AGraphThePolicyCannotServeIsRefusedAndReplayedTheSameWay) {
     auto decision = engine->SelectArm(ThreeArms("u1").View());
     ASSERT_TRUE(decision.ok());
     ASSERT_TRUE(engine->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
-    model->WaitForWriter();
+    model->WaitForFits();
     EXPECT_EQ(model->View()->rewards_learned, 1);
   }
   auto engine = open();  // the refused edit is in the log: replay refuses it again
@@ -1021,7 +1123,7 @@ TEST(EngineTest, ConcurrentDecisionsWhileLearning) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
   Model* model = *engine->FindModel("");
-  model->WaitForWriter();
+  model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 800);
 }
 

@@ -157,8 +157,19 @@ TEST_F(ServerTest, SelectRewardAndLearnOverGrpc) {
   EXPECT_TRUE(description.dimensions_fixed());
   EXPECT_EQ(description.arm_feature_dim(), 2u);
   EXPECT_EQ(description.config().policy(), v1::EK_UCB);
-  EXPECT_DOUBLE_EQ(description.config().ridge(), 0.1);
-  EXPECT_DOUBLE_EQ(description.config().graph().rho(), 0.1);
+  // By default the kernel's hyper-parameters are fitted: the configuration leaves them unset
+  // and the values in use are described beside it.
+  EXPECT_EQ(description.config().ridge(), 0.0);
+  EXPECT_EQ(description.config().graph().rho(), 0.0);
+  EXPECT_TRUE(description.config().hyperparameters().fit());
+  EXPECT_TRUE(description.has_hyperparameters());
+  EXPECT_EQ(description.hyperparameters().arm_lengthscales_size(), 2);
+  EXPECT_EQ(description.hyperparameters().context_lengthscales_size(), 0);
+  EXPECT_GT(description.hyperparameters().noise_variance(), 0.0);
+  EXPECT_GT(description.hyperparameters().rho(), 0.0);
+  EXPECT_EQ(description.hyperparameters().kors_mu(),
+            description.hyperparameters().noise_variance());
+  EXPECT_EQ(description.hyperparameters().fixed_size(), 0);
 }
 
 TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
@@ -517,11 +528,47 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   EXPECT_EQ(news.max_candidates, 50);
   EXPECT_EQ(news.max_dictionary_size, 1000);
   EXPECT_EQ(options->models[1].arm_dim, 3);
-  // Round trip through the effective configuration.
+  // Values set in the configuration are held fixed; the others are fitted.
+  EXPECT_TRUE(news.refits_hyperparameters());
+  EXPECT_FALSE(news.refit.fit_rho);
+  EXPECT_FALSE(news.refit.fit_arm_lengthscale);
+  EXPECT_TRUE(news.refit.fit_context_lengthscale);
+  EXPECT_TRUE(news.refit.fit_signal_variance);
+  EXPECT_TRUE(news.refit.fit_noise_variance);
+  // Round trip through the effective configuration: fitted values stay unset (so they are
+  // fitted again), fixed ones keep their value.
   auto again = ToModelOptions(ToModelConfig(news));
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->kors_mu, news.effective_kors_mu());
+  EXPECT_EQ(again->kors_mu, 0.0);  // follows the (fitted) ridge
+  EXPECT_EQ(again->effective_kors_mu(), news.effective_kors_mu());
   EXPECT_EQ(again->exploration, 0.0);
+  EXPECT_EQ(again->rho, 0.3);
+  EXPECT_EQ(again->arm_lengthscale, 0.5);
+  EXPECT_FALSE(again->refit.fit_rho);
+  EXPECT_FALSE(again->refit.fit_arm_lengthscale);
+  EXPECT_TRUE(again->refit.fit_noise_variance);
+  EXPECT_TRUE(again->refit.fit_signal_variance);
+  EXPECT_EQ(again->refit.max_points, news.refit.max_points);
+  // Fitting can be switched off; then every value is used as configured.
+  auto off = ParseServerConfig(R"pb(
+    models { name: "fixed" hyperparameters { fit: false } }
+  )pb", "inline");
+  ASSERT_TRUE(off.ok()) << off.status();
+  auto fixed = ToModelOptions(off->models(0));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_FALSE(fixed->refits_hyperparameters());
+  const v1::ModelConfig fixed_config = ToModelConfig(*fixed);
+  EXPECT_EQ(fixed_config.ridge(), 0.1);
+  EXPECT_EQ(fixed_config.graph().rho(), 0.1);
+  EXPECT_FALSE(fixed_config.hyperparameters().fit());
+  // Out-of-range fitting settings are refused with the field named.
+  auto bad = ParseServerConfig(R"pb(
+    models { name: "bad" hyperparameters { growth: 0.5 } }
+  )pb", "inline");
+  ASSERT_TRUE(bad.ok());
+  auto refused = ToModelOptions(bad->models(0));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("growth"));
 
   auto full = ParseServerConfig(R"pb(
     models {
