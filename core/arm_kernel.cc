@@ -20,20 +20,23 @@ absl::string_view KernelTypeName(KernelType type) {
 
 double ArmKernel::operator()(const Eigen::Ref<const Eigen::VectorXd>& a,
                              const Eigen::Ref<const Eigen::VectorXd>& b) const {
-  if (type_ == KernelType::kLinear) return variance_ * a.dot(b) + offset_;
+  if (type_ == KernelType::kLinear) return (variance_ + linear_) * a.dot(b) + offset_;
   Eigen::MatrixXd sq(1, 1);
   sq(0, 0) = (a - b).squaredNorm();
   ProfileInPlace(sq);
-  return sq(0, 0) + offset_;
+  return sq(0, 0) + linear_ * a.dot(b) + offset_;
 }
 
 double ArmKernel::Diagonal(const Eigen::Ref<const Eigen::VectorXd>& a) const {
-  return (type_ == KernelType::kLinear ? variance_ * a.squaredNorm() : variance_) + offset_;
+  return (type_ == KernelType::kLinear ? variance_ * a.squaredNorm() : variance_) +
+         linear_ * a.squaredNorm() + offset_;
 }
 
 Eigen::VectorXd ArmKernel::Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const {
-  if (type_ == KernelType::kLinear) {
-    return (variance_ * points.colwise().squaredNorm().transpose()).array() + offset_;
+  if (type_ == KernelType::kLinear || linear_ != 0.0) {
+    const double scale = type_ == KernelType::kLinear ? variance_ + linear_ : linear_;
+    const double constant = type_ == KernelType::kLinear ? offset_ : variance_ + offset_;
+    return (scale * points.colwise().squaredNorm().transpose()).array() + constant;
   }
   return Eigen::VectorXd::Constant(points.cols(), variance_ + offset_);
 }
@@ -44,16 +47,19 @@ void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   if (a.cols() == 0 || b.cols() == 0) return;
   out->noalias() = a.transpose() * b;
   if (type_ == KernelType::kLinear) {
-    *out *= variance_;
+    *out *= variance_ + linear_;
     if (offset_ != 0.0) out->array() += offset_;
     return;
   }
+  Eigen::MatrixXd inner;
+  if (linear_ != 0.0) inner = *out;
   // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b; clamp the round-off below zero.
   const Eigen::VectorXd na = a.colwise().squaredNorm().transpose();
   const Eigen::RowVectorXd nb = b.colwise().squaredNorm();
   out->array() = ((-2.0 * out->array()).colwise() + na.array()).rowwise() + nb.array();
   *out = out->cwiseMax(0.0);
   ProfileInPlace(*out);
+  if (linear_ != 0.0) *out += linear_ * inner;
   if (offset_ != 0.0) out->array() += offset_;
 }
 

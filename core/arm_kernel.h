@@ -4,9 +4,10 @@
 // unit length-scale: stationary kernels are functions of r = |s - s'| (ALGORITHMS.md §0.2),
 // the linear kernel is <s, s'>. Points are stored as the columns of a d x n matrix.
 //
-// k(s, s') = variance * profile(s, s') + offset. The offset (a constant kernel, 0 unless
-// fitted) lets the multi-user kernel G[u,u'] k(s,s') carry a per-user intercept that is shared
-// along the graph like the rest of the function.
+// k(s, s') = variance * profile(s, s') + linear * <s, s'> + offset. The linear part and the
+// offset (a constant kernel), both 0 unless fitted, let the multi-user kernel G[u,u'] k(s,s')
+// carry per-user linear trends and intercepts that are shared along the graph like the rest of
+// the function (a stationary kernel alone needs many dictionary points for a linear trend).
 #ifndef GRAPHBANDIT_CORE_ARM_KERNEL_H_
 #define GRAPHBANDIT_CORE_ARM_KERNEL_H_
 
@@ -24,12 +25,13 @@ absl::string_view KernelTypeName(KernelType type);
 
 class ArmKernel {
  public:
-  ArmKernel(KernelType type, double variance, double offset = 0.0)
-      : type_(type), variance_(variance), offset_(offset) {}
+  ArmKernel(KernelType type, double variance, double offset = 0.0, double linear = 0.0)
+      : type_(type), variance_(variance), offset_(offset), linear_(linear) {}
 
   KernelType type() const { return type_; }
   double variance() const { return variance_; }
   double offset() const { return offset_; }
+  double linear() const { return linear_; }
 
   // k(a, b) for two points.
   double operator()(const Eigen::Ref<const Eigen::VectorXd>& a,
@@ -51,6 +53,7 @@ class ArmKernel {
   KernelType type_;
   double variance_;
   double offset_;
+  double linear_;
 };
 
 // Divides the context and arm parts of a joint input by their length-scales: one for the

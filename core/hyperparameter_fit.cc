@@ -17,8 +17,12 @@
 namespace graphbandit {
 namespace {
 
-// Parameter layout of the full (log-space) vector: s2, b2, l_0..l_{G-1}, lambda, rho.
-constexpr int kSignal = 0, kOffset = 1, kFirstLengthscale = 2;
+// Parameter layout of the full (log-space) vector: s2, b2, c2, l_0..l_{G-1}, lambda, rho, eta.
+constexpr int kSignal = 0, kOffset = 1, kLinear = 2, kFirstLengthscale = 3;
+inline int NoiseIndex(int groups) { return kFirstLengthscale + groups; }
+inline int RhoIndex(int groups) { return kFirstLengthscale + groups + 1; }
+inline int EtaIndex(int groups) { return kFirstLengthscale + groups + 2; }
+inline int FullSize(int groups) { return kFirstLengthscale + groups + 3; }
 
 // G[U,U] (and G^2[U,U] = -dG/drho) for the distinct users U of the data.
 class UserFactors {
@@ -180,6 +184,8 @@ class Likelihood {
     // Per group: sums over its dimensions of squared differences (stationary kernels) or of
     // products (linear kernel), for every pair.
     stats_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
+    with_linear_ = spec.kernel != KernelType::kLinear;
+    if (with_linear_) products_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
     for (int d = 0; d < dim; ++d) {
       Eigen::MatrixXd& s = stats_[spec.lengthscale_group[d]];
       const Eigen::RowVectorXd row = data.x.row(d);
@@ -189,6 +195,7 @@ class Likelihood {
         for (int j = 0; j < n; ++j) {
           s.col(j).array() += (row.transpose().array() - row(j)).square();
         }
+        products_[spec.lengthscale_group[d]].noalias() += row.transpose() * row;
       }
     }
     return absl::OkStatus();
@@ -213,6 +220,11 @@ class Likelihood {
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < n; ++i) gp(i, j) = gu(slot[i], slot[j]);
     }
+    Eigen::MatrixXd same_user(n, n);  // [u_i = u_j]
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < n; ++i) same_user(i, j) = slot[i] == slot[j] ? 1.0 : 0.0;
+    }
+    gp += h.user_variance * same_user;
     // Group length-scales from the per-dimension vector (every member of a group shares one).
     std::vector<double> l(groups, 1.0);
     for (size_t d = 0; d < spec_->lengthscale_group.size(); ++d) {
@@ -237,7 +249,13 @@ class Likelihood {
         profile = scaled;
         break;
     }
-    const Eigen::MatrixXd arm = (h.signal_variance * profile.array() + h.offset_variance).matrix();
+    Eigen::MatrixXd inner;  // <x, x'> scaled by the length-scales, for the linear part
+    if (with_linear_) {
+      inner = Eigen::MatrixXd::Zero(n, n);
+      for (int g = 0; g < groups; ++g) inner += products_[g] / (l[g] * l[g]);
+    }
+    Eigen::MatrixXd arm = (h.signal_variance * profile.array() + h.offset_variance).matrix();
+    if (with_linear_ && h.linear_variance != 0.0) arm += h.linear_variance * inner;
     Eigen::MatrixXd a = gp.cwiseProduct(arm);
     a.diagonal().array() += h.noise_variance;
     Eigen::LLT<Eigen::MatrixXd> llt(a);
@@ -265,9 +283,10 @@ class Likelihood {
     Eigen::MatrixXd w = llt.solve(Eigen::MatrixXd::Identity(n, n));
     w = alpha * alpha.transpose() - w;
     const Eigen::MatrixXd wg = w.cwiseProduct(gp);
-    gradient->setZero(kFirstLengthscale + groups + 2);
+    gradient->setZero(FullSize(groups));
     (*gradient)(kSignal) = 0.5 * h.signal_variance * wg.cwiseProduct(profile).sum();
     (*gradient)(kOffset) = 0.5 * h.offset_variance * wg.sum();
+    if (with_linear_) (*gradient)(kLinear) = 0.5 * h.linear_variance * wg.cwiseProduct(inner).sum();
     for (int g = 0; g < groups; ++g) {
       const Eigen::ArrayXXd share = stats_[g].array() / (l[g] * l[g]);  // this group's part
       Eigen::ArrayXXd derivative;  // d profile / d log l_g
@@ -285,16 +304,22 @@ class Likelihood {
           derivative = -2.0 * share;
           break;
       }
-      (*gradient)(kFirstLengthscale + g) =
-          0.5 * h.signal_variance * (wg.array() * derivative).sum();
+      double value = 0.5 * h.signal_variance * (wg.array() * derivative).sum();
+      if (with_linear_) {
+        // d <x/l, x'/l> / d log l_g = -2 (this group's products) / l_g^2.
+        value -= h.linear_variance * (wg.array() * products_[g].array()).sum() / (l[g] * l[g]);
+      }
+      (*gradient)(kFirstLengthscale + g) = value;
     }
-    (*gradient)(kFirstLengthscale + groups) = 0.5 * h.noise_variance * w.trace();
+    (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w.trace();
+    (*gradient)(EtaIndex(groups)) =
+        0.5 * h.user_variance * (w.array() * same_user.array() * arm.array()).sum();
     if (need_square) {
       double sum = 0.0;
       for (int j = 0; j < n; ++j) {
         for (int i = 0; i < n; ++i) sum += w(i, j) * gu2(slot[i], slot[j]) * arm(i, j);
       }
-      (*gradient)(kFirstLengthscale + groups + 1) = -0.5 * h.rho * sum;
+      (*gradient)(RhoIndex(groups)) = -0.5 * h.rho * sum;
     }
     return value;
   }
@@ -304,6 +329,8 @@ class Likelihood {
   const FitSpec* spec_ = nullptr;
   UserFactors users_;
   std::vector<Eigen::MatrixXd> stats_;
+  std::vector<Eigen::MatrixXd> products_;  // per group <x, x'> sums, for the linear part
+  bool with_linear_ = false;
 };
 
 // The free parameters, in the full layout's order, as one log-space vector.
@@ -316,38 +343,47 @@ struct Layout {
     layout.groups = spec.groups();
     if (spec.fit_signal_variance) layout.free.push_back(kSignal);
     if (spec.fit_offset_variance) layout.free.push_back(kOffset);
+    if (spec.fit_linear_variance && spec.kernel != KernelType::kLinear) {
+      layout.free.push_back(kLinear);
+    }
     for (int g = 0; g < spec.groups(); ++g) {
       if (spec.fit_lengthscale[g]) layout.free.push_back(kFirstLengthscale + g);
     }
-    if (spec.fit_noise_variance) layout.free.push_back(kFirstLengthscale + spec.groups());
-    if (spec.fit_rho && laplacian) layout.free.push_back(kFirstLengthscale + spec.groups() + 1);
+    if (spec.fit_noise_variance) layout.free.push_back(NoiseIndex(spec.groups()));
+    if (spec.fit_rho && laplacian) layout.free.push_back(RhoIndex(spec.groups()));
+    if (spec.fit_user_variance) layout.free.push_back(EtaIndex(spec.groups()));
     return layout;
   }
-  int full_size() const { return kFirstLengthscale + groups + 2; }
+  int full_size() const { return FullSize(groups); }
 };
 
 // Full log-space vector <-> Hyperparameters (length-scales by group).
 Eigen::VectorXd ToFull(const Hyperparameters& h, const FitSpec& spec) {
-  Eigen::VectorXd full(kFirstLengthscale + spec.groups() + 2);
+  Eigen::VectorXd full(FullSize(spec.groups()));
+  const double tiny = std::numeric_limits<double>::min();
   full(kSignal) = std::log(h.signal_variance);
-  full(kOffset) = std::log(std::max(h.offset_variance, std::numeric_limits<double>::min()));
+  full(kOffset) = std::log(std::max(h.offset_variance, tiny));
+  full(kLinear) = std::log(std::max(h.linear_variance, tiny));
+  full(EtaIndex(spec.groups())) = std::log(std::max(h.user_variance, tiny));
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     full(kFirstLengthscale + spec.lengthscale_group[d]) = std::log(h.lengthscales(d));
   }
-  full(kFirstLengthscale + spec.groups()) = std::log(h.noise_variance);
-  full(kFirstLengthscale + spec.groups() + 1) = std::log(h.rho);
+  full(NoiseIndex(spec.groups())) = std::log(h.noise_variance);
+  full(RhoIndex(spec.groups())) = std::log(h.rho);
   return full;
 }
 
 void FromFull(const Eigen::VectorXd& full, const FitSpec& spec, Hyperparameters* h) {
   h->signal_variance = std::exp(full(kSignal));
   h->offset_variance = std::exp(full(kOffset));
+  h->linear_variance = spec.kernel == KernelType::kLinear ? 0.0 : std::exp(full(kLinear));
+  h->user_variance = std::exp(full(EtaIndex(spec.groups())));
   h->lengthscales.resize(static_cast<int>(spec.lengthscale_group.size()));
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     h->lengthscales(d) = std::exp(full(kFirstLengthscale + spec.lengthscale_group[d]));
   }
-  h->noise_variance = std::exp(full(kFirstLengthscale + spec.groups()));
-  h->rho = std::exp(full(kFirstLengthscale + spec.groups() + 1));
+  h->noise_variance = std::exp(full(NoiseIndex(spec.groups())));
+  h->rho = std::exp(full(RhoIndex(spec.groups())));
 }
 
 struct Problem {
@@ -407,6 +443,10 @@ absl::Status CheckStart(const Hyperparameters& h, int dim) {
       !h.lengthscales.allFinite()) {
     return absl::InvalidArgumentError("start values need one positive length-scale per dimension");
   }
+  if (!(h.linear_variance >= 0.0) || !(h.user_variance >= 0.0) ||
+      !std::isfinite(h.linear_variance) || !std::isfinite(h.user_variance)) {
+    return absl::InvalidArgumentError("start values out of range");
+  }
   if (!(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) || !(h.noise_variance > 0.0) ||
       !(h.rho > 0.0) || !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
       !std::isfinite(h.noise_variance) || !std::isfinite(h.rho) || !std::isfinite(h.prior_mean)) {
@@ -423,8 +463,10 @@ std::string Hyperparameters::DebugString() const {
     l.push_back(absl::StrFormat("%.4g", lengthscales(i)));
   }
   return absl::StrFormat(
-      "variance=%.4g offset=%.4g lengthscales=[%s] noise=%.4g rho=%.4g mean=%.4g",
-      signal_variance, offset_variance, absl::StrJoin(l, ","), noise_variance, rho, prior_mean);
+      "variance=%.4g offset=%.4g linear=%.4g user=%.4g lengthscales=[%s] noise=%.4g rho=%.4g "
+      "mean=%.4g",
+      signal_variance, offset_variance, linear_variance, user_variance, absl::StrJoin(l, ","),
+      noise_variance, rho, prior_mean);
 }
 
 absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers& users,
@@ -489,17 +531,26 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   centre(kOffset) = std::log(0.1 * signal_scale);
   lower(kOffset) = std::log(1e-8 * signal_scale);
   upper(kOffset) = std::log(1e3 * signal_scale);
+  // The linear part's scale relative to <x/l, x'/l>, whose typical size is the number of inputs
+  // over the typical scaled distance.
+  centre(kLinear) = std::log(0.1 * signal_scale / std::max(1, dim));
+  lower(kLinear) = std::log(1e-8 * signal_scale / std::max(1, dim));
+  upper(kLinear) = std::log(1e3 * signal_scale);
   for (int g = 0; g < groups; ++g) {
     centre(kFirstLengthscale + g) = std::log(typical[g]);
     lower(kFirstLengthscale + g) = std::log(1e-2 * typical[g]);
     upper(kFirstLengthscale + g) = std::log(1e2 * typical[g]);
   }
-  centre(kFirstLengthscale + groups) = std::log(0.5 * y_variance);
-  lower(kFirstLengthscale + groups) = std::log(1e-6 * y_variance);
-  upper(kFirstLengthscale + groups) = std::log(1e2 * y_variance);
-  centre(kFirstLengthscale + groups + 1) = std::log(0.1);
-  lower(kFirstLengthscale + groups + 1) = std::log(1e-4);
-  upper(kFirstLengthscale + groups + 1) = std::log(1e4);
+  centre(NoiseIndex(groups)) = std::log(0.5 * y_variance);
+  lower(NoiseIndex(groups)) = std::log(1e-6 * y_variance);
+  upper(NoiseIndex(groups)) = std::log(1e2 * y_variance);
+  centre(RhoIndex(groups)) = std::log(0.1);
+  lower(RhoIndex(groups)) = std::log(1e-4);
+  upper(RhoIndex(groups)) = std::log(1e4);
+  // eta relative to the graph part's typical diagonal.
+  centre(EtaIndex(groups)) = std::log(0.1 * g_diagonal);
+  lower(EtaIndex(groups)) = std::log(1e-8 * g_diagonal);
+  upper(EtaIndex(groups)) = std::log(1e3 * g_diagonal);
 
   Problem problem{&likelihood, &spec, layout, ToFull(start, spec), centre,
                   1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
@@ -553,6 +604,10 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   // Fixed parameters keep their exact start values (the log/exp round trip is not exact).
   if (!spec.fit_signal_variance) best.signal_variance = start.signal_variance;
   if (!spec.fit_offset_variance) best.offset_variance = start.offset_variance;
+  if (!spec.fit_linear_variance || spec.kernel == KernelType::kLinear) {
+    best.linear_variance = start.linear_variance;
+  }
+  if (!spec.fit_user_variance) best.user_variance = start.user_variance;
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     if (!spec.fit_lengthscale[spec.lengthscale_group[d]]) best.lengthscales(d) = start.lengthscales(d);
   }

@@ -3,17 +3,20 @@
 // Machine Learning", ch. 5) of the multi-user GP
 //
 //   y_i = m0 + f(x_i, u_i) + noise,   f ~ GP(0, K),   noise ~ N(0, lambda),
-//   K((x,u),(x',u')) = G[u,u'] * (s2 * profile(|x - x'|_l) + b2),   G = (L + rho I)^-1
+//   K((x,u),(x',u')) = (G[u,u'] + eta [u = u']) * (s2 * profile(|x - x'|_l) + c2 <x,x'>_l + b2),
+//   G = (L + rho I)^-1
 //
-// (the Laplacian multi-user kernel of LK eq. 2 with a fitted arm kernel), on a bounded subset of
-// the history. Free parameters, all optimised in log space with analytic gradients by L-BFGS
-// (NLopt) within wide data-relative bounds:
+// (the Laplacian multi-user kernel of LK eq. 2 with a fitted arm kernel, plus an independent
+// per-user part), on a bounded subset of the history. Free parameters, all optimised in log
+// space with analytic gradients by L-BFGS (NLopt) within wide data-relative bounds:
 //   s2      the arm kernel's variance;
 //   b2      a constant added to the arm kernel (per-user intercepts shared along the graph);
+//   c2      a linear part <x/l, x'/l> added to a stationary arm kernel (linear trends);
 //   l_g     length-scales: one per group of input dimensions (context, arm features), or one per
 //           dimension (automatic relevance determination);
 //   lambda  the noise variance (the ridge);
 //   rho     the Laplacian regulariser, when the user kernel is the Green's function;
+//   eta     variance of each user's own deviation from what the graph shares (G + eta I);
 // and m0, the constant prior mean, profiled out in closed form (its generalised-least-squares
 // estimate at every step). A weak log-normal prior around data-derived centres (factor e^3 at one
 // standard deviation) keeps tiny subsets from driving a parameter to a bound; its weight fades as
@@ -46,6 +49,8 @@ namespace graphbandit {
 struct Hyperparameters {
   double signal_variance = 1.0;  // s2
   double offset_variance = 0.0;  // b2
+  double linear_variance = 0.0;  // c2 (stationary kernels only)
+  double user_variance = 0.0;    // eta
   Eigen::VectorXd lengthscales;  // one per joint input dimension (context first)
   double noise_variance = 0.1;   // lambda
   double rho = 0.1;
@@ -53,6 +58,7 @@ struct Hyperparameters {
 
   bool operator==(const Hyperparameters& o) const {
     return signal_variance == o.signal_variance && offset_variance == o.offset_variance &&
+           linear_variance == o.linear_variance && user_variance == o.user_variance &&
            lengthscales.size() == o.lengthscales.size() && lengthscales == o.lengthscales &&
            noise_variance == o.noise_variance && rho == o.rho && prior_mean == o.prior_mean;
   }
@@ -74,6 +80,8 @@ struct FitSpec {
   // Which parameters are free; the others keep the start value.
   bool fit_signal_variance = true;
   bool fit_offset_variance = true;
+  bool fit_linear_variance = true;  // ignored (kept 0) for the linear kernel
+  bool fit_user_variance = true;
   std::vector<bool> fit_lengthscale;  // per group
   bool fit_noise_variance = true;
   bool fit_rho = true;  // only with `graph` (the Green's function user kernel)
@@ -110,8 +118,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
 
 // The log marginal likelihood (not divided by n) at `values` with the prior mean profiled out
 // (values.prior_mean is ignored when spec.fit_prior_mean), and its gradient with respect to the
-// logarithms of the free parameters in the order s2, b2, l_g (free groups), lambda, rho. Without
-// the weak prior. For tests and diagnostics.
+// logarithms of the free parameters in the order s2, b2, c2, l_g (free groups), lambda, rho,
+// eta. Without the weak prior. For tests and diagnostics.
 absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& values, const FitSpec& spec,
                                              Eigen::VectorXd* gradient = nullptr,

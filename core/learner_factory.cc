@@ -14,7 +14,8 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
                                                      double kors_mu_factor) {
   const ArmKernel arm =
       values != nullptr
-          ? ArmKernel(options.kernel, values->signal_variance, values->offset_variance)
+          ? ArmKernel(options.kernel, values->signal_variance, values->offset_variance,
+                      values->linear_variance)
           : ArmKernel(options.kernel, options.kernel_variance);
   const double ridge = values != nullptr ? values->noise_variance : options.ridge;
   const double prior_mean = values != nullptr ? values->prior_mean : 0.0;

@@ -22,7 +22,8 @@ inline constexpr double kServedBatchedMinGrowth = 0.05;
 // user `kernel`. With `values` (the model's current, possibly fitted, hyper-parameters), kernel
 // learners take their arm-kernel variance and offset, ridge, prior mean and KORS mu
 // (kors_mu_factor times the ridge, unless the configuration fixes kors_mu) from them instead
-// of the configuration; the user kernel must already be built for values->rho.
+// of the configuration; the user kernel must already be built for values->rho and shifted by
+// values->user_variance (BuildModelUserKernel).
 absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
                                                      const UserGraph& graph,
                                                      std::shared_ptr<const UserKernel> kernel,

@@ -167,7 +167,8 @@ Model::Model(const ModelOptions& options, const Durability& durability)
     : options_(options),
       durability_(durability),
       ledger_(options.reward_window, options.max_decisions, options.effective_max_tombstones(),
-              options.aggregation) {
+              options.aggregation),
+      baseline_(options.baseline_half_life) {
   hyper_.signal_variance = options.kernel_variance;
   hyper_.offset_variance = 0.0;
   hyper_.noise_variance = options.ridge;
@@ -437,6 +438,8 @@ std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
   // The hyper-parameters in use (version 3), before the learner that was built with them.
   out.PutDouble(hyper_.signal_variance);
   out.PutDouble(hyper_.offset_variance);
+  out.PutDouble(hyper_.linear_variance);
+  out.PutDouble(hyper_.user_variance);
   out.PutDoubles(hyper_.lengthscales.data(), hyper_.lengthscales.size());
   out.PutDouble(hyper_.noise_variance);
   out.PutDouble(hyper_.rho);
@@ -447,6 +450,7 @@ std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
   out.PutVarint64(static_cast<uint64_t>(last_fit_rewards_));
   out.PutVarint64(static_cast<uint32_t>(last_fit_points_));
   out.PutDouble(last_fit_log_likelihood_);
+  out.PutDouble(baseline_.value());
   if (learner_ != nullptr) learner_->SaveState(&out);
   // The ledger last, encoded when the snapshot began (SaveLedger).
   std::string payload = out.Release();
@@ -531,13 +535,17 @@ absl::Status Model::LoadState(absl::string_view payload) {
   if (version >= 3) {
     Hyperparameters h;
     std::vector<double> lengthscales;
-    double factor = 0.0, log_likelihood = 0.0;
+    double factor = 0.0, log_likelihood = 0.0, baseline = 0.0;
     uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
     if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
+        !in.GetDouble(&h.linear_variance) || !in.GetDouble(&h.user_variance) ||
+        !(h.linear_variance >= 0.0) || !(h.user_variance >= 0.0) ||
+        !std::isfinite(h.linear_variance) || !std::isfinite(h.user_variance) ||
         !in.GetDoubles(&lengthscales, 1u << 16) || !in.GetDouble(&h.noise_variance) ||
         !in.GetDouble(&h.rho) || !in.GetDouble(&h.prior_mean) || !in.GetDouble(&factor) ||
         !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
         !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
+        !in.GetDouble(&baseline) || !std::isfinite(baseline) ||
         !(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) ||
         !(h.noise_variance > 0.0) || !(h.rho > 0.0) || !(factor > 0.0) ||
         !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
@@ -557,6 +565,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
     last_fit_rewards_ = static_cast<int64_t>(last_rewards);
     last_fit_points_ = static_cast<int32_t>(last_points);
     last_fit_log_likelihood_ = log_likelihood;
+    baseline_.set_value(baseline);
     if (learner_ != nullptr) {
       // Dimensions fixed by the configuration: the fresh learner must use these values.
       if (hyper_.lengthscales.size() != scaling_.joint_dim()) return bad("length-scale count");
@@ -566,7 +575,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
   }
   // As live: the graph and the kernel cover the users known at the last edit.
   graph_.EnsureUsers(static_cast<int32_t>(rebuild_users));
-  auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
+  auto kernel = BuildModelUserKernel(graph_, CurrentUserKernelOptions(), hyper_.user_variance);
   if (!kernel.ok()) {
     // The configured user kernel cannot serve this graph: a configuration change, not damage.
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -604,6 +613,17 @@ absl::Status Model::LoadState(absl::string_view payload) {
     if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) return bad(s.message());
   }
   rewards_learned_ = static_cast<int64_t>(learned);
+  if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
+    // Values the configuration fixes win over the snapshot's (the configuration may have
+    // changed since): rebuild with them, as a logged fit would.
+    const Hyperparameters configured = WithConfiguredValues(hyper_);
+    if (!(configured == hyper_)) {
+      std::fprintf(stderr, "model \"%s\": the configuration fixes hyper-parameters the snapshot "
+                   "had otherwise (%s); rebuilding with %s\n", options_.name.c_str(),
+                   hyper_.DebugString().c_str(), configured.DebugString().c_str());
+      if (absl::Status s = SwitchHyperparameters(configured, kors_mu_factor_); !s.ok()) return s;
+    }
+  }
   uint64_t expired = 0, count = 0;
   if (!in.GetU8(&aggregation) || aggregation != static_cast<uint8_t>(options_.aggregation)) {
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -717,10 +737,31 @@ absl::StatusOr<std::unique_ptr<Learner>> Model::NewLearner() const {
                      kors_mu_factor_);
 }
 
-absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
+Hyperparameters Model::WithConfiguredValues(Hyperparameters h) const {
+  const bool fits = options_.refits_hyperparameters();
+  const RefitOptions& r = options_.refit;
+  if (!fits || !r.fit_signal_variance) h.signal_variance = options_.kernel_variance;
+  if (!fits || !r.fit_offset_variance) h.offset_variance = 0.0;
+  if (!fits || !r.fit_linear_variance || options_.kernel == KernelType::kLinear) {
+    h.linear_variance = 0.0;
+  }
+  if (!fits || !r.fit_user_variance) h.user_variance = 0.0;
+  if (!fits || !r.fit_noise_variance) h.noise_variance = options_.ridge;
+  if (!fits || !r.fit_rho) h.rho = options_.rho;
+  if (!fits || !r.fit_prior_mean) h.prior_mean = 0.0;
+  for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
+    const bool context = d < scaling_.context_dim;
+    if (!fits || !(context ? r.fit_context_lengthscale : r.fit_arm_lengthscale)) {
+      h.lengthscales(d) = context ? options_.context_lengthscale : options_.arm_lengthscale;
+    }
+  }
+  return h;
+}
+
+absl::Status Model::SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor) {
   if (learner_ == nullptr || !learner_->SupportsRefit()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "model \"%s\": hyper-parameters logged for a model whose policy has none to fit",
+        "model \"%s\": hyper-parameters for a model whose policy has none to fit",
         options_.name));
   }
   // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
@@ -729,7 +770,7 @@ absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
   FeatureScaling scaling = scaling_;
   std::shared_ptr<const UserKernel> users = user_kernel_;
   absl::Status status = graphbandit::ApplyHyperparameters(
-      op.values, CurrentShape(), op.kors_mu_factor, graph_, &scaling, &users, learner_.get());
+      values, CurrentShape(), kors_mu_factor, graph_, &scaling, &users, learner_.get());
   if (!status.ok()) {
     auto restored = NewLearner();
     if (restored.ok()) {
@@ -743,8 +784,18 @@ absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
   }
   scaling_ = std::move(scaling);
   user_kernel_ = std::move(users);
-  hyper_ = op.values;
-  kors_mu_factor_ = op.kors_mu_factor;
+  hyper_ = values;
+  kors_mu_factor_ = kors_mu_factor;
+  return absl::OkStatus();
+}
+
+absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
+  // The configuration always wins: a value it fixes now replaces the logged one (the log may
+  // have been written under another configuration).
+  if (absl::Status s = SwitchHyperparameters(WithConfiguredValues(op.values), op.kors_mu_factor);
+      !s.ok()) {
+    return s;
+  }
   ++fits_applied_;
   last_fit_rewards_ = op.fitted_at;
   last_fit_points_ = op.points;
@@ -929,9 +980,18 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
       const int32_t user = registered(observe->user);
       Eigen::VectorXd point(scaling_.joint_dim());
       scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
-      absl::Status learned = learner_->Observe(user, point, observe->reward);
+      // A drifting baseline is taken out before learning (core/baseline_tracker.h).
+      double prediction = 0.0;
+      if (baseline_.enabled()) {
+        Eigen::VectorXd mean, sd;
+        learner_->Score(user, point, &mean, &sd);
+        prediction = mean(0);
+      }
+      const double target = baseline_.Target(observe->reward);
+      absl::Status learned = learner_->Observe(user, point, target);
       if (learned.ok()) {
         ++rewards_learned_;
+        baseline_.Update(target, prediction);
       } else {
         status = learned;
       }
@@ -944,7 +1004,7 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     // depends on the log alone, not on how the writer batched operations. A graph the user
     // kernel or the learner cannot serve is refused as a whole and the model keeps the
     // previous graph; replaying the log refuses it again the same way.
-    auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
+    auto kernel = BuildModelUserKernel(graph_, CurrentUserKernelOptions(), hyper_.user_variance);
     absl::Status status = kernel.status();
     if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
     if (!status.ok()) {
@@ -998,6 +1058,7 @@ void Model::Publish(uint64_t version) {
     }
   }
   view->rewards_learned = rewards_learned_;
+  view->baseline = baseline_.value();
   view->edges = graph_.num_edges();
   view->graph_users = registry_->size();
   // Users registered since the last rebuild have no edges: each is a component of its own.
@@ -1403,6 +1464,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   }
   Eigen::VectorXd mean, stddev;
   view->scorer->Score(registry_->Find(request.user_id), points, &mean, &stddev);
+  mean.array() += view->baseline;  // the same for every candidate: reported, not ranked by
   if (!mean.allFinite() || !stddev.allFinite()) {
     return absl::InternalError("the posterior produced a non-finite score");
   }

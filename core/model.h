@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/arm_kernel.h"
+#include "core/baseline_tracker.h"
 #include "core/decision.h"
 #include "core/decision_ledger.h"
 #include "core/fit_worker.h"
@@ -95,6 +96,8 @@ struct ModelView {
   int64_t graph_users = 0;
   // Multiplies `exploration` in the selection rule (1: the posterior standard deviation).
   double exploration_width = 1.0;
+  // The drifting baseline added to every mean (core/baseline_tracker.h; 0 when off).
+  double baseline = 0.0;
   std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
 };
 
@@ -227,6 +230,10 @@ class Model {
   // ---- state changes (writer side; also used by recovery before the writer starts) ----
   absl::Status Apply(const ModelOp& op, EdgeEditResult* result);
   absl::Status ApplyHyperparameters(const HyperparametersOp& op);
+  // Rebuilds the learner, scaling and user kernel with `values` (no bookkeeping of fits).
+  absl::Status SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor);
+  // `h` with every value the configuration fixes set to the configured value.
+  Hyperparameters WithConfiguredValues(Hyperparameters h) const;
   // The learner for the current dimensions, graph and hyper-parameters.
   absl::StatusOr<std::unique_ptr<Learner>> NewLearner() const;
   // The user kernel's options with the current (possibly fitted) rho.
@@ -320,6 +327,7 @@ class Model {
   int64_t last_fit_rewards_ = 0;
   int32_t last_fit_points_ = 0;
   double last_fit_log_likelihood_ = 0.0;
+  BaselineTracker baseline_;
   std::unique_ptr<FitWorker> fitter_;  // null unless the model fits hyper-parameters
 
   mutable Mutex queue_mu_;

@@ -104,6 +104,8 @@ struct EncodeVisitor {
   void operator()(const HyperparametersOp& op) const {
     out->PutDouble(op.values.signal_variance);
     out->PutDouble(op.values.offset_variance);
+    out->PutDouble(op.values.linear_variance);
+    out->PutDouble(op.values.user_variance);
     out->PutDoubles(op.values.lengthscales.data(), op.values.lengthscales.size());
     out->PutDouble(op.values.noise_variance);
     out->PutDouble(op.values.rho);
@@ -257,6 +259,7 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       std::vector<double> lengthscales;
       uint64_t fitted_at = 0, points = 0;
       if (!in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
+          !in.GetDouble(&op.values.linear_variance) || !in.GetDouble(&op.values.user_variance) ||
           !in.GetDoubles(&lengthscales, kMaxDoubles) || !in.GetDouble(&op.values.noise_variance) ||
           !in.GetDouble(&op.values.rho) || !in.GetDouble(&op.values.prior_mean) ||
           !in.GetDouble(&op.kors_mu_factor) || !in.GetVarint64(&fitted_at) ||

@@ -77,6 +77,11 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
           "model \"%s\": hyperparameters: %s", o.name, s.message()));
     }
   }
+  if (!std::isfinite(o.baseline_half_life) || o.baseline_half_life < 0.0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": baseline_half_life must be a finite number >= 0, got %g", o.name,
+        o.baseline_half_life));
+  }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));

@@ -20,6 +20,8 @@
 
 namespace graphbandit {
 
+inline constexpr double kDefaultBaselineHalfLife = 50.0;
+
 enum class PolicyKind {
   kEkUcb,
   kEkTs,
@@ -53,6 +55,8 @@ struct ModelOptions {
   double ridge = 0.1;           // lambda, the GP noise variance
   double exploration = 1.0;     // beta (UCB) or nu (Thompson sampling), times the width
   ExplorationWidth exploration_width = ExplorationWidth::kStddev;
+  // Half-life in rewards of the drifting-baseline tracker (core/baseline_tracker.h); 0: off.
+  double baseline_half_life = kDefaultBaselineHalfLife;
   // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
   RefitOptions refit = DefaultRefit();
 

@@ -60,6 +60,8 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   }
   spec.fit_signal_variance = options.fit_signal_variance;
   spec.fit_offset_variance = options.fit_offset_variance;
+  spec.fit_linear_variance = options.fit_linear_variance && !linear;
+  spec.fit_user_variance = options.fit_user_variance;
   spec.fit_noise_variance = options.fit_noise_variance;
   spec.fit_rho = options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse;
   spec.fit_prior_mean = options.fit_prior_mean;
@@ -99,8 +101,14 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
     return true;
   }
   // The offset matters only relative to the signal variance.
-  if (std::abs(a.offset_variance - b.offset_variance) >
-      min_change * std::max(a.signal_variance, b.signal_variance)) {
+  const double scale = std::max(a.signal_variance, b.signal_variance);
+  if (std::abs(a.offset_variance - b.offset_variance) > min_change * scale ||
+      std::abs(a.linear_variance - b.linear_variance) > min_change * scale) {
+    return true;
+  }
+  // The per-user part matters relative to the graph part (of order 1 / rho at most).
+  if (std::abs(a.user_variance - b.user_variance) >
+      min_change * std::max({a.user_variance, b.user_variance, 1.0 / std::max(a.rho, b.rho)})) {
     return true;
   }
   if (a.lengthscales.size() != b.lengthscales.size()) return true;
@@ -111,13 +119,22 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
   return std::abs(a.prior_mean - b.prior_mean) > min_change * noise_sd;
 }
 
+absl::StatusOr<std::shared_ptr<const UserKernel>> BuildModelUserKernel(
+    const UserGraph& graph, const UserKernelOptions& options, double eta) {
+  auto built = BuildUserKernel(graph, options);
+  if (!built.ok() || !(eta > 0.0)) return built;
+  return std::shared_ptr<const UserKernel>(
+      std::make_shared<ShiftedUserKernel>(*std::move(built), eta));
+}
+
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
                       const UserGraph& graph, std::shared_ptr<const UserKernel> current) {
   FitUsers users;
   if (options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     users.graph = &graph;
   } else {
-    users.fixed = std::move(current);
+    const auto* shifted = dynamic_cast<const ShiftedUserKernel*>(current.get());
+    users.fixed = shifted != nullptr ? shifted->base() : std::move(current);
   }
   return users;
 }
@@ -131,6 +148,8 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
   if (values.lengthscales.size() != dim || !(values.lengthscales.array() > 0.0).all() ||
       !values.lengthscales.allFinite() || !(values.signal_variance > 0.0) ||
       !(values.offset_variance >= 0.0) || !(values.noise_variance > 0.0) ||
+      !(values.linear_variance >= 0.0) || !(values.user_variance >= 0.0) ||
+      !std::isfinite(values.linear_variance) || !std::isfinite(values.user_variance) ||
       !(values.rho > 0.0) || !std::isfinite(values.signal_variance) ||
       !std::isfinite(values.offset_variance) || !std::isfinite(values.noise_variance) ||
       !std::isfinite(values.rho) || !std::isfinite(values.prior_mean)) {
@@ -138,15 +157,22 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
         absl::StrFormat("hyper-parameters out of range: %s", values.DebugString()));
   }
   std::shared_ptr<const UserKernel> users = *user_kernel;
+  const auto* shifted = dynamic_cast<const ShiftedUserKernel*>(users.get());
+  std::shared_ptr<const UserKernel> base = shifted != nullptr ? shifted->base() : users;
   if (shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     UserKernelOptions options = shape.user_kernel;
     options.rho = values.rho;
     auto built = BuildUserKernel(graph, options);
     if (!built.ok()) return built.status();
-    users = *std::move(built);
+    base = *std::move(built);
   }
+  users = values.user_variance > 0.0
+              ? std::shared_ptr<const UserKernel>(
+                    std::make_shared<ShiftedUserKernel>(base, values.user_variance))
+              : base;
   LearnerRefit refit;
-  refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance);
+  refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance,
+                        values.linear_variance);
   refit.users = users;
   refit.ridge = values.noise_variance;
   refit.kors_mu = kors_mu_factor * values.noise_variance;

@@ -38,6 +38,8 @@ struct RefitOptions {
   // Free parameters (false: the configured value is kept).
   bool fit_signal_variance = true;
   bool fit_offset_variance = true;
+  bool fit_linear_variance = true;
+  bool fit_user_variance = true;
   bool fit_context_lengthscale = true;
   bool fit_arm_lengthscale = true;
   bool fit_noise_variance = true;
@@ -84,7 +86,13 @@ FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scal
 bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameters& new_values,
                          double min_change);
 
-// The FitUsers for a fit of a model with this graph and user kernel.
+// The user kernel of a model: the kind of `options` (with options.rho) over `graph`, plus
+// eta I (an independent per-user part) when eta > 0.
+absl::StatusOr<std::shared_ptr<const UserKernel>> BuildModelUserKernel(
+    const UserGraph& graph, const UserKernelOptions& options, double eta);
+
+// The FitUsers for a fit of a model with this graph and user kernel (eta is fitted separately:
+// a fixed kernel is passed without its shift).
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
                       const UserGraph& graph, std::shared_ptr<const UserKernel> current);
 

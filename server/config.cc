@@ -118,6 +118,10 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.fit_noise_variance = c.ridge() == 0.0;
   o.refit.fit_offset_variance = h.has_fit_offset() ? h.fit_offset() : d.refit.fit_offset_variance;
   o.refit.fit_prior_mean = h.has_fit_mean() ? h.fit_mean() : d.refit.fit_prior_mean;
+  o.refit.fit_linear_variance =
+      h.has_fit_linear() ? h.fit_linear() : d.refit.fit_linear_variance;
+  o.refit.fit_user_variance =
+      h.has_fit_user_variance() ? h.fit_user_variance() : d.refit.fit_user_variance;
   o.refit.per_dimension = h.has_per_dimension() ? h.per_dimension() : d.refit.per_dimension;
   o.refit.first_fit = static_cast<int64_t>(
       Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
@@ -158,6 +162,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
+  o.baseline_half_life =
+      c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
   switch (c.exploration_width()) {
     case v1::ModelConfig::EXPLORATION_WIDTH_UNSPECIFIED:
       o.exploration_width = d.exploration_width;
@@ -283,6 +289,8 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_per_dimension(o.refit.per_dimension);
     h->set_fit_offset(o.refit.fit_offset_variance);
     h->set_fit_mean(o.refit.fit_prior_mean);
+    h->set_fit_linear(o.refit.fit_linear_variance);
+    h->set_fit_user_variance(o.refit.fit_user_variance);
     h->set_first_fit(static_cast<uint32_t>(o.refit.first_fit));
     h->set_growth(o.refit.growth);
     h->set_max_interval(static_cast<uint32_t>(o.refit.max_interval));
@@ -317,6 +325,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_batched()->set_oversampling(o.batched_oversampling);
   if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);
   c.set_exploration(o.exploration);
+  c.set_baseline_half_life(o.baseline_half_life);
   c.set_exploration_width(o.exploration_width == ExplorationWidth::kAmm ? v1::ModelConfig::AMM
                                                                          : v1::ModelConfig::STDDEV);
   // kors_mu follows the (fitted) ridge unless it was set.

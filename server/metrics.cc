@@ -48,6 +48,8 @@ class ModelCollector : public prometheus::Collectable {
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.rewards_learned); }},
         {"graphbandit_model_version", "Version (last applied log sequence number) of the served state.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.version); }},
+        {"graphbandit_reward_baseline", "Drifting reward baseline subtracted before learning (0 when off).",
+         prometheus::MetricType::Gauge, [](const ModelStats& s) { return s.view.baseline; }},
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.queued_operations); }},
         {"graphbandit_log_syncs_total", "fdatasync calls on the model's log since the server started.",
@@ -131,6 +133,8 @@ class ModelCollector : public prometheus::Collectable {
         const Hyperparameters& h = st.view.hyperparameters->values;
         add(&hyper, "parameter", "signal_variance", h.signal_variance);
         add(&hyper, "parameter", "offset_variance", h.offset_variance);
+        add(&hyper, "parameter", "linear_variance", h.linear_variance);
+        add(&hyper, "parameter", "user_variance", h.user_variance);
         add(&hyper, "parameter", "noise_variance", h.noise_variance);
         add(&hyper, "parameter", "rho", h.rho);
         add(&hyper, "parameter", "prior_mean", h.prior_mean);

@@ -176,12 +176,15 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_arm_feature_dim(stats.view.arm_dim);
   response->set_dimensions_fixed(stats.view.dimensions_fixed);
   response->set_queued_operations(stats.queued_operations);
+  response->set_reward_baseline(stats.view.baseline);
   if (stats.view.hyperparameters.has_value()) {
     const HyperparameterView& hv = *stats.view.hyperparameters;
     const ModelOptions& options = (*model)->options();
     v1::Hyperparameters* h = response->mutable_hyperparameters();
     h->set_signal_variance(hv.values.signal_variance);
     h->set_offset_variance(hv.values.offset_variance);
+    h->set_linear_variance(hv.values.linear_variance);
+    h->set_user_variance(hv.values.user_variance);
     for (Eigen::Index d = 0; d < hv.values.lengthscales.size(); ++d) {
       if (d < stats.view.context_dim) {
         h->add_context_lengthscales(hv.values.lengthscales(d));
@@ -203,6 +206,9 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
     const bool rho_fitted = r.fit_rho && options.user_kernel == UserKernelKind::kLaplacianInverse;
     for (auto [name, free] : {std::pair<const char*, bool>{"signal_variance", r.fit_signal_variance},
                               {"offset_variance", r.fit_offset_variance},
+                              {"linear_variance",
+                               r.fit_linear_variance && options.kernel != KernelType::kLinear},
+                              {"user_variance", r.fit_user_variance},
                               {"context_lengthscale", r.fit_context_lengthscale},
                               {"arm_lengthscale", r.fit_arm_lengthscale},
                               {"noise_variance", r.fit_noise_variance},

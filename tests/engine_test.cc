@@ -481,7 +481,8 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
   model->WaitForFits();
   auto before = engine->SelectArm(ThreeArms("carol").View());  // a stranger: prior only
   ASSERT_TRUE(before.ok());
-  EXPECT_EQ(before->arms[0].mean, 0.0);
+  // The prior mean, plus the reward baseline every mean carries.
+  EXPECT_EQ(before->arms[0].mean, model->View()->baseline);
 
   auto edges = model->AddEdges({{"carol", "alice", 2.0}, {"bob", "carol", 1.0}});
   ASSERT_TRUE(edges.ok()) << edges.status();
@@ -1026,8 +1027,14 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
 
   // Crash: the log alone (no snapshot yet) replays the logged fits at their place.
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  auto reopen = [&options](const std::string& state_dir) {
+    EngineOptions engine_options;
+    engine_options.models = {options};
+    engine_options.state_dir = state_dir;
+    return Engine::Open(engine_options);
+  };
   {
-    auto recovered = Reopen(crashed);
+    auto recovered = reopen(crashed);
     ASSERT_TRUE(recovered.ok()) << recovered.status();
     Model* again = *(*recovered)->FindModel("");
     EXPECT_EQ(again->recovery().snapshot_seq, 0u);
@@ -1043,13 +1050,54 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   // Clean restart: the shutdown snapshot holds the values and the learner built with them.
   engine->Shutdown();
   engine.reset();
-  auto restarted = Reopen(dir.path());
+  auto restarted = reopen(dir.path());
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   Model* again = *(*restarted)->FindModel("");
   EXPECT_GT(again->recovery().snapshot_seq, 0u);
   EXPECT_EQ(again->recovery().records_replayed, 0);
   EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
   EXPECT_EQ(Probe(**restarted), before);
+}
+
+// After a configuration change, values the new configuration fixes win over the snapshot's.
+TEST(EngineTest, ConfiguredValuesWinOverFittedOnesAfterARestart) {
+  TempDir dir;
+  ModelOptions options;
+  options.refit.first_fit = 10;
+  {
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    for (int round = 0; round < 60; ++round) {
+      auto decision = engine->SelectArm(ThreeArms(absl::StrCat("u", round % 3)).View());
+      ASSERT_TRUE(decision.ok());
+      const double reward = decision->arms[0].arm_id == "a" ? 1.0 : 0.1 * (round % 4);
+      ASSERT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok());
+    }
+    model->WaitForFits();
+    ASSERT_GE(model->Stats().fits_applied, 1);
+    ASSERT_NE(model->View()->hyperparameters->values.noise_variance, 0.3);
+  }
+  ModelOptions fixed = options;
+  fixed.ridge = 0.3;
+  fixed.refit.fit_noise_variance = false;  // as if "ridge: 0.3" were configured now
+  {
+    auto engine = OpenEngine({fixed}, dir.path());
+    Model* model = *engine->FindModel("");
+    EXPECT_GT(model->recovery().snapshot_seq, 0u);
+    EXPECT_EQ(model->View()->hyperparameters->values.noise_variance, 0.3);
+    auto decision = engine->SelectArm(ThreeArms("u1").View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+  }
+  ModelOptions off = options;
+  off.refit.enabled = false;
+  auto engine = OpenEngine({off}, dir.path());
+  const HyperparameterView& h = *(*engine->FindModel(""))->View()->hyperparameters;
+  EXPECT_EQ(h.values.noise_variance, off.ridge);
+  EXPECT_EQ(h.values.rho, off.rho);
+  EXPECT_EQ(h.values.signal_variance, off.kernel_variance);
+  EXPECT_EQ(h.values.offset_variance, 0.0);
+  EXPECT_EQ(h.values.user_variance, 0.0);
+  EXPECT_EQ(h.values.lengthscales, Eigen::Vector2d(1.0, 1.0));
 }
 
 // With fitting off every value is used as configured and no fit runs.

@@ -61,6 +61,8 @@ Hyperparameters Values(int dim, Rng& rng) {
   Hyperparameters h;
   h.signal_variance = 0.7;
   h.offset_variance = 0.2;
+  h.linear_variance = 0.15;
+  h.user_variance = 0.35;
   h.lengthscales.resize(dim);
   for (int d = 0; d < dim; ++d) h.lengthscales(d) = 0.8 + rng.Uniform();
   h.noise_variance = 0.3;
@@ -74,8 +76,11 @@ double DirectLogLikelihood(const FitData& data, const UserKernel& users, const H
                            KernelType kernel, double mean) {
   Eigen::MatrixXd scaled = data.x;
   scaled.array().colwise() /= h.lengthscales.array();
-  auto shared = std::shared_ptr<const UserKernel>(&users, [](const UserKernel*) {});
-  MultiUserKernel k(ArmKernel(kernel, h.signal_variance, h.offset_variance), shared);
+  auto base = std::shared_ptr<const UserKernel>(&users, [](const UserKernel*) {});
+  auto shared = std::make_shared<ShiftedUserKernel>(base, h.user_variance);
+  MultiUserKernel k(ArmKernel(kernel, h.signal_variance, h.offset_variance,
+                              kernel == KernelType::kLinear ? 0.0 : h.linear_variance),
+                    shared);
   Eigen::MatrixXd gram;
   k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
   gram.diagonal().array() += h.noise_variance;
@@ -94,6 +99,7 @@ TEST(LogMarginalLikelihood, MatchesDenseComputationForEveryKernel) {
                             KernelType::kLinear}) {
     const FitData data = RandomData(40, 3, 8, rng);
     Hyperparameters h = Values(3, rng);
+    if (kernel == KernelType::kLinear) h.linear_variance = 0.0;  // not a separate part there
     FitSpec spec = GroupedSpec(kernel, 1, 2, true);
     spec.fit_prior_mean = false;
     FitUsers users;
@@ -126,7 +132,9 @@ TEST(LogMarginalLikelihood, ProfiledMeanIsTheGlsEstimateAndMaximises) {
   auto green = *GreenFunction::Build(graph, h.rho);
   Eigen::MatrixXd scaled = data.x;
   scaled.array().colwise() /= h.lengthscales.array();
-  MultiUserKernel k(ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance), green);
+  MultiUserKernel k(
+      ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance, h.linear_variance),
+      std::make_shared<ShiftedUserKernel>(green, h.user_variance));
   Eigen::MatrixXd gram;
   k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
   gram.diagonal().array() += h.noise_variance;
@@ -159,6 +167,9 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
       std::vector<std::function<void(Hyperparameters*, double)>> moves;
       moves.push_back([](Hyperparameters* p, double e) { p->signal_variance *= std::exp(e); });
       moves.push_back([](Hyperparameters* p, double e) { p->offset_variance *= std::exp(e); });
+      if (kernel != KernelType::kLinear) {
+        moves.push_back([](Hyperparameters* p, double e) { p->linear_variance *= std::exp(e); });
+      }
       for (int g = 0; g < spec.groups(); ++g) {
         if (!spec.fit_lengthscale[g]) continue;
         moves.push_back([g, &spec](Hyperparameters* p, double e) {
@@ -169,6 +180,7 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
       }
       moves.push_back([](Hyperparameters* p, double e) { p->noise_variance *= std::exp(e); });
       moves.push_back([](Hyperparameters* p, double e) { p->rho *= std::exp(e); });
+      moves.push_back([](Hyperparameters* p, double e) { p->user_variance *= std::exp(e); });
       ASSERT_EQ(static_cast<size_t>(gradient.size()), moves.size());
       for (size_t k = 0; k < moves.size(); ++k) {
         const double e = 1e-5;
@@ -381,6 +393,8 @@ TEST(LearnerRefit, NystromWithFullDictionaryMatchesExactGpBuiltWithTheNewValues)
   h.noise_variance = 0.25;
   h.rho = 0.6;
   h.prior_mean = 0.8;
+  h.linear_variance = 0.2;
+  h.user_variance = 0.4;
   KernelShape shape;
   shape.kernel = KernelType::kRbf;
   shape.user_kernel.rho = 0.1;
@@ -394,9 +408,11 @@ TEST(LearnerRefit, NystromWithFullDictionaryMatchesExactGpBuiltWithTheNewValues)
   EXPECT_EQ(scaling_n.lengthscales(), h.lengthscales);
 
   // Reference: an exact GP built from scratch with the new values on newly scaled points.
-  auto new_users = *GreenFunction::Build(graph, h.rho);
-  ExactGpPosterior reference(3, ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance),
-                             new_users, h.noise_variance, h.prior_mean);
+  auto new_users = std::make_shared<ShiftedUserKernel>(*GreenFunction::Build(graph, h.rho),
+                                                       h.user_variance);
+  ExactGpPosterior reference(
+      3, ArmKernel(KernelType::kRbf, h.signal_variance, h.offset_variance, h.linear_variance),
+      new_users, h.noise_variance, h.prior_mean);
   const Eigen::MatrixXd new_points = Scaled(p.raw, h.lengthscales);
   for (int i = 0; i < 60; ++i) {
     ASSERT_TRUE(reference.Observe(p.users[i], new_points.col(i), p.y(i)).ok());
