@@ -451,6 +451,7 @@ std::string Model::SaveState(uint64_t seq, absl::string_view ledger) const {
   out.PutVarint64(static_cast<uint32_t>(last_fit_points_));
   out.PutDouble(last_fit_log_likelihood_);
   out.PutDouble(baseline_.value());
+  out.PutVarint64(static_cast<uint64_t>(coarsenings_));
   if (learner_ != nullptr) learner_->SaveState(&out);
   // The ledger last, encoded when the snapshot began (SaveLedger).
   std::string payload = out.Release();
@@ -536,6 +537,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
     Hyperparameters h;
     std::vector<double> lengthscales;
     double factor = 0.0, log_likelihood = 0.0, baseline = 0.0;
+    uint64_t coarsenings = 0;
     uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
     if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
         !in.GetDouble(&h.linear_variance) || !in.GetDouble(&h.user_variance) ||
@@ -546,6 +548,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
         !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
         !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
         !in.GetDouble(&baseline) || !std::isfinite(baseline) ||
+        !in.GetVarint64(&coarsenings) || coarsenings > 64 || factor > kMaxKorsMuFactor ||
         !(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) ||
         !(h.noise_variance > 0.0) || !(h.rho > 0.0) || !(factor > 0.0) ||
         !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
@@ -566,6 +569,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
     last_fit_points_ = static_cast<int32_t>(last_points);
     last_fit_log_likelihood_ = log_likelihood;
     baseline_.set_value(baseline);
+    coarsenings_ = static_cast<int64_t>(coarsenings);
     if (learner_ != nullptr) {
       // Dimensions fixed by the configuration: the fresh learner must use these values.
       if (hyper_.lengthscales.size() != scaling_.joint_dim()) return bad("length-scale count");
@@ -796,6 +800,10 @@ absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
       !s.ok()) {
     return s;
   }
+  if (op.reason == HyperparametersOp::Reason::kDictionaryFull) {
+    ++coarsenings_;
+    return absl::OkStatus();
+  }
   ++fits_applied_;
   last_fit_rewards_ = op.fitted_at;
   last_fit_points_ = op.points;
@@ -805,7 +813,26 @@ absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
 }
 
 void Model::AfterBatch() {
-  if (fitter_ == nullptr || learner_ == nullptr || !learner_->SupportsRefit()) return;
+  if (learner_ == nullptr || !learner_->SupportsRefit()) return;
+  // A full Nystrom dictionary is rebuilt with a coarser KORS mu (core/refit.h), logged like a
+  // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
+  const bool nystrom =
+      options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs;
+  if (nystrom && options_.kors_mu == 0.0 &&
+      learner_->dictionary_size() >= options_.max_dictionary_size) {
+    const double coarser = CoarserKorsMuFactor(kors_mu_factor_);
+    if (coarser > 0.0) {
+      HyperparametersOp op;
+      op.reason = HyperparametersOp::Reason::kDictionaryFull;
+      op.values = hyper_;
+      op.kors_mu_factor = coarser;
+      op.fitted_at = last_fit_rewards_;
+      MutexLock ledger(&ledger_mu_);
+      MutexLock lock(&queue_mu_);
+      AppendLocked(std::move(op), nullptr, absl::InfinitePast()).IgnoreError();
+    }
+  }
+  if (fitter_ == nullptr) return;
   if (std::optional<FitWorker::Outcome> outcome = fitter_->Take()) {
     FinishFit(*std::move(outcome));
   }
@@ -1049,6 +1076,7 @@ void Model::Publish(uint64_t version) {
       h.last_fit_rewards = last_fit_rewards_;
       h.last_fit_points = last_fit_points_;
       h.last_fit_log_likelihood = last_fit_log_likelihood_;
+      h.coarsenings = coarsenings_;
       view->hyperparameters = std::move(h);
     }
     if (options_.exploration_width != ExplorationWidth::kStddev) {

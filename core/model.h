@@ -75,6 +75,7 @@ struct HyperparameterView {
   Hyperparameters values;
   double kors_mu = 0.0;  // EK policies
   int64_t fits_applied = 0;
+  int64_t coarsenings = 0;  // full-dictionary rebuilds with a coarser KORS mu (core/refit.h)
   int64_t last_fit_rewards = 0;
   int32_t last_fit_points = 0;
   double last_fit_log_likelihood = 0.0;
@@ -324,6 +325,7 @@ class Model {
   double kors_mu_factor_ = 1.0;
   int64_t next_fit_at_ = 0;  // rewards learned at which the next fit is due
   int64_t fits_applied_ = 0;
+  int64_t coarsenings_ = 0;  // full-dictionary rebuilds with a coarser KORS mu
   int64_t last_fit_rewards_ = 0;
   int32_t last_fit_points_ = 0;
   double last_fit_log_likelihood_ = 0.0;

@@ -1,6 +1,7 @@
 #include "core/model_ops.h"
 
 #include "absl/strings/str_format.h"
+#include "core/refit.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -102,6 +103,7 @@ struct EncodeVisitor {
     PutObserves(out, op.learn);
   }
   void operator()(const HyperparametersOp& op) const {
+    out->PutU8(static_cast<uint8_t>(op.reason));
     out->PutDouble(op.values.signal_variance);
     out->PutDouble(op.values.offset_variance);
     out->PutDouble(op.values.linear_variance);
@@ -258,7 +260,8 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       HyperparametersOp op;
       std::vector<double> lengthscales;
       uint64_t fitted_at = 0, points = 0;
-      if (!in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
+      uint8_t reason = 0;
+      if (!in.GetU8(&reason) || reason > 1 || !in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
           !in.GetDouble(&op.values.linear_variance) || !in.GetDouble(&op.values.user_variance) ||
           !in.GetDoubles(&lengthscales, kMaxDoubles) || !in.GetDouble(&op.values.noise_variance) ||
           !in.GetDouble(&op.values.rho) || !in.GetDouble(&op.values.prior_mean) ||
@@ -269,8 +272,12 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       }
       op.values.lengthscales =
           Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+      op.reason = static_cast<HyperparametersOp::Reason>(reason);
       op.fitted_at = static_cast<int64_t>(fitted_at);
       op.points = static_cast<int32_t>(points);
+      if (!(op.kors_mu_factor > 0.0) || op.kors_mu_factor > kMaxKorsMuFactor) {
+        return Malformed(type);
+      }
       return op;
     }
   }

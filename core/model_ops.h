@@ -95,6 +95,11 @@ struct CloseOp {
 // and applied by the writer at this point of the log; replay applies the same values at the
 // same point, so recovery reproduces the fit without running it again.
 struct HyperparametersOp {
+  enum class Reason : uint8_t {
+    kFit = 0,                // a fit on the helper thread
+    kDictionaryFull = 1,     // the same values, a coarser KORS mu (core/refit.h)
+  };
+  Reason reason = Reason::kFit;
   Hyperparameters values;
   double kors_mu_factor = 1.0;
   int64_t fitted_at = 0;        // rewards learned when the fit started (schedules the next one)

@@ -29,6 +29,19 @@
 
 namespace graphbandit {
 
+// When a Nystrom dictionary reaches its cap (nystrom.max_dictionary_size), KORS's mu is doubled
+// relative to the noise variance and the dictionary re-admitted with it (Learner::Refit): a
+// coarser but still uniform approximation of the span of the whole history, which frees room
+// for points in regions it does not cover yet. At most up to this factor; beyond it, points that
+// find the dictionary full are not added (their observations are still learned through their
+// projection on the dictionary, and their residual prior variance stays in their stddev).
+inline constexpr double kMaxKorsMuFactor = 64.0;
+
+// The factor to rebuild a full dictionary with, or 0 when `current` is the coarsest already.
+inline double CoarserKorsMuFactor(double current) {
+  return current * 2.0 <= kMaxKorsMuFactor ? current * 2.0 : 0.0;
+}
+
 // Above this many joint input dimensions, length-scales are fitted per group (context, arm
 // features) rather than per dimension.
 inline constexpr int kMaxPerDimensionLengthscales = 32;

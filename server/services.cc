@@ -197,6 +197,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
     h->set_prior_mean(hv.values.prior_mean);
     h->set_kors_mu(hv.kors_mu);
     h->set_fits_applied(static_cast<uint64_t>(hv.fits_applied));
+    h->set_dictionary_coarsenings(static_cast<uint64_t>(hv.coarsenings));
     h->set_last_fit_rewards(static_cast<uint64_t>(hv.last_fit_rewards));
     h->set_last_fit_points(static_cast<uint32_t>(hv.last_fit_points));
     h->set_last_fit_log_likelihood(hv.last_fit_log_likelihood);

@@ -1100,6 +1100,50 @@ TEST(EngineTest, ConfiguredValuesWinOverFittedOnesAfterARestart) {
   EXPECT_EQ(h.values.lengthscales, Eigen::Vector2d(1.0, 1.0));
 }
 
+// A model whose dictionary reaches its cap rebuilds it with a coarser KORS mu, logged so that
+// recovery rebuilds at the same place; the cap is never exceeded.
+TEST(EngineTest, AFullDictionaryIsCoarsenedAndRecovered) {
+  TempDir dir;
+  ModelOptions options;
+  options.max_dictionary_size = 12;
+  options.refit.enabled = false;  // the coarsening alone
+  auto engine = OpenEngine({options}, dir.path());
+  Model* model = *engine->FindModel("");
+  Rng rng(5);
+  for (int round = 0; round < 200; ++round) {
+    OwnedRequest request;
+    request.user = absl::StrCat("u", round % 5);
+    for (int i = 0; i < 4; ++i) {
+      request.candidates.push_back({absl::StrCat("i", i), {3 * rng.Normal(), 3 * rng.Normal()}});
+    }
+    auto decision = engine->SelectArm(request.View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, rng.Normal(), {}, ""}).ok());
+    ASSERT_LE(model->View()->dictionary_size, 12);
+  }
+  model->WaitForFits();
+  const HyperparameterView h = *model->View()->hyperparameters;
+  EXPECT_GE(h.coarsenings, 1);
+  EXPECT_GT(h.kors_mu, h.values.noise_variance);
+  EXPECT_EQ(model->View()->rewards_learned, 200);
+  const std::vector<double> before = Probe(*engine);
+  model->WaitForFits();
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  {
+    EngineOptions engine_options;
+    engine_options.models = {options};
+    engine_options.state_dir = crashed;
+    auto recovered = Engine::Open(engine_options);
+    ASSERT_TRUE(recovered.ok()) << recovered.status();
+    Model* again = *(*recovered)->FindModel("");
+    EXPECT_EQ(again->View()->hyperparameters->coarsenings, h.coarsenings);
+    EXPECT_EQ(again->View()->hyperparameters->kors_mu, h.kors_mu);
+    EXPECT_EQ(Probe(**recovered), before);
+    (*recovered)->Shutdown();
+  }
+  std::filesystem::remove_all(crashed);
+}
+
 // With fitting off every value is used as configured and no fit runs.
 TEST(EngineTest, FittingCanBeSwitchedOff) {
   ModelOptions options;

@@ -511,5 +511,43 @@ TEST(LearnerRefit, ThinningKeepsTheDictionaryConsistentAndStateRoundTrips) {
   EXPECT_EQ(s1, s2);
 }
 
+// At its cap the dictionary stops growing, observations are still learned through their
+// projection, and a rebuild with a coarser KORS mu (what a model does when its dictionary is
+// full) frees room.
+TEST(DictionaryCap, FullDictionaryKeepsLearningAndACoarserMuFreesRoom) {
+  Rng rng(43);
+  auto users = std::make_shared<ConstantUserKernel>(1.0, 0.0);
+  NystromOptions options;
+  options.ridge = options.kors_mu = 0.01;
+  options.max_dictionary_size = 15;
+  NystromPosterior learner(2, ArmKernel(KernelType::kRbf, 1.0), users, options);
+  const Eigen::MatrixXd x = 3.0 * RandomMatrix(2, 400, rng);
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(learner.Observe(0, x.col(i), std::sin(x(0, i))).ok());
+    ASSERT_LE(learner.dictionary_size(), 15);
+  }
+  EXPECT_EQ(learner.dictionary_size(), 15);
+  EXPECT_GT(learner.stats().skipped_full, 0);
+  // Learning goes on at the cap: repeated rewards at a dictionary point move its mean there.
+  const Eigen::VectorXd z = learner.dictionary_points().col(3);
+  Eigen::VectorXd before, after, sd;
+  learner.Score(0, z, &before, &sd);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(learner.Observe(0, z, 5.0).ok());
+  learner.Score(0, z, &after, &sd);
+  EXPECT_GT(after(0), before(0) + 1.0);
+  EXPECT_EQ(learner.dictionary_size(), 15);
+  // Coarser mu: fewer points kept, room to grow again.
+  LearnerRefit coarser;
+  coarser.arm = ArmKernel(KernelType::kRbf, 1.0);
+  coarser.users = users;
+  coarser.ridge = 0.01;
+  coarser.kors_mu = 0.01 * 64;
+  coarser.prior_mean = 0.0;
+  ASSERT_TRUE(learner.Refit(coarser).ok());
+  EXPECT_LT(learner.dictionary_size(), 15);
+  EXPECT_EQ(CoarserKorsMuFactor(1.0), 2.0);
+  EXPECT_EQ(CoarserKorsMuFactor(kMaxKorsMuFactor), 0.0);
+}
+
 }  // namespace
 }  // namespace graphbandit

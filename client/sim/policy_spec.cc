@@ -1,12 +1,98 @@
 #include "client/sim/policy_spec.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <vector>
 
 #include "core/random.h"
 
 namespace graphbandit::sim {
+namespace {
+
+// Knows nothing and learns nothing: every candidate has mean 0 and width 0, so the selection
+// rule's uniform tie-break makes the choice uniformly random.
+class RandomChoice final : public Learner {
+ public:
+  void Score(int32_t, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override {
+    *mean = Eigen::VectorXd::Zero(points.cols());
+    *stddev = Eigen::VectorXd::Zero(points.cols());
+  }
+  absl::Status Observe(int32_t, const Eigen::Ref<const Eigen::VectorXd>&, double) override {
+    ++observations_;
+    return absl::OkStatus();
+  }
+  absl::Status SetGraph(const UserGraph&, std::shared_ptr<const UserKernel>) override {
+    return absl::OkStatus();
+  }
+  std::shared_ptr<const Scorer> Freeze() const override {
+    return std::make_shared<RandomChoice>(*this);
+  }
+  int64_t history_size() const override { return observations_; }
+  int64_t dictionary_size() const override { return 0; }
+
+ private:
+  int64_t observations_ = 0;
+};
+
+}  // namespace
+
+InlineRefitter::InlineRefitter(const RefitOptions& options, const KernelShape& shape,
+                               const Hyperparameters& initial,
+                               std::shared_ptr<const UserGraph> graph,
+                               std::shared_ptr<const UserKernel> user_kernel,
+                               int max_dictionary_size)
+    : options_(options),
+      shape_(shape),
+      spec_(MakeFitSpec(options, shape)),
+      values_(initial),
+      graph_(std::move(graph)),
+      user_kernel_(std::move(user_kernel)),
+      max_dictionary_size_(max_dictionary_size),
+      kors_mu_factor_(options.kors_mu_factor),
+      next_fit_(NextFitAfter(0, options)) {}
+
+absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* scaling) {
+  ++learned_;
+  if (max_dictionary_size_ > 0 && learner->dictionary_size() >= max_dictionary_size_) {
+    if (const double coarser = CoarserKorsMuFactor(kors_mu_factor_); coarser > 0.0) {
+      if (absl::Status s = ApplyHyperparameters(values_, shape_, coarser, *graph_, scaling,
+                                                &user_kernel_, learner);
+          !s.ok()) {
+        return s;
+      }
+      kors_mu_factor_ = coarser;
+    }
+  }
+  if (learned_ < next_fit_) return absl::OkStatus();
+  next_fit_ = NextFitAfter(learned_, options_);
+  const FitData data = RecentRawObservations(*learner, *scaling, options_.max_points);
+  auto fit = FitHyperparameters(data, MakeFitUsers(shape_, options_, *graph_, user_kernel_),
+                                values_, spec_);
+  ++fits_;
+  if (!fit.ok()) {
+    // Nothing to fit yet (e.g. every reward equal): keep the values, as the server does.
+    if (fit.status().code() == absl::StatusCode::kFailedPrecondition) return absl::OkStatus();
+    return fit.status();
+  }
+  fit_seconds_ += fit->seconds;
+  if (getenv("GB_DEBUG_FIT") != nullptr) {
+    fprintf(stderr, "fit at %ld: %s ll %.4f -> %.4f evals %d %.3fs m=%ld\n", (long)learned_,
+            fit->values.DebugString().c_str(), fit->log_likelihood_start, fit->log_likelihood,
+            fit->evaluations, fit->seconds, (long)learner->dictionary_size());
+  }
+  if (!MateriallyDifferent(values_, fit->values, options_.min_change)) return absl::OkStatus();
+  if (absl::Status s = ApplyHyperparameters(fit->values, shape_, kors_mu_factor_, *graph_,
+                                            scaling, &user_kernel_, learner);
+      !s.ok()) {
+    return s;
+  }
+  values_ = fit->values;
+  ++applied_;
+  return absl::OkStatus();
+}
 
 double MedianDistance(const Eigen::MatrixXd& points) {
   std::vector<double> distances;
@@ -26,7 +112,10 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   RunPolicy run;
   run.rule = spec.rule;
   run.exploration = spec.exploration;
+  run.width = spec.width;
+  run.baseline = BaselineTracker(spec.baseline_half_life);
   run.pooled = spec.pooled;
+  run.intercept = spec.intercept && spec.family == Family::kLinear;
   const Eigen::MatrixXd* pool = env.pool();
   run.scaling.context_dim = env.context_dim();
   run.scaling.arm_dim = env.arm_dim();
@@ -36,7 +125,8 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
                                     : (pool != nullptr ? MedianDistance(*pool) : 1.0);
   const int dim = run.scaling.joint_dim();
 
-  UserGraph graph;
+  auto graph_ptr = std::make_shared<UserGraph>();
+  UserGraph& graph = *graph_ptr;
   graph.EnsureUsers(spec.pooled ? 1 : env.users());
   if (!spec.pooled) {
     for (const Edge& edge : env.edges()) graph.SetEdge(edge.a, edge.b, edge.weight);
@@ -87,6 +177,18 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
       options.seed = learner_seed;
       if (scheduled_ridge > 0.0) options.ridge = options.kors_mu = scheduled_ridge;
       run.learner = std::make_unique<NystromPosterior>(dim, arm, *kernel, options);
+      if (spec.refit.enabled) {
+        KernelShape shape;
+        shape.kernel = spec.arm_kernel;
+        shape.user_kernel = spec.user_kernel;
+        shape.context_dim = run.scaling.context_dim;
+        shape.arm_dim = run.scaling.arm_dim;
+        if (absl::Status s = spec.refit.Validate(); !s.ok()) return s;
+        run.refitter = std::make_unique<InlineRefitter>(
+            spec.refit, shape,
+            InitialHyperparameters(shape, spec.kernel_variance, run.scaling, options.ridge),
+            graph_ptr, *kernel, options.max_dictionary_size);
+      }
       break;
     }
     case Family::kBatched: {
@@ -97,12 +199,16 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
       break;
     }
     case Family::kLinear: {
-      auto learner = std::make_unique<LinearUcbPosterior>(dim, spec.linear);
+      auto learner =
+          std::make_unique<LinearUcbPosterior>(dim + (run.intercept ? 1 : 0), spec.linear);
       absl::Status status = learner->SetGraph(graph, *kernel);
       if (!status.ok()) return status;
       run.learner = std::move(learner);
       break;
     }
+    case Family::kRandom:
+      run.learner = std::make_unique<RandomChoice>();
+      break;
   }
   return run;
 }

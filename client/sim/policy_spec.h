@@ -12,11 +12,13 @@
 #include "absl/status/statusor.h"
 #include "client/sim/environment.h"
 #include "core/arm_kernel.h"
+#include "core/baseline_tracker.h"
 #include "core/batched_nystrom_posterior.h"
 #include "core/linear_posterior.h"
 #include "core/lk_gp_posterior.h"
 #include "core/nystrom_posterior.h"
 #include "core/posterior.h"
+#include "core/refit.h"
 #include "core/selection.h"
 #include "core/user_kernel.h"
 
@@ -27,6 +29,7 @@ enum class Family {
   kEk,       // EK-UCB / EK-TS: incremental Nystrom with KORS
   kBatched,  // CBBKB / CBKB: batched Nystrom re-draws
   kLinear,   // LinUCB per user / pooled, GoB.Lin, GraphUCB
+  kRandom,   // uniformly random choice (a learner that knows nothing: every candidate ties)
 };
 
 struct PolicySpec {
@@ -34,6 +37,9 @@ struct PolicySpec {
   Family family = Family::kLkGp;
   SelectionRule rule = SelectionRule::kUcb;
   double exploration = 1.0;
+  ExplorationWidth width = ExplorationWidth::kStddev;
+  // Drifting-baseline tracking as the server does it (core/baseline_tracker.h); 0: off.
+  double baseline_half_life = 0.0;
 
   KernelType arm_kernel = KernelType::kRbf;
   double kernel_variance = 1.0;
@@ -43,6 +49,9 @@ struct PolicySpec {
   double context_lengthscale = 1.0;
   UserKernelOptions user_kernel;
   bool pooled = false;  // every user is served as one user (the graph is ignored)
+  // Linear family: append a constant feature 1 to every point, so that each model has an
+  // intercept (per user for LinUCB per user).
+  bool intercept = false;
 
   LkGpOptions lk;  // the schedule's spectral ratio and horizon are filled in per run
   // EK and batched families: when > 0, lambda (and KORS mu) = clip(this * S_spec, 1e-6, 1e-1),
@@ -52,6 +61,40 @@ struct PolicySpec {
   NystromOptions nystrom;
   BatchedNystromOptions batched;
   LinearOptions linear;
+  // EK family: hyper-parameter refits, inline at the points the server would fit them.
+  RefitOptions refit;
+};
+
+// Refits inline (the server fits on a helper thread and applies the result at a logged point
+// of its log; the simulator applies it at the observation that made it due).
+class InlineRefitter {
+ public:
+  // max_dictionary_size > 0: a Nystrom learner's full dictionary is rebuilt with a coarser
+  // KORS mu, as the server does (core/refit.h).
+  InlineRefitter(const RefitOptions& options, const KernelShape& shape,
+                 const Hyperparameters& initial, std::shared_ptr<const UserGraph> graph,
+                 std::shared_ptr<const UserKernel> user_kernel, int max_dictionary_size = 0);
+  // After each learned reward: fits and applies when due.
+  absl::Status AfterObservation(Learner* learner, FeatureScaling* scaling);
+  const Hyperparameters& values() const { return values_; }
+  int fits() const { return fits_; }
+  int applied() const { return applied_; }
+  double fit_seconds() const { return fit_seconds_; }
+
+ private:
+  RefitOptions options_;
+  KernelShape shape_;
+  FitSpec spec_;
+  Hyperparameters values_;
+  std::shared_ptr<const UserGraph> graph_;
+  std::shared_ptr<const UserKernel> user_kernel_;
+  int max_dictionary_size_ = 0;
+  double kors_mu_factor_ = 1.0;
+  int64_t learned_ = 0;
+  int64_t next_fit_ = 0;
+  int fits_ = 0;
+  int applied_ = 0;
+  double fit_seconds_ = 0.0;
 };
 
 struct RunPolicy {
@@ -59,7 +102,11 @@ struct RunPolicy {
   FeatureScaling scaling;
   SelectionRule rule = SelectionRule::kUcb;
   double exploration = 1.0;
+  ExplorationWidth width = ExplorationWidth::kStddev;
   bool pooled = false;
+  bool intercept = false;  // points get a trailing constant 1
+  std::unique_ptr<InlineRefitter> refitter;  // null: no refits
+  BaselineTracker baseline;
 };
 
 // Builds the learner for one run on `env` of `rounds` rounds; `seed` seeds its randomness.
