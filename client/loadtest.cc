@@ -1,5 +1,7 @@
-// graphbandit-loadtest: plays a synthetic graph environment (client/sim/environment.h) against a
-// running server and reports throughput, latency percentiles and regret.
+// graphbandit-loadtest: plays a synthetic graph environment (client/sim/environment.h, or with
+// --task one of the robustness tasks of client/sim/task_environment.h) against a running server
+// and reports throughput, latency percentiles, regret, and whether the model learned every
+// reward it acknowledged.
 //
 // It first registers the environment's users and edges through the administration calls, then
 // runs --rounds rounds with --concurrency closed-loop workers. Round r always shows the same
@@ -13,6 +15,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,6 +34,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/sim/environment.h"
+#include "client/sim/presets.h"
+#include "client/sim/task_environment.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "HOST:PORT of the graphbandit server.");
@@ -52,6 +58,13 @@ ABSL_FLAG(int64_t, compare_window, 2000,
 ABSL_FLAG(std::string, report_json, "", "Also write the report as JSON to this file.");
 ABSL_FLAG(int32_t, deadline_ms, 5000, "Deadline of every RPC.");
 ABSL_FLAG(double, max_seconds, 900, "Stop starting new rounds after this many seconds.");
+ABSL_FLAG(double, learn_wait_seconds, 30,
+          "After the run, wait at most this long for the model to learn what it acknowledged.");
+ABSL_FLAG(std::string, task, "",
+          "Play one of the robustness preset's tasks instead (fresh candidates every round; "
+          "--users, --pool, --candidates, --dim, --graph, --reward_model and --env_* are then "
+          "ignored). Names: see --list_tasks.");
+ABSL_FLAG(bool, list_tasks, false, "List the --task names and exit.");
 ABSL_FLAG(std::string, user_prefix, "",
           "Prefix of the user ids registered on the server; empty picks a fresh random one so "
           "that runs do not share users.");
@@ -151,6 +164,12 @@ int main(int argc, char** argv) {
     return Fail("--rounds, --concurrency, --window and --compare_window must be >= 1");
   }
 
+  if (absl::GetFlag(FLAGS_list_tasks)) {
+    for (const auto& [name, options] : graphbandit::sim::RobustnessTaskOptions()) {
+      std::printf("%-16s %s\n", name.c_str(), options.label.c_str());
+    }
+    return 0;
+  }
   graphbandit::sim::EnvironmentOptions env_options;
   env_options.users = absl::GetFlag(FLAGS_users);
   env_options.pool = absl::GetFlag(FLAGS_pool);
@@ -165,9 +184,37 @@ int main(int argc, char** argv) {
   auto reward_kind = graphbandit::sim::ParseRewardKind(absl::GetFlag(FLAGS_reward_model));
   if (!reward_kind.ok()) return Fail(std::string(reward_kind.status().message()));
   env_options.reward = *reward_kind;
-  auto created = Environment::Create(env_options);
-  if (!created.ok()) return Fail(std::string(created.status().message()));
-  const Environment env = *std::move(created);
+  std::unique_ptr<graphbandit::sim::SimEnvironment> env_holder;
+  std::string environment_json;
+  if (const std::string task = absl::GetFlag(FLAGS_task); !task.empty()) {
+    std::optional<graphbandit::sim::TaskOptions> found;
+    for (const auto& [name, options] : graphbandit::sim::RobustnessTaskOptions()) {
+      if (name == task) found = options;
+    }
+    if (!found) return Fail(absl::StrFormat("unknown --task \"%s\" (see --list_tasks)", task));
+    found->seed = env_options.seed;
+    auto created = graphbandit::sim::TaskEnvironment::Create(*found);
+    if (!created.ok()) return Fail(std::string(created.status().message()));
+    env_holder = std::make_unique<graphbandit::sim::TaskEnvironment>(*std::move(created));
+    environment_json = absl::StrFormat(
+        R"({"task": "%s", "label": "%s", "users": %d, "edges": %d, "candidates": %d, "dim": %d, "context_dim": %d, "seed": %d})",
+        task, found->label, found->users, env_holder->edges().size(), found->candidates,
+        found->dim, found->context_dim, found->seed);
+  } else {
+    auto created = Environment::Create(env_options);
+    if (!created.ok()) return Fail(std::string(created.status().message()));
+    auto lk = std::make_unique<Environment>(*std::move(created));
+    environment_json = absl::StrFormat(
+        R"({"users": %d, "pool": %d, "candidates": %d, "dim": %d, "graph": "%s", "edges": %d, "reward_model": "%s", "rho": %g, "exponent": %g, "noise_std": %g, "seed": %d})",
+        env_options.users, env_options.pool, env_options.candidates, env_options.dim,
+        absl::GetFlag(FLAGS_graph), lk->edges().size(), absl::GetFlag(FLAGS_reward_model),
+        env_options.rho, env_options.exponent, lk->noise_std(), env_options.seed);
+    env_holder = std::move(lk);
+  }
+  const graphbandit::sim::SimEnvironment& env = *env_holder;
+  const int env_users = env.users();
+  const int env_context = env.context_dim();
+  const int env_dim = env.arm_dim();
 
   std::string prefix = absl::GetFlag(FLAGS_user_prefix);
   if (prefix.empty()) {
@@ -187,6 +234,7 @@ int main(int argc, char** argv) {
   auto admin = v1::AdminService::NewStub(channel);
 
   // The model must accept this environment's features.
+  uint64_t learned_before = 0;
   {
     grpc::ClientContext context;
     context.set_deadline(Deadline());
@@ -196,14 +244,15 @@ int main(int argc, char** argv) {
     grpc::Status status = admin->DescribeModel(&context, request, &description);
     if (!status.ok()) return Fail("DescribeModel failed: " + StatusText(status));
     if (description.dimensions_fixed() &&
-        (description.context_dim() != 0 ||
-         description.arm_feature_dim() != static_cast<uint32_t>(env_options.dim))) {
+        (description.context_dim() != static_cast<uint32_t>(env_context) ||
+         description.arm_feature_dim() != static_cast<uint32_t>(env_dim))) {
       return Fail(absl::StrFormat(
-          "model \"%s\" takes %d context values and %d arm features; this environment sends 0 "
-          "and %d. Use --dim=%d (if it has no context) or another --model.",
+          "model \"%s\" takes %d context values and %d arm features; this environment sends %d "
+          "and %d. Use another --model (or --dim for the default environment).",
           description.name(), description.context_dim(), description.arm_feature_dim(),
-          env_options.dim, description.arm_feature_dim()));
+          env_context, env_dim));
     }
+    learned_before = description.rewards_learned();
   }
   // Register the environment's user graph.
   {
@@ -211,7 +260,7 @@ int main(int argc, char** argv) {
     context.set_deadline(Deadline());
     v1::AddUsersRequest request;
     request.set_model(model);
-    for (int u = 0; u < env_options.users; ++u) request.add_user_ids(user_id(u));
+    for (int u = 0; u < env_users; ++u) request.add_user_ids(user_id(u));
     v1::AddUsersResponse response;
     grpc::Status status = admin->AddUsers(&context, request, &response);
     if (!status.ok()) return Fail("AddUsers failed: " + StatusText(status));
@@ -233,11 +282,12 @@ int main(int argc, char** argv) {
     if (!status.ok()) return Fail("AddEdges failed: " + StatusText(status));
   }
   std::printf("registered %d users (%s0..%d) and %zu edges on model \"%s\" at %s\n",
-              env_options.users, user_id(0).substr(0, user_id(0).size() - 1).c_str(),
-              env_options.users - 1, env.edges().size(), model.empty() ? "(default)" : model.c_str(),
+              env_users, user_id(0).substr(0, user_id(0).size() - 1).c_str(),
+              env_users - 1, env.edges().size(), model.empty() ? "(default)" : model.c_str(),
               target.c_str());
 
   std::vector<Sample> samples(rounds);
+  std::atomic<int64_t> accepted{0};
   std::atomic<int64_t> next_round{0};
   absl::Mutex errors_mu;
   std::map<std::string, int64_t> errors;
@@ -262,10 +312,14 @@ int main(int argc, char** argv) {
         v1::SelectArmRequest select;
         select.set_model(model);
         select.set_user_id(user_id(round.user));
-        for (size_t k = 0; k < round.items.size(); ++k) {
+        for (int i = 0; i < round.context.size(); ++i) select.add_context(round.context(i));
+        for (Eigen::Index k = 0; k < round.arms.cols(); ++k) {
           v1::Arm* arm = select.add_candidates();
-          arm->set_id(item_id(round.items[k]));
-          for (int i = 0; i < env_options.dim; ++i) arm->add_features(round.arms(i, k));
+          // Pool items keep their id; fresh candidates get one of their own.
+          arm->set_id(k < static_cast<Eigen::Index>(round.items.size())
+                          ? item_id(round.items[k])
+                          : absl::StrCat("r", r, "-c", k));
+          for (int i = 0; i < env_dim; ++i) arm->add_features(round.arms(i, k));
         }
         v1::SelectArmResponse decision;
         auto t0 = std::chrono::steady_clock::now();
@@ -295,6 +349,7 @@ int main(int argc, char** argv) {
           continue;
         }
         samples[r].regret = env.Regret(round, slot);
+        accepted.fetch_add(1);
       }
     });
   }
@@ -317,17 +372,26 @@ int main(int argc, char** argv) {
   const double first = AverageRegret(samples, 0, compare);
   const double last = AverageRegret(samples, played - compare, played);
 
-  // Rewards are learned asynchronously: give the model up to 10 s to apply what is queued
-  // before reading its final size.
+  // Rewards are learned asynchronously: give the model up to --learn_wait_seconds to apply
+  // what is queued, then compare what it learned with what it acknowledged.
   v1::ModelDescription after;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  const auto wait_until =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(1000 * absl::GetFlag(FLAGS_learn_wait_seconds)));
+  for (;;) {
     grpc::ClientContext context;
     context.set_deadline(Deadline());
     v1::DescribeModelRequest request;
     request.set_model(model);
-    if (!admin->DescribeModel(&context, request, &after).ok() || after.queued_operations() == 0) break;
+    const bool described = admin->DescribeModel(&context, request, &after).ok();
+    if (!described || after.queued_operations() == 0 ||
+        std::chrono::steady_clock::now() > wait_until) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  const int64_t learned = static_cast<int64_t>(after.rewards_learned()) -
+                          static_cast<int64_t>(learned_before);
 
   std::printf("rounds: %lld completed of %lld requested, %lld failed, concurrency %d, %.2f s\n",
               static_cast<long long>(completed), static_cast<long long>(rounds),
@@ -357,6 +421,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(after.rewards_learned()),
               static_cast<unsigned long long>(after.dictionary_size()),
               static_cast<unsigned long long>(after.users()));
+  std::printf("learned during the run: %lld of %lld acknowledged rewards%s\n",
+              static_cast<long long>(learned), static_cast<long long>(accepted.load()),
+              learned >= accepted.load() ? "" : " (NOT ALL LEARNED)");
   std::vector<std::string> error_items;
   for (const auto& [key, count] : errors) {
     std::printf("errors: %s x %lld\n", key.c_str(), static_cast<long long>(count));
@@ -369,10 +436,7 @@ int main(int argc, char** argv) {
         << absl::StrFormat(R"(  "target": "%s", "model": "%s", "user_prefix": "%s",)", target, model, prefix) << "\n"
         << absl::StrFormat(R"(  "rounds_requested": %d, "rounds_completed": %d, "rounds_failed": %d, "concurrency": %d,)",
                            rounds, completed, played - completed, concurrency) << "\n"
-        << absl::StrFormat(R"(  "environment": {"users": %d, "pool": %d, "candidates": %d, "dim": %d, "graph": "%s", "edges": %d, "reward_model": "%s", "rho": %g, "exponent": %g, "noise_std": %g, "seed": %d},)",
-                           env_options.users, env_options.pool, env_options.candidates, env_options.dim,
-                           absl::GetFlag(FLAGS_graph), env.edges().size(), absl::GetFlag(FLAGS_reward_model),
-                           env_options.rho, env_options.exponent, env.noise_std(), env_options.seed) << "\n"
+        << absl::StrFormat(R"(  "environment": %s,)", environment_json) << "\n"
         << absl::StrFormat(R"(  "elapsed_seconds": %s,)", Json(seconds)) << "\n"
         << absl::StrFormat(R"(  "throughput": {"rounds_per_second": %s, "rpcs_per_second": %s},)",
                            Json(completed / seconds), Json(2.0 * completed / seconds)) << "\n"
@@ -382,9 +446,11 @@ int main(int argc, char** argv) {
                            Json(cumulative), window, windows_json, compare, Json(first), Json(last), Json(last / first)) << "\n"
         << absl::StrFormat(R"(  "model_after": {"rewards_learned": %d, "dictionary_size": %d, "users": %d, "edges": %d},)",
                            after.rewards_learned(), after.dictionary_size(), after.users(), after.edges()) << "\n"
+        << absl::StrFormat(R"(  "learned": {"acknowledged": %d, "learned": %d},)", accepted.load(), learned) << "\n"
         << "  \"errors\": {" << absl::StrJoin(error_items, ", ") << "}\n"
         << "}\n";
     if (!out) return Fail(absl::StrFormat("cannot write %s", path));
   }
+  if (learned < accepted.load()) return 4;
   return completed == rounds ? 0 : 3;
 }

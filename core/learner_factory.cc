@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
           : ArmKernel(options.kernel, options.kernel_variance);
   const double ridge = values != nullptr ? values->noise_variance : options.ridge;
   const double prior_mean = values != nullptr ? values->prior_mean : 0.0;
+  const double eta = values != nullptr ? values->user_variance : 0.0;
   std::unique_ptr<Learner> learner;
   switch (options.policy) {
     case PolicyKind::kEkUcb:
@@ -27,18 +28,20 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       nystrom.ridge = ridge;
       nystrom.kors_mu = options.kors_mu > 0.0 ? options.kors_mu : kors_mu_factor * ridge;
       nystrom.prior_mean = prior_mean;
+      // Served: the dictionary's rows of M are computed in batches (one history pass per batch).
+      nystrom.growth_batch_divisor = kServedGrowthBatchDivisor;
       nystrom.kors_epsilon = options.kors_epsilon;
       nystrom.kors_gamma = options.kors_gamma;
       nystrom.max_dictionary_size = options.max_dictionary_size;
       nystrom.max_history = options.max_history;
       nystrom.forget_evicted = options.forget_evicted;
       nystrom.seed = options.seed;
-      learner = std::make_unique<NystromPosterior>(dim, arm, kernel, nystrom);
+      learner = std::make_unique<NystromPosterior>(dim, arm, kernel, nystrom, eta);
       break;
     }
     case PolicyKind::kGpUcb:
     case PolicyKind::kGpTs:
-      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, ridge, prior_mean);
+      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, ridge, prior_mean, eta);
       break;
     case PolicyKind::kBatchedNystromUcb: {
       BatchedNystromOptions batched;

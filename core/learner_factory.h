@@ -18,12 +18,16 @@ namespace graphbandit {
 // BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
 inline constexpr double kServedBatchedMinGrowth = 0.05;
 
+// EK policies served by a model grow their dictionary in batches of m / this many points
+// (NystromOptions::growth_batch_divisor).
+inline constexpr int kServedGrowthBatchDivisor = 16;
+
 // A learner over points of dimension `dim` for the model, already attached to `graph` and its
 // user `kernel`. With `values` (the model's current, possibly fitted, hyper-parameters), kernel
 // learners take their arm-kernel variance and offset, ridge, prior mean and KORS mu
 // (kors_mu_factor times the ridge, unless the configuration fixes kors_mu) from them instead
-// of the configuration; the user kernel must already be built for values->rho and shifted by
-// values->user_variance (BuildModelUserKernel).
+// of the configuration (and values->user_variance as each user's own trend); the user kernel
+// must already be built for values->rho.
 absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
                                                      const UserGraph& graph,
                                                      std::shared_ptr<const UserKernel> kernel,

@@ -579,7 +579,7 @@ absl::Status Model::LoadState(absl::string_view payload) {
   }
   // As live: the graph and the kernel cover the users known at the last edit.
   graph_.EnsureUsers(static_cast<int32_t>(rebuild_users));
-  auto kernel = BuildModelUserKernel(graph_, CurrentUserKernelOptions(), hyper_.user_variance);
+  auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
   if (!kernel.ok()) {
     // The configured user kernel cannot serve this graph: a configuration change, not damage.
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -1031,7 +1031,7 @@ absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
     // depends on the log alone, not on how the writer batched operations. A graph the user
     // kernel or the learner cannot serve is refused as a whole and the model keeps the
     // previous graph; replaying the log refuses it again the same way.
-    auto kernel = BuildModelUserKernel(graph_, CurrentUserKernelOptions(), hyper_.user_variance);
+    auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
     absl::Status status = kernel.status();
     if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
     if (!status.ok()) {

@@ -47,9 +47,9 @@ class NystromPosterior::FrozenScorer final : public Scorer {
 
 NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
                                    std::shared_ptr<const UserKernel> users,
-                                   const NystromOptions& options)
+                                   const NystromOptions& options, double user_trend_variance)
     : dim_(dim),
-      kernel_(arm, std::move(users)),
+      kernel_(arm, std::move(users), user_trend_variance),
       options_(options),
       rng_(options.seed),
       history_(dim, options.max_history),
@@ -57,13 +57,14 @@ NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
 
 void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                              Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
-  ScoreNystrom(kernel_, options_.ridge, basis_x_.view(), basis_users_, chol_m_.matrix(),
-               chol_zz_.matrix(), Weights(), user, points, mean, stddev, options_.prior_mean);
+  const std::shared_ptr<const Basis> basis = BasisSnapshot();
+  ScoreNystrom(kernel_, options_.ridge, basis->x, basis->users, chol_m_.matrix(), basis->chol_zz,
+               Weights(), user, points, mean, stddev, options_.prior_mean);
 }
 
 const Eigen::VectorXd& NystromPosterior::Weights() const {
   if (weights_dirty_) {
-    weights_ = dictionary_size() > 0 ? chol_m_.Solve(gamma_) : Eigen::VectorXd();
+    weights_ = regression_size() > 0 ? chol_m_.Solve(gamma_) : Eigen::VectorXd();
     weights_dirty_ = false;
   }
   return weights_;
@@ -72,13 +73,11 @@ const Eigen::VectorXd& NystromPosterior::Weights() const {
 Eigen::VectorXd NystromPosterior::DictionaryColumn(int32_t user,
                                                    const Eigen::Ref<const Eigen::VectorXd>& point,
                                                    double* k_ss) const {
-  const UserKernel::Column column = kernel_.users()->ColumnOf(user);
-  *k_ss = column.Diagonal() * kernel_.arm().Diagonal(point);
+  *k_ss = kernel_.Diagonal(user, point)(0);
   Eigen::MatrixXd cross;
-  kernel_.arm().Cross(basis_x_.view(), point, &cross);
-  Eigen::VectorXd kz(dictionary_size());
-  for (int j = 0; j < dictionary_size(); ++j) kz(j) = column.At(basis_users_[j]) * cross(j, 0);
-  return kz;
+  kernel_.CrossForUser(basis_x_.view(), basis_users_, user, point, &cross);
+  if (cross.cols() == 0) return Eigen::VectorXd::Zero(dictionary_size());
+  return cross.col(0);
 }
 
 double NystromPosterior::KorsScore(int32_t user,
@@ -121,8 +120,9 @@ absl::Status NystromPosterior::Observe(int32_t user,
                                        double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   double k_ss = 0.0;
-  const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);
+  const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);  // every dictionary point
   const int m = static_cast<int>(dictionary_size());
+  const int mr = regression_size();  // the points M and Gamma cover (pending ones excluded)
 
   // KORS decision, on the dictionary as it was before this point (EK Algorithm 2, step 5).
   double p = 1.0;
@@ -138,17 +138,18 @@ absl::Status NystromPosterior::Observe(int32_t user,
   force_accept_ = false;
 
   // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += (y - m0) kz.
-  if (m > 0) {
-    chol_m_.RankOneUpdate(kz);
-    gamma_ += (reward - options_.prior_mean) * kz;
+  if (mr > 0) {
+    chol_m_.RankOneUpdate(kz.head(mr));
+    gamma_ += (reward - options_.prior_mean) * kz.head(mr);
   }
   HistoryBuffer::Entry evicted;
   if (history_.Append(point, user, reward, &evicted)) {
     ++stats_.evicted;
-    if (options_.forget_evicted && m > 0) {
+    if (options_.forget_evicted && mr > 0) {
       // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
       double unused = 0.0;
-      const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused);
+      const Eigen::VectorXd old =
+          DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
       gamma_ -= (evicted.reward - options_.prior_mean) * old;
       if (!chol_m_.RankOneDowndate(old).ok()) {
         ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
@@ -187,61 +188,75 @@ absl::Status NystromPosterior::Observe(int32_t user,
     ++stats_.skipped_full;
     return absl::OkStatus();
   }
-  return GrowDictionary(point, user, kz, k_ss, p);
+  return AdmitPending(point, user, kz, k_ss, p);
 }
 
-absl::Status NystromPosterior::GrowDictionary(const Eigen::VectorXd& z, int32_t z_user,
-                                              const Eigen::VectorXd& kz, double k_ss, double p) {
+int NystromPosterior::GrowthBatch() const {
+  if (options_.growth_batch_divisor <= 0) return 1;
+  return std::clamp(regression_size() / options_.growth_batch_divisor, 1, kMaxGrowthBatch);
+}
+
+absl::Status NystromPosterior::AdmitPending(const Eigen::VectorXd& z, int32_t z_user,
+                                            const Eigen::VectorXd& kz, double k_ss, double p) {
   const int m = static_cast<int>(dictionary_size());
-
   // K_ZZ grows first: its Schur complement is z's Nystrom residual, which the guard checks.
-  const double min_residual = options_.min_relative_residual * k_ss;
-  if (!chol_zz_.Append(kz, k_ss, min_residual).ok()) {
+  if (!chol_zz_.Append(kz, k_ss, options_.min_relative_residual * k_ss).ok()) {
     ++stats_.skipped_dependent;
     return absl::OkStatus();
   }
-  const double residual =
-      chol_zz_.matrix()(m, m) * chol_zz_.matrix()(m, m);  // Schur complement of K_ZZ
-
-  // Border of M over the retained history, which already contains z (EK §4.6, step 7).
-  Eigen::VectorXd border = Eigen::VectorXd::Zero(m);
-  double corner = 0.0, gamma_new = 0.0;
-  const std::vector<int32_t> z_users = {z_user};
-  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
-                                           const double* block_rewards, int64_t len) {
-    Eigen::MatrixXd k_zs;  // 1 x len
-    kernel_.Cross(z, z_users, block, block_users, &k_zs);
-    corner += k_zs.row(0).squaredNorm();
-    gamma_new += k_zs.row(0).dot(
-        (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
-            .matrix());
-    if (m > 0) {
-      Eigen::MatrixXd k_bs;  // m x len
-      kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
-      border.noalias() += k_bs * k_zs.row(0).transpose();
-    }
-  });
-  border += options_.ridge * kz;
-  corner += options_.ridge * k_ss;
-  // The Schur complement of M is at least lambda * residual in exact arithmetic.
-  if (!chol_m_.Append(border, corner, 1e-3 * options_.ridge * residual).ok()) {
-    chol_zz_.Truncate(m);
-    ++stats_.skipped_dependent;
-    return absl::OkStatus();
-  }
-  // KORS matrix K_ZZ + mu W^-1 with the new point's weight w = 1/p.
+  // KORS matrix K_ZZ + mu W^-1 with the new point's weight w = 1/p: later leverage scores see
+  // the point at once, so that the points pending beside it are not redundant with it.
   absl::Status status = chol_kors_.Append(kz, k_ss + options_.kors_mu * p);
   if (!status.ok()) {
     chol_zz_.Truncate(m);
-    chol_m_.Truncate(m);
     return absl::InternalError(absl::StrCat("KORS factor lost definiteness: ", status.message()));
   }
-  gamma_.conservativeResize(m + 1);
-  gamma_(m) = gamma_new;
   basis_x_.Append(z);
   basis_users_.push_back(z_user);
   basis_weights_.push_back(1.0 / p);
   basis_by_hash_[PointHash(z_user, z)].push_back(m);
+  if (dictionary_size() - regression_size() >= GrowthBatch()) return FlushPendingDictionary();
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::FlushPendingDictionary() {
+  const int mr = regression_size();
+  const int m = static_cast<int>(dictionary_size());
+  const int k = m - mr;
+  if (k == 0) return absl::OkStatus();
+  // The new rows of M = K_ZS K_SZ + lambda K_ZZ and of Gamma = K_ZS (Y - m0), over the retained
+  // history (which contains the observations learned while the points were pending): one pass
+  // over the history for the whole batch (EK §4.6 step 7, k rows at once).
+  Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(k, m);
+  Eigen::VectorXd gamma_new = Eigen::VectorXd::Zero(k);
+  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
+                                           const double* block_rewards, int64_t len) {
+    Eigen::MatrixXd k_bs;  // m x len
+    kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
+    rows.noalias() += k_bs.bottomRows(k) * k_bs.transpose();
+    gamma_new.noalias() +=
+        k_bs.bottomRows(k) *
+        (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
+            .matrix();
+  });
+  Eigen::MatrixXd kzz_new;  // k x m
+  const std::vector<int32_t> new_users(basis_users_.begin() + mr, basis_users_.end());
+  kernel_.Cross(basis_x_.view().rightCols(k), new_users, basis_x_.view(), basis_users_.data(),
+                &kzz_new);
+  rows += options_.ridge * kzz_new;
+  for (int j = 0; j < k; ++j) {
+    const int index = mr + j;
+    const double residual = chol_zz_.matrix()(index, index) * chol_zz_.matrix()(index, index);
+    // The Schur complement of M is at least lambda * residual in exact arithmetic.
+    if (!chol_m_.Append(rows.row(j).head(index).transpose(), rows(j, index),
+                        1e-3 * options_.ridge * residual)
+             .ok()) {
+      // Round-off made a pending point dependent: rebuild the whole state without such points.
+      return Readmit(/*thin=*/false);
+    }
+  }
+  gamma_.conservativeResize(m);
+  gamma_.tail(k) = gamma_new;
   weights_dirty_ = true;
   basis_snapshot_.reset();
   return absl::OkStatus();
@@ -318,16 +333,18 @@ absl::Status NystromPosterior::Readmit(bool thin) {
 }
 
 double NystromPosterior::InformationGain() const {
-  const int m = static_cast<int>(dictionary_size());
-  if (m == 0) return 0.0;
-  return std::max(0.0, chol_m_.LogDeterminant() - m * std::log(options_.ridge) -
-                           chol_zz_.LogDeterminant());
+  const int mr = regression_size();
+  if (mr == 0) return 0.0;
+  const double log_det_zz =
+      2.0 * chol_zz_.matrix().diagonal().head(mr).array().log().sum();
+  return std::max(0.0, chol_m_.LogDeterminant() - mr * std::log(options_.ridge) - log_det_zz);
 }
 
 double NystromPosterior::MeanNormSquared() const {
-  if (dictionary_size() == 0) return 0.0;
-  // w^T K_ZZ w = |L_ZZ^T w|^2.
-  const Eigen::MatrixXd factor = chol_zz_.matrix();
+  const int mr = regression_size();
+  if (mr == 0) return 0.0;
+  // w^T K_ZZ w = |L_ZZ^T w|^2 over the points the regression covers.
+  const Eigen::MatrixXd factor = chol_zz_.matrix().topLeftCorner(mr, mr);
   const Eigen::VectorXd projected =
       factor.triangularView<Eigen::Lower>().transpose() * Weights();
   return projected.squaredNorm();
@@ -361,7 +378,7 @@ absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
     history_.ScaleRows(refit.rescale);
     basis_x_.ScaleRows(refit.rescale);
   }
-  kernel_ = MultiUserKernel(refit.arm, refit.users);
+  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_trend_variance);
   options_.ridge = refit.ridge;
   options_.kors_mu = refit.kors_mu;
   options_.prior_mean = refit.prior_mean;
@@ -387,10 +404,12 @@ absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
 
 std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot() const {
   if (basis_snapshot_ == nullptr) {
+    // The points the regression covers: pending ones join once their rows of M are computed.
+    const int mr = regression_size();
     auto basis = std::make_shared<Basis>();
-    basis->x = basis_x_.view();
-    basis->users = basis_users_;
-    basis->chol_zz = chol_zz_.matrix();
+    basis->x = basis_x_.view().leftCols(mr);
+    basis->users.assign(basis_users_.begin(), basis_users_.begin() + mr);
+    basis->chol_zz = chol_zz_.matrix().topLeftCorner(mr, mr);
     basis_snapshot_ = std::move(basis);
   }
   return basis_snapshot_;
@@ -477,7 +496,11 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   // A factor's storage never exceeds max(8, twice the largest size it ever had).
   const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
   CholeskyFactor chol_m, chol_zz, chol_kors;
-  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() != m) return malformed("factor of M");
+  // M covers the dictionary but for the points still pending (at most a growth batch).
+  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() > m ||
+      m - chol_m.size() > kMaxGrowthBatch) {
+    return malformed("factor of M");
+  }
   if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
     return malformed("factor of K_ZZ");
   }
@@ -485,7 +508,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
     return malformed("KORS factor");
   }
   Eigen::VectorXd gamma;
-  if (!GetVector(&d, &gamma) || gamma.size() != m) return malformed("Gamma");
+  if (!GetVector(&d, &gamma) || gamma.size() != chol_m.size()) return malformed("Gamma");
   if (!d.done()) return malformed("trailing bytes");
 
   rng_.set_state(rng_state);

@@ -66,7 +66,17 @@ struct NystromOptions {
   // Constant prior mean of the rewards: the posterior models reward - prior_mean (set by
   // hyper-parameter refits; 0 reproduces the papers).
   double prior_mean = 0.0;
+  // Batched dictionary growth: an accepted point joins K_ZZ and the KORS matrix at once (so
+  // later leverage scores see it), but its rows of M and Gamma, which need a pass over the whole
+  // retained history (O(t m d)), are computed for a batch of points at once, when
+  // max(1, m / growth_batch_divisor) points are pending (at most kMaxGrowthBatch). Exact: M's
+  // rows do not depend on when they are computed; until then the pending points' observations
+  // are learned on the dictionary without them. 0: every point at once (EK Algorithm 2, the
+  // papers' presets).
+  int growth_batch_divisor = 0;
 };
+
+inline constexpr int kMaxGrowthBatch = 64;
 
 // Counters describing how the dictionary evolved.
 struct NystromStats {
@@ -83,7 +93,7 @@ struct NystromStats {
 class NystromPosterior final : public Learner {
  public:
   NystromPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
-                   const NystromOptions& options);
+                   const NystromOptions& options, double user_trend_variance = 0.0);
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;
@@ -112,6 +122,10 @@ class NystromPosterior final : public Learner {
   // Observations learned in total (history_size() counts only the retained ones).
   int64_t observations() const { return history_.total(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
+  // Dictionary points the regression covers (dictionary_size() minus the pending ones).
+  int regression_size() const { return chol_m_.size(); }
+  // Computes the pending points' rows of M and Gamma now.
+  absl::Status FlushPendingDictionary();
   const NystromStats& stats() const { return stats_; }
   const NystromOptions& options() const { return options_; }
   const MultiUserKernel& kernel() const { return kernel_; }
@@ -134,9 +148,11 @@ class NystromPosterior final : public Learner {
   // K_Z(s) for one point.
   Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                    double* k_ss) const;
-  // Adds `point` (just appended to the history) to the dictionary with weight 1/p.
-  absl::Status GrowDictionary(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
-                              double k_ss, double p);
+  // Adds `point` (just appended to the history) to the dictionary with weight 1/p, pending
+  // until the batch is full.
+  absl::Status AdmitPending(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
+                            double k_ss, double p);
+  int GrowthBatch() const;
   // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
   absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
   // Re-admits the dictionary in order under the current kernel (dropping points that became

@@ -119,22 +119,13 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
   return std::abs(a.prior_mean - b.prior_mean) > min_change * noise_sd;
 }
 
-absl::StatusOr<std::shared_ptr<const UserKernel>> BuildModelUserKernel(
-    const UserGraph& graph, const UserKernelOptions& options, double eta) {
-  auto built = BuildUserKernel(graph, options);
-  if (!built.ok() || !(eta > 0.0)) return built;
-  return std::shared_ptr<const UserKernel>(
-      std::make_shared<ShiftedUserKernel>(*std::move(built), eta));
-}
-
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
                       const UserGraph& graph, std::shared_ptr<const UserKernel> current) {
   FitUsers users;
   if (options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     users.graph = &graph;
   } else {
-    const auto* shifted = dynamic_cast<const ShiftedUserKernel*>(current.get());
-    users.fixed = shifted != nullptr ? shifted->base() : std::move(current);
+    users.fixed = std::move(current);
   }
   return users;
 }
@@ -157,23 +148,18 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
         absl::StrFormat("hyper-parameters out of range: %s", values.DebugString()));
   }
   std::shared_ptr<const UserKernel> users = *user_kernel;
-  const auto* shifted = dynamic_cast<const ShiftedUserKernel*>(users.get());
-  std::shared_ptr<const UserKernel> base = shifted != nullptr ? shifted->base() : users;
   if (shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     UserKernelOptions options = shape.user_kernel;
     options.rho = values.rho;
     auto built = BuildUserKernel(graph, options);
     if (!built.ok()) return built.status();
-    base = *std::move(built);
+    users = *std::move(built);
   }
-  users = values.user_variance > 0.0
-              ? std::shared_ptr<const UserKernel>(
-                    std::make_shared<ShiftedUserKernel>(base, values.user_variance))
-              : base;
   LearnerRefit refit;
   refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance,
                         values.linear_variance);
   refit.users = users;
+  refit.user_trend_variance = values.user_variance;
   refit.ridge = values.noise_variance;
   refit.kors_mu = kors_mu_factor * values.noise_variance;
   refit.prior_mean = values.prior_mean;

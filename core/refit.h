@@ -99,13 +99,7 @@ FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scal
 bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameters& new_values,
                          double min_change);
 
-// The user kernel of a model: the kind of `options` (with options.rho) over `graph`, plus
-// eta I (an independent per-user part) when eta > 0.
-absl::StatusOr<std::shared_ptr<const UserKernel>> BuildModelUserKernel(
-    const UserGraph& graph, const UserKernelOptions& options, double eta);
-
-// The FitUsers for a fit of a model with this graph and user kernel (eta is fitted separately:
-// a fixed kernel is passed without its shift).
+// The FitUsers for a fit of a model with this graph and user kernel.
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
                       const UserGraph& graph, std::shared_ptr<const UserKernel> current);
 

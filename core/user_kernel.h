@@ -31,23 +31,20 @@ class UserKernel {
   class Column {
    public:
     double At(int32_t v) const {
-      const double shift = (v == user_ && v != kUnknownUser) ? shift_ : 0.0;
       if (values_ != nullptr && v >= 0 && v < static_cast<int32_t>(slot_->size())) {
         const int32_t slot = (*slot_)[v];
-        if (slot >= 0) return (*values_)(slot) + shift;
+        if (slot >= 0) return (*values_)(slot);
       }
-      return ((v == user_ && v != kUnknownUser) ? self_ : fill_) + shift;
+      return (v == user_ && v != kUnknownUser) ? self_ : fill_;
     }
-    double Diagonal() const { return diagonal_ + shift_; }
+    double Diagonal() const { return diagonal_; }
 
    private:
     friend class UserKernel;
-    friend class ShiftedUserKernel;
     int32_t user_ = kUnknownUser;
     double diagonal_ = 0.0;  // K_z(u, u)
     double self_ = 0.0;      // K_z(u, u) for a user outside the indexed set
     double fill_ = 0.0;      // K_z(u, v) when u or v is outside the indexed set (u != v)
-    double shift_ = 0.0;     // added to K_z(u, u) (ShiftedUserKernel)
     const std::vector<int32_t>* slot_ = nullptr;     // user -> index into values_, or -1
     std::shared_ptr<const Eigen::VectorXd> values_;  // null: u is outside the indexed set
   };
@@ -71,25 +68,6 @@ class UserKernel {
     c.values_ = std::move(values);
     return c;
   }
-};
-
-// K_z + eta I: a user kernel plus an independent per-user part of variance eta (each user's own
-// deviation from what the graph shares). eta = 0 is the base kernel.
-class ShiftedUserKernel final : public UserKernel {
- public:
-  ShiftedUserKernel(std::shared_ptr<const UserKernel> base, double eta)
-      : base_(std::move(base)), eta_(eta) {}
-  Column ColumnOf(int32_t u) const override {
-    Column c = base_->ColumnOf(u);
-    c.shift_ += eta_;
-    return c;
-  }
-  const std::shared_ptr<const UserKernel>& base() const { return base_; }
-  double eta() const { return eta_; }
-
- private:
-  std::shared_ptr<const UserKernel> base_;
-  double eta_;
 };
 
 enum class UserKernelKind {
