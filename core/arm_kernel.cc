@@ -41,21 +41,11 @@ Eigen::VectorXd ArmKernel::Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& poi
   return Eigen::VectorXd::Constant(points.cols(), variance_ + offset_);
 }
 
-Eigen::VectorXd ArmKernel::TrendDiagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const {
-  return (linear_ * points.colwise().squaredNorm().transpose()).array() + offset_;
-}
-
 void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
-                      const Eigen::Ref<const Eigen::MatrixXd>& b, Eigen::MatrixXd* out,
-                      Eigen::MatrixXd* trend) const {
+                      const Eigen::Ref<const Eigen::MatrixXd>& b, Eigen::MatrixXd* out) const {
   out->resize(a.cols(), b.cols());
-  if (trend != nullptr) trend->resize(a.cols(), b.cols());
   if (a.cols() == 0 || b.cols() == 0) return;
   out->noalias() = a.transpose() * b;
-  if (trend != nullptr) {
-    *trend = linear_ * *out;
-    if (offset_ != 0.0) trend->array() += offset_;
-  }
   if (type_ == KernelType::kLinear) {
     *out *= variance_ + linear_;
     if (offset_ != 0.0) out->array() += offset_;

@@ -42,13 +42,9 @@ class ArmKernel {
   // Diagonal of every column.
   Eigen::VectorXd Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const;
 
-  // out(i, j) = k(a.col(i), b.col(j)), computed through one matrix product. With `trend`, also
-  // its linear part and offset alone: trend(i, j) = linear * <a_i, b_j> + offset.
+  // out(i, j) = k(a.col(i), b.col(j)), computed through one matrix product.
   void Cross(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b,
-             Eigen::MatrixXd* out, Eigen::MatrixXd* trend = nullptr) const;
-  // linear * |a|^2 + offset for every column.
-  Eigen::VectorXd TrendDiagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const;
-  bool has_trend() const { return linear_ != 0.0 || offset_ != 0.0; }
+             Eigen::MatrixXd* out) const;
 
  private:
   // Applies the stationary profile to squared distances, in place.

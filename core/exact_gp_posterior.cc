@@ -63,9 +63,9 @@ class ExactGpPosterior::FrozenScorer final : public Scorer {
 
 ExactGpPosterior::ExactGpPosterior(int dim, const ArmKernel& arm,
                                    std::shared_ptr<const UserKernel> users, double ridge,
-                                   double prior_mean, double user_trend_variance)
+                                   double prior_mean, double user_variance)
     : dim_(dim),
-      kernel_(arm, std::move(users), user_trend_variance),
+      kernel_(arm, std::move(users), user_variance),
       ridge_(ridge),
       prior_mean_(prior_mean),
       history_x_(dim) {}
@@ -185,7 +185,7 @@ absl::Status ExactGpPosterior::Refit(const LearnerRefit& refit) {
     }
     history_x_.ScaleRows(refit.rescale);
   }
-  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_trend_variance);
+  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_variance);
   ridge_ = refit.ridge;
   prior_mean_ = refit.prior_mean;
   return Refactor();

@@ -23,7 +23,7 @@ class ExactGpPosterior final : public Learner {
  public:
   // prior_mean: constant prior mean of the rewards (the posterior models reward - prior_mean).
   ExactGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
-                   double ridge, double prior_mean = 0.0, double user_trend_variance = 0.0);
+                   double ridge, double prior_mean = 0.0, double user_variance = 0.0);
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;

@@ -253,12 +253,11 @@ class Likelihood {
       inner = Eigen::MatrixXd::Zero(n, n);
       for (int g = 0; g < groups; ++g) inner += products_[g] / (l[g] * l[g]);
     }
-    // The trend part (linear and offset), which each user also has of its own (eta).
     Eigen::MatrixXd trend = Eigen::MatrixXd::Constant(n, n, h.offset_variance);
     if (with_linear_ && h.linear_variance != 0.0) trend += h.linear_variance * inner;
     const Eigen::MatrixXd arm = h.signal_variance * profile + trend;
-    const Eigen::MatrixXd trend_users = gp + h.user_variance * same_user;  // G + eta [u = u']
-    Eigen::MatrixXd a = gp.cwiseProduct(arm) + h.user_variance * same_user.cwiseProduct(trend);
+    gp += h.user_variance * same_user;  // G + eta [u = u']
+    Eigen::MatrixXd a = gp.cwiseProduct(arm);
     a.diagonal().array() += h.noise_variance;
     Eigen::LLT<Eigen::MatrixXd> llt(a);
     if (llt.info() != Eigen::Success) {
@@ -285,11 +284,10 @@ class Likelihood {
     Eigen::MatrixXd w = llt.solve(Eigen::MatrixXd::Identity(n, n));
     w = alpha * alpha.transpose() - w;
     const Eigen::MatrixXd wg = w.cwiseProduct(gp);
-    const Eigen::MatrixXd wt = w.cwiseProduct(trend_users);
     gradient->setZero(FullSize(groups));
     (*gradient)(kSignal) = 0.5 * h.signal_variance * wg.cwiseProduct(profile).sum();
-    (*gradient)(kOffset) = 0.5 * h.offset_variance * wt.sum();
-    if (with_linear_) (*gradient)(kLinear) = 0.5 * h.linear_variance * wt.cwiseProduct(inner).sum();
+    (*gradient)(kOffset) = 0.5 * h.offset_variance * wg.sum();
+    if (with_linear_) (*gradient)(kLinear) = 0.5 * h.linear_variance * wg.cwiseProduct(inner).sum();
     for (int g = 0; g < groups; ++g) {
       const Eigen::ArrayXXd share = stats_[g].array() / (l[g] * l[g]);  // this group's part
       Eigen::ArrayXXd derivative;  // d profile / d log l_g
@@ -310,13 +308,13 @@ class Likelihood {
       double value = 0.5 * h.signal_variance * (wg.array() * derivative).sum();
       if (with_linear_) {
         // d <x/l, x'/l> / d log l_g = -2 (this group's products) / l_g^2.
-        value -= h.linear_variance * (wt.array() * products_[g].array()).sum() / (l[g] * l[g]);
+        value -= h.linear_variance * (wg.array() * products_[g].array()).sum() / (l[g] * l[g]);
       }
       (*gradient)(kFirstLengthscale + g) = value;
     }
     (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w.trace();
     (*gradient)(EtaIndex(groups)) =
-        0.5 * h.user_variance * (w.array() * same_user.array() * trend.array()).sum();
+        0.5 * h.user_variance * (w.array() * same_user.array() * arm.array()).sum();
     if (need_square) {
       double sum = 0.0;
       for (int j = 0; j < n; ++j) {

@@ -3,11 +3,11 @@
 // Machine Learning", ch. 5) of the multi-user GP
 //
 //   y_i = m0 + f(x_i, u_i) + noise,   f ~ GP(0, K),   noise ~ N(0, lambda),
-//   K((x,u),(x',u')) = G[u,u'] (s2 profile(|x - x'|_l) + c2 <x,x'>_l + b2)
-//                      + eta [u = u'] (c2 <x,x'>_l + b2),          G = (L + rho I)^-1
+//   K((x,u),(x',u')) = (G[u,u'] + eta [u = u']) (s2 profile(|x - x'|_l) + c2 <x,x'>_l + b2),
+//   G = (L + rho I)^-1
 //
 // (the Laplacian multi-user kernel of LK eq. 2 with a fitted arm kernel, plus each user's own
-// linear trend and intercept; core/multi_user_kernel.h), on a bounded subset of the history. Free parameters, all optimised in log
+// deviation; core/multi_user_kernel.h), on a bounded subset of the history. Free parameters, all optimised in log
 // space with analytic gradients by L-BFGS (NLopt) within wide data-relative bounds:
 //   s2      the arm kernel's variance;
 //   b2      a constant added to the arm kernel (per-user intercepts shared along the graph);
@@ -16,7 +16,7 @@
 //           dimension (automatic relevance determination);
 //   lambda  the noise variance (the ridge);
 //   rho     the Laplacian regulariser, when the user kernel is the Green's function;
-//   eta     variance of each user's own trend (linear part and offset) beside the graph's;
+//   eta     variance of each user's own deviation beside what the graph shares (G + eta I);
 // and m0, the constant prior mean, profiled out in closed form (its generalised-least-squares
 // estimate at every step). A weak log-normal prior around data-derived centres (factor e^3 at one
 // standard deviation) keeps tiny subsets from driving a parameter to a bound; its weight fades as

@@ -1,11 +1,9 @@
 // The Laplacian multi-user kernel K((s,u),(s',u')) = G[u,u'] * k_x(s,s') (LK eq. 2), evaluated
 // block-wise: arm-kernel blocks come from one matrix product, user factors from cached columns
-// of the user kernel (e.g. the Green's function). With a user trend variance eta > 0, each user
-// also has a trend of its own, independent of the graph:
-//   K((s,u),(s',u')) = G[u,u'] k_x(s,s') + eta [u = u'] (linear <s,s'> + offset),
-// i.e. every user's own linear trend and intercept (the arm kernel's linear part and offset)
-// beside what the graph shares; the stationary part stays shared along the graph, so that a
-// user's deviations cost a few dictionary points, not a function of its own.
+// of the user kernel (e.g. the Green's function). With a user variance eta > 0, each user also
+// has a function of its own, independent of the graph:
+//   K((s,u),(s',u')) = (G[u,u'] + eta [u = u']) k_x(s,s'),
+// i.e. the user kernel G + eta I: what the graph shares plus each user's own deviation.
 #ifndef GRAPHBANDIT_CORE_MULTI_USER_KERNEL_H_
 #define GRAPHBANDIT_CORE_MULTI_USER_KERNEL_H_
 
@@ -23,13 +21,13 @@ namespace graphbandit {
 class MultiUserKernel {
  public:
   MultiUserKernel(ArmKernel arm, std::shared_ptr<const UserKernel> users,
-                  double user_trend_variance = 0.0)
-      : arm_(arm), users_(std::move(users)), eta_(user_trend_variance) {}
+                  double user_variance = 0.0)
+      : arm_(arm), users_(std::move(users)), eta_(user_variance) {}
 
   const ArmKernel& arm() const { return arm_; }
   const std::shared_ptr<const UserKernel>& users() const { return users_; }
   void set_users(std::shared_ptr<const UserKernel> users) { users_ = std::move(users); }
-  double user_trend_variance() const { return eta_; }
+  double user_variance() const { return eta_; }
 
   // G[users[i], user] for every i.
   Eigen::VectorXd UserFactors(const std::vector<int32_t>& users, int32_t user) const;
@@ -49,8 +47,6 @@ class MultiUserKernel {
              Eigen::MatrixXd* out) const;
 
  private:
-  bool own_trend() const { return eta_ > 0.0 && arm_.has_trend(); }
-
   ArmKernel arm_;
   std::shared_ptr<const UserKernel> users_;
   double eta_ = 0.0;

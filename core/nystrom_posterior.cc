@@ -47,9 +47,9 @@ class NystromPosterior::FrozenScorer final : public Scorer {
 
 NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
                                    std::shared_ptr<const UserKernel> users,
-                                   const NystromOptions& options, double user_trend_variance)
+                                   const NystromOptions& options, double user_variance)
     : dim_(dim),
-      kernel_(arm, std::move(users), user_trend_variance),
+      kernel_(arm, std::move(users), user_variance),
       options_(options),
       rng_(options.seed),
       history_(dim, options.max_history),
@@ -378,7 +378,7 @@ absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
     history_.ScaleRows(refit.rescale);
     basis_x_.ScaleRows(refit.rescale);
   }
-  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_trend_variance);
+  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_variance);
   options_.ridge = refit.ridge;
   options_.kors_mu = refit.kors_mu;
   options_.prior_mean = refit.prior_mean;

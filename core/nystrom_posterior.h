@@ -93,7 +93,7 @@ struct NystromStats {
 class NystromPosterior final : public Learner {
  public:
   NystromPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
-                   const NystromOptions& options, double user_trend_variance = 0.0);
+                   const NystromOptions& options, double user_variance = 0.0);
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;

@@ -42,7 +42,7 @@ inline absl::Status CheckObservation(int32_t user, const Eigen::Ref<const Eigen:
 struct LearnerRefit {
   ArmKernel arm{KernelType::kRbf, 1.0};
   std::shared_ptr<const UserKernel> users;  // with the new rho, or the current kernel
-  double user_trend_variance = 0.0;         // eta of MultiUserKernel
+  double user_variance = 0.0;               // eta of MultiUserKernel
   double ridge = 0.1;                       // lambda, the noise variance
   double kors_mu = 0.1;                     // Nystrom learners: KORS regulariser
   double prior_mean = 0.0;

@@ -159,7 +159,7 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
   refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance,
                         values.linear_variance);
   refit.users = users;
-  refit.user_trend_variance = values.user_variance;
+  refit.user_variance = values.user_variance;
   refit.ridge = values.noise_variance;
   refit.kors_mu = kors_mu_factor * values.noise_variance;
   refit.prior_mean = values.prior_mean;
