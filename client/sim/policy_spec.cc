@@ -187,7 +187,7 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
         run.refitter = std::make_unique<InlineRefitter>(
             spec.refit, shape,
             InitialHyperparameters(shape, spec.kernel_variance, run.scaling, options.ridge),
-            graph_ptr, *kernel, options.max_dictionary_size);
+            graph_ptr, *kernel, spec.coarsen_when_full ? options.max_dictionary_size : 0);
       }
       break;
     }

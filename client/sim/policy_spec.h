@@ -63,6 +63,8 @@ struct PolicySpec {
   LinearOptions linear;
   // EK family: hyper-parameter refits, inline at the points the server would fit them.
   RefitOptions refit;
+  // EK family: rebuild a full dictionary with a coarser KORS mu (core/refit.h).
+  bool coarsen_when_full = false;
 };
 
 // Refits inline (the server fits on a helper thread and applies the result at a logged point

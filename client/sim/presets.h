@@ -11,6 +11,7 @@
 
 #include "client/sim/report.h"
 #include "client/sim/runner.h"
+#include "client/sim/task_environment.h"
 
 namespace graphbandit::sim {
 
@@ -38,6 +39,9 @@ struct Preset {
 
 const std::vector<Preset>& Presets();
 const Preset* FindPreset(const std::string& name);
+
+// The robustness preset's tasks by short name (e.g. "sbm-nonlinear"), for the load generator.
+std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions();
 
 // The LK paper's task sizes (§1.9): easy (M=10, d=5), medium (M=20, d=10), hard (M=50, d=20),
 // 5 candidates a round.

@@ -58,18 +58,30 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   for (int64_t t = 0; t < spec.rounds; ++t) {
     const Round round = (*env)->MakeRound(static_cast<uint64_t>(t));
     const int n = static_cast<int>(round.arms.cols());
-    points.resize(policy->scaling.joint_dim(), n);
+    points.resize(policy->scaling.joint_dim() + (policy->intercept ? 1 : 0), n);
     for (int k = 0; k < n; ++k) {
       policy->scaling.Apply(round.context.data(), round.arms.col(k).data(), points.col(k).data());
+      if (policy->intercept) points(points.rows() - 1, k) = 1.0;
     }
     const int32_t user = policy->pooled ? 0 : round.user;
     const auto start = std::chrono::steady_clock::now();
     policy->learner->Score(user, points, &mean, &stddev);
-    const std::vector<RankedChoice> slate =
-        SelectSlate(policy->rule, policy->exploration, mean, stddev, 1, rng, /*probabilities=*/false);
+    const double width =
+        policy->width == ExplorationWidth::kStddev
+            ? 1.0
+            : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
+                                  policy->learner->MeanNormSquared());
+    const std::vector<RankedChoice> slate = SelectSlate(
+        policy->rule, policy->exploration * width, mean, stddev, 1, rng, /*probabilities=*/false);
     const int chosen = slate[0].candidate;
-    absl::Status status =
-        policy->learner->Observe(user, points.col(chosen), (*env)->Reward(round, chosen));
+    // As the server: a drifting baseline is taken out before learning (the learner's mean at
+    // the chosen point is its prediction before learning).
+    const double target = policy->baseline.Target((*env)->Reward(round, chosen));
+    absl::Status status = policy->learner->Observe(user, points.col(chosen), target);
+    if (status.ok()) policy->baseline.Update(target, mean(chosen));
+    if (status.ok() && policy->refitter != nullptr) {
+      status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!status.ok() || !std::isfinite(mean(chosen))) {
