@@ -818,7 +818,7 @@ void Model::AfterBatch() {
   // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
   const bool nystrom =
       options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs;
-  if (nystrom && options_.kors_mu == 0.0 &&
+  if (nystrom && options_.coarsen_full_dictionary && options_.kors_mu == 0.0 &&
       learner_->dictionary_size() >= options_.max_dictionary_size) {
     const double coarser = CoarserKorsMuFactor(kors_mu_factor_);
     if (coarser > 0.0) {
@@ -1065,6 +1065,7 @@ void Model::Publish(uint64_t version) {
     view->dimensions_fixed = true;
     view->history_size = learner_->history_size();
     view->dictionary_size = learner_->dictionary_size();
+    view->dictionary_points_refused = learner_->dictionary_points_refused();
     if (options_.kernel_policy()) {
       HyperparameterView h;
       h.values = hyper_;

@@ -92,6 +92,7 @@ struct ModelView {
   int64_t rewards_learned = 0;
   int64_t history_size = 0;
   int64_t dictionary_size = 0;
+  int64_t dictionary_points_refused = 0;  // at the cap (core/posterior.h)
   int64_t edges = 0;
   int64_t graph_components = 0;
   int64_t graph_users = 0;

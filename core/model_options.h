@@ -53,7 +53,7 @@ struct ModelOptions {
   int spectral_dims = 8;        // spectral RBF user kernel: eigenvectors used
   std::string edge_list_file;   // applied as an AddEdges at every start
   double ridge = 0.1;           // lambda, the GP noise variance
-  double exploration = 1.0;     // beta (UCB) or nu (Thompson sampling), times the width
+  double exploration = 0.5;     // beta (UCB) or nu (Thompson sampling), times the width
   ExplorationWidth exploration_width = ExplorationWidth::kStddev;
   // Half-life in rewards of the drifting-baseline tracker (core/baseline_tracker.h); 0: off.
   double baseline_half_life = kDefaultBaselineHalfLife;
@@ -64,6 +64,9 @@ struct ModelOptions {
   double kors_epsilon = 0.5;
   double kors_gamma = 1.0;
   int max_dictionary_size = 1000;
+  // EK policies: rebuild a full dictionary with a coarser KORS mu (core/refit.h). Off by default:
+  // within 5,000 rounds it cost regret on every robustness task that reached the cap.
+  bool coarsen_full_dictionary = false;
   int64_t max_history = 0;       // EK policies: retained observations (0 = all)
   bool forget_evicted = false;   // EK policies: sliding window
   int exact_max_observations = 2000;

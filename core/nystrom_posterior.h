@@ -76,7 +76,7 @@ struct NystromOptions {
   int growth_batch_divisor = 0;
 };
 
-inline constexpr int kMaxGrowthBatch = 64;
+inline constexpr int kMaxGrowthBatch = 16;
 
 // Counters describing how the dictionary evolved.
 struct NystromStats {
@@ -122,6 +122,7 @@ class NystromPosterior final : public Learner {
   // Observations learned in total (history_size() counts only the retained ones).
   int64_t observations() const { return history_.total(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
+  int64_t dictionary_points_refused() const override { return stats_.skipped_full; }
   // Dictionary points the regression covers (dictionary_size() minus the pending ones).
   int regression_size() const { return chol_m_.size(); }
   // Computes the pending points' rows of M and Gamma now.

@@ -185,6 +185,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                                                         d.max_dictionary_size));
   o.max_history = static_cast<int64_t>(c.nystrom().max_history());
   o.forget_evicted = c.nystrom().forget_evicted();
+  o.coarsen_full_dictionary = c.nystrom().coarsen_when_full();
   o.exact_max_observations =
       static_cast<int>(Or<uint32_t>(c.exact_gp().max_observations(), d.exact_max_observations));
   o.context_dim = static_cast<int>(c.context_dim());
@@ -320,6 +321,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_graph()->set_spectral_dims(o.spectral_dims);
   c.mutable_nystrom()->set_max_history(o.max_history);
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
+  c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
   c.mutable_linear()->set_lambda(o.linear_lambda);
   c.mutable_batched()->set_threshold(o.batched_threshold);
   c.mutable_batched()->set_oversampling(o.batched_oversampling);

@@ -34,6 +34,8 @@ class ModelCollector : public prometheus::Collectable {
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.decisions); }},
         {"graphbandit_dictionary_size", "Nystrom dictionary size m (0 for exact-GP models).",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.dictionary_size); }},
+        {"graphbandit_dictionary_points_refused_total", "Points the Nystrom dictionary could not take because it was at its cap.",
+         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.view.dictionary_points_refused); }},
         {"graphbandit_users", "Users registered in the model's graph.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.users); }},
         {"graphbandit_graph_edges", "Undirected edges in the model's user graph.",

@@ -177,6 +177,8 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_dimensions_fixed(stats.view.dimensions_fixed);
   response->set_queued_operations(stats.queued_operations);
   response->set_reward_baseline(stats.view.baseline);
+  response->set_dictionary_points_refused(
+      static_cast<uint64_t>(stats.view.dictionary_points_refused));
   if (stats.view.hyperparameters.has_value()) {
     const HyperparameterView& hv = *stats.view.hyperparameters;
     const ModelOptions& options = (*model)->options();

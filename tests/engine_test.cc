@@ -1106,6 +1106,7 @@ TEST(EngineTest, AFullDictionaryIsCoarsenedAndRecovered) {
   TempDir dir;
   ModelOptions options;
   options.max_dictionary_size = 12;
+  options.coarsen_full_dictionary = true;
   options.refit.enabled = false;  // the coarsening alone
   auto engine = OpenEngine({options}, dir.path());
   Model* model = *engine->FindModel("");
