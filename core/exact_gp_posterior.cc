@@ -163,13 +163,18 @@ double ExactGpPosterior::MeanNormSquared() const {
   return std::max(0.0, a.dot(centred) - ridge_ * a.squaredNorm());
 }
 
-FitData ExactGpPosterior::RecentObservations(int64_t max) const {
+FitData ExactGpPosterior::SpreadObservations(int64_t max) const {
   FitData data;
-  const int64_t t = history_size();
-  const int64_t n = std::min<int64_t>(std::max<int64_t>(max, 0), t);
-  data.x = history_x_.view().rightCols(n);
-  data.users.assign(history_users_.end() - n, history_users_.end());
-  data.y = Eigen::Map<const Eigen::VectorXd>(history_rewards_.data() + (t - n), n);
+  const std::vector<int64_t> indices = SpreadIndices(history_size(), max);
+  const int64_t n = static_cast<int64_t>(indices.size());
+  data.x.resize(dim_, n);
+  data.users.resize(n);
+  data.y.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    data.x.col(i) = history_x_.col(indices[i]);
+    data.users[i] = history_users_[indices[i]];
+    data.y(i) = history_rewards_[indices[i]];
+  }
   return data;
 }
 

@@ -37,7 +37,7 @@ class ExactGpPosterior final : public Learner {
   // alpha^T K alpha = alpha^T (y - m0) - lambda |alpha|^2.
   double MeanNormSquared() const override;
   bool SupportsRefit() const override { return true; }
-  FitData RecentObservations(int64_t max) const override;
+  FitData SpreadObservations(int64_t max) const override;
   absl::Status Refit(const LearnerRefit& refit) override;
   bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;

@@ -396,6 +396,11 @@ struct Problem {
   double prior_precision;   // 1 / sd^2 of the log-normal prior
   int evaluations = 0;
   double last_mean = 0.0;
+  // The best point evaluated so far (objective and free values), whatever the optimiser
+  // reports in the end: L-BFGS can stop with a generic failure after a line search meets a
+  // region where the kernel matrix is numerically singular.
+  double best_objective = INFINITY;
+  std::vector<double> best_x = {};
   nlopt_opt opt = nullptr;  // the running optimiser, for cancellation
   bool cancelled = false;
 };
@@ -430,13 +435,12 @@ double Objective(unsigned n, const double* x, double* grad, void* data) {
     objective += 0.5 * p.prior_precision * offset * offset;
     if (grad != nullptr) grad[k] = scale * (-gradient(i) + p.prior_precision * offset);
   }
-  return scale * objective;
-}
-
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
+  objective *= scale;
+  if (objective < p.best_objective) {
+    p.best_objective = objective;
+    p.best_x.assign(x, x + n);
+  }
+  return objective;
 }
 
 absl::Status CheckStart(const Hyperparameters& h, int dim) {
@@ -508,20 +512,20 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   double g_diagonal = 0.0;
   for (int slot : likelihood.users().slot_of()) g_diagonal += g_start(slot, slot);
   g_diagonal = std::max(g_diagonal / n, 1e-300);
+  // A group's typical scale: the root-mean-square distance between two inputs (norm of one
+  // input for the linear kernel). Not a median: a bandit repeats the arm it prefers, so most
+  // pairs can differ by nothing in an arm dimension, and the median distance is then 0 (or
+  // round-off), which would put every bound of that length-scale near 0.
   std::vector<double> typical(groups, 1.0);
-  const int sample = std::min(n, 200);
   for (int g = 0; g < groups; ++g) {
     const Eigen::MatrixXd& s = likelihood.stats()[g];
-    std::vector<double> values;
+    double mean_square = 0.0;
     if (spec.kernel == KernelType::kLinear) {
-      for (int i = 0; i < sample; ++i) values.push_back(std::sqrt(std::max(s(i, i), 0.0)));
-    } else {
-      for (int j = 0; j < sample; ++j) {
-        for (int i = 0; i < j; ++i) values.push_back(std::sqrt(std::max(s(i, j), 0.0)));
-      }
+      mean_square = s.diagonal().cwiseMax(0.0).mean();
+    } else if (n > 1) {
+      mean_square = s.cwiseMax(0.0).sum() / (static_cast<double>(n) * (n - 1));  // diagonal 0
     }
-    const double median = Median(values);
-    typical[g] = median > 0.0 ? median : 1.0;
+    if (mean_square > 0.0 && std::isfinite(mean_square)) typical[g] = std::sqrt(mean_square);
   }
   const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
   Eigen::VectorXd centre(layout.full_size()), lower(layout.full_size()), upper(layout.full_size());
@@ -587,20 +591,19 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
       nlopt_set_maxeval(opt, std::max(1, spec.max_evaluations / 2));
       double value = INFINITY;
       problem.opt = opt;
-      const nlopt_result outcome = nlopt_optimize(opt, x.data(), &value);
+      nlopt_optimize(opt, x.data(), &value);  // the best point seen is kept by Objective
       problem.opt = nullptr;
       nlopt_destroy(opt);
       if (problem.cancelled) return absl::CancelledError("the fit was cancelled");
-      if (outcome < 0 && outcome != NLOPT_ROUNDOFF_LIMITED) continue;
-      if (!std::isfinite(value) || value >= best_objective) continue;
-      best_objective = value;
-      Eigen::VectorXd full = problem.base;
-      for (unsigned k = 0; k < free; ++k) full(layout.free[k]) = x[k];
-      FromFull(full, spec, &best);
     }
+    // Objective records only evaluations that succeeded.
+    best_objective = problem.best_objective;
     if (!std::isfinite(best_objective)) {
-      return absl::InternalError("the likelihood could not be optimised from any start");
+      return absl::InternalError("the likelihood could not be evaluated at any point tried");
     }
+    Eigen::VectorXd full = problem.base;
+    for (unsigned k = 0; k < free; ++k) full(layout.free[k]) = problem.best_x[k];
+    FromFull(full, spec, &best);
   }
   // Fixed parameters keep their exact start values (the log/exp round trip is not exact).
   if (!spec.fit_signal_variance) best.signal_variance = start.signal_variance;

@@ -841,7 +841,7 @@ void Model::AfterBatch() {
 
 void Model::StartFit() {
   FitWorker::Job job;
-  job.data = RecentRawObservations(*learner_, scaling_, options_.refit.max_points);
+  job.data = SpreadRawObservations(*learner_, scaling_, options_.refit.max_points);
   next_fit_at_ = NextFitAfter(rewards_learned_, options_.refit);
   if (job.data.y.size() < 2) return;
   const KernelShape shape = CurrentShape();

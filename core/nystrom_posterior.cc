@@ -274,7 +274,7 @@ void NystromPosterior::RebuildHashIndex() {
   }
 }
 
-absl::Status NystromPosterior::Readmit(bool thin) {
+absl::Status NystromPosterior::Readmit(bool thin, double guard) {
   basis_snapshot_.reset();
   weights_dirty_ = true;
   const int m = static_cast<int>(dictionary_size());
@@ -305,8 +305,7 @@ absl::Status NystromPosterior::Readmit(bool thin) {
       }
       weight /= p;
     }
-    if (!chol_zz_.Append(border, kzz_all(j, j), options_.min_relative_residual * kzz_all(j, j))
-             .ok()) {
+    if (!chol_zz_.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
       ++stats_.skipped_dependent;
       continue;
     }
@@ -329,7 +328,11 @@ absl::Status NystromPosterior::Readmit(bool thin) {
   for (int a = 0; a < mk; ++a) {
     for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
   }
-  return RefactorFromHistory(kzz);
+  absl::Status status = RefactorFromHistory(kzz);
+  if (!status.ok() && guard * 100.0 <= kMaxReadmitGuard) {
+    return Readmit(/*thin=*/false, guard * 100.0);
+  }
+  return status;
 }
 
 double NystromPosterior::InformationGain() const {
@@ -350,17 +353,17 @@ double NystromPosterior::MeanNormSquared() const {
   return projected.squaredNorm();
 }
 
-FitData NystromPosterior::RecentObservations(int64_t max) const {
+FitData NystromPosterior::SpreadObservations(int64_t max) const {
   FitData data;
-  const int64_t n = std::min<int64_t>(std::max<int64_t>(max, 0), history_.size());
-  const int64_t first = history_.size() - n;
+  const std::vector<int64_t> indices = SpreadIndices(history_.size(), max);
+  const int64_t n = static_cast<int64_t>(indices.size());
   data.x.resize(dim_, n);
   data.users.resize(n);
   data.y.resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    data.x.col(i) = history_.point(first + i);
-    data.users[i] = history_.user(first + i);
-    data.y(i) = history_.reward(first + i);
+    data.x.col(i) = history_.point(indices[i]);
+    data.users[i] = history_.user(indices[i]);
+    data.y(i) = history_.reward(indices[i]);
   }
   return data;
 }

@@ -77,6 +77,7 @@ struct NystromOptions {
 };
 
 inline constexpr int kMaxGrowthBatch = 16;
+inline constexpr double kMaxReadmitGuard = 1e-2;
 
 // Counters describing how the dictionary evolved.
 struct NystromStats {
@@ -112,7 +113,7 @@ class NystromPosterior final : public Learner {
   double InformationGain() const override;
   double MeanNormSquared() const override;
   bool SupportsRefit() const override { return true; }
-  FitData RecentObservations(int64_t max) const override;
+  FitData SpreadObservations(int64_t max) const override;
   absl::Status Refit(const LearnerRefit& refit) override;
   bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
@@ -156,9 +157,14 @@ class NystromPosterior final : public Learner {
   int GrowthBatch() const;
   // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
   absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
-  // Re-admits the dictionary in order under the current kernel (dropping points that became
-  // dependent; with `thin`, also by KORS under the current mu) and refactors from the history.
-  absl::Status Readmit(bool thin);
+  // Re-admits the dictionary in order under the current kernel (dropping points whose residual
+  // is below guard * k_ss; with `thin`, also by KORS under the current mu) and refactors from
+  // the history. When M = K_ZS K_SZ + lambda K_ZZ is then not numerically positive definite
+  // (its condition number is about that of K_ZZ squared), re-admits again with a guard 100
+  // times larger, up to kMaxReadmitGuard: nearly dependent points add conditioning problems,
+  // not span.
+  absl::Status Readmit(bool thin, double guard);
+  absl::Status Readmit(bool thin) { return Readmit(thin, options_.min_relative_residual); }
   void RebuildHashIndex();
   int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <Eigen/Dense>
 
@@ -36,6 +37,26 @@ inline absl::Status CheckObservation(int32_t user, const Eigen::Ref<const Eigen:
     return absl::InvalidArgumentError("observation contains a non-finite value");
   }
   return absl::OkStatus();
+}
+
+// Which of t observations (0 = oldest) a fit of at most `max` of them uses: all when t <= max,
+// else `max` indices spread evenly from the oldest to the most recent, both included. A fit on
+// the most recent observations alone would see little but the arms the policy now prefers (a
+// bandit's recent choices concentrate near the optimum), which leaves the length-scales of the
+// arm features unidentified; the early, exploratory rounds pin them down.
+inline std::vector<int64_t> SpreadIndices(int64_t t, int64_t max) {
+  std::vector<int64_t> indices;
+  if (t <= 0 || max <= 0) return indices;
+  if (t <= max) {
+    for (int64_t i = 0; i < t; ++i) indices.push_back(i);
+    return indices;
+  }
+  if (max == 1) return {t - 1};
+  for (int64_t k = 0; k < max; ++k) {
+    // Exact in integers: strictly increasing because t > max.
+    indices.push_back(k * (t - 1) / (max - 1));
+  }
+  return indices;
 }
 
 // New hyper-parameters for a kernel learner (a refit, core/hyperparameter_fit.h).
@@ -85,12 +106,13 @@ class Learner : public Scorer {
   virtual double InformationGain() const { return 0.0; }
   virtual double MeanNormSquared() const { return 0.0; }
 
-  // Hyper-parameter refits. A learner that supports them can hand out its most recent retained
-  // observations (points as stored, i.e. scaled; oldest first) and rebuild itself under new
-  // hyper-parameters from its retained history. The rebuild is a deterministic function of the
+  // Hyper-parameter refits. A learner that supports them can hand out up to `max` of its
+  // retained observations spread evenly over its history (SpreadIndices; points as stored, i.e.
+  // scaled; oldest first) and rebuild itself under new hyper-parameters from its retained
+  // history. The rebuild is a deterministic function of the
   // learner's state and `refit`, so replaying a logged refit reproduces it bit for bit.
   virtual bool SupportsRefit() const { return false; }
-  virtual FitData RecentObservations(int64_t max) const { return {}; }
+  virtual FitData SpreadObservations(int64_t max) const { return {}; }
   virtual absl::Status Refit(const LearnerRefit& refit) {
     return absl::UnimplementedError("this learner has no hyper-parameters to refit");
   }

@@ -81,9 +81,9 @@ Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_v
   return h;
 }
 
-FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scaling,
+FitData SpreadRawObservations(const Learner& learner, const FeatureScaling& scaling,
                               int max_points) {
-  FitData data = learner.RecentObservations(max_points);
+  FitData data = learner.SpreadObservations(max_points);
   if (data.x.rows() == scaling.joint_dim() && data.x.cols() > 0) {
     data.x.array().colwise() *= scaling.lengthscales().array();
   }

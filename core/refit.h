@@ -4,8 +4,8 @@
 //
 // Schedule: the first fit once `first_fit` rewards are learned, then each time the number of
 // learned rewards has grown by the factor `growth` (but at least every `max_interval`), and at
-// once when the dictionary reaches its cap. A fit uses the `max_points` most recent retained
-// observations. Fitted values whose every relative change is below `min_change` are not
+// once when the dictionary reaches its cap. A fit uses `max_points` retained observations spread
+// evenly from the oldest to the most recent. Fitted values whose every relative change is below `min_change` are not
 // applied (nothing is rebuilt): after a few fits a stationary task stops paying for rebuilds.
 //
 // Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
@@ -89,9 +89,10 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape);
 Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_variance,
                                        const FeatureScaling& scaling, double noise_variance);
 
-// The learner's most recent retained observations with raw inputs (stored points times the
-// current length-scales).
-FitData RecentRawObservations(const Learner& learner, const FeatureScaling& scaling,
+// Up to max_points of the learner's retained observations, spread evenly over its history
+// (SpreadIndices in core/posterior.h), with raw inputs (stored points times the current
+// length-scales).
+FitData SpreadRawObservations(const Learner& learner, const FeatureScaling& scaling,
                               int max_points);
 
 // True when some value changed by more than `min_change` relative to the old one (on the log

@@ -313,6 +313,73 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
             absl::StatusCode::kCancelled);
 }
 
+// A bandit repeats the arm it prefers: most observations share one value in an arm dimension,
+// and after the length-scale round trip of stored points (scaled, then multiplied back) those
+// values differ by round-off only. The fit's bounds must still be those of the dimension's
+// real spread (they once followed the median pairwise distance, i.e. the round-off, and put the
+// length-scale near 1e-14).
+TEST(FitHyperparameters, RepeatedArmValuesDoNotCollapseALengthscale) {
+  Rng rng(27);
+  UserGraph graph = SmallGraph();
+  Hyperparameters truth;
+  truth.signal_variance = 1.0;
+  truth.lengthscales = Eigen::Vector2d(1.0, 0.5);
+  truth.noise_variance = 0.01;
+  truth.rho = 0.5;
+  FitData data = SampleFromModel(truth, graph, 300, 8, rng);
+  // 80% of the observations at the preferred arm value 0.3 (up to round-off), redrawn from the
+  // same model.
+  for (int i = 0; i < 300; ++i) {
+    if (i % 5 != 0) data.x(1, i) = 0.3 * (1.0 + 1e-15 * rng.Normal());
+  }
+  FitData resampled = data;
+  {
+    auto green = *GreenFunction::Build(graph, truth.rho);
+    MultiUserKernel k(ArmKernel(KernelType::kRbf, truth.signal_variance), green);
+    Eigen::MatrixXd scaled = data.x;
+    scaled.array().colwise() /= truth.lengthscales.array();
+    Eigen::MatrixXd gram;
+    k.Cross(scaled, data.users, scaled, data.users.data(), &gram);
+    gram.diagonal().array() += 1e-9;
+    const Eigen::MatrixXd root = Eigen::LLT<Eigen::MatrixXd>(gram).matrixL();
+    resampled.y = root * RandomMatrix(300, 1, rng).col(0);
+    for (int i = 0; i < 300; ++i) resampled.y(i) += std::sqrt(truth.noise_variance) * rng.Normal();
+  }
+  Hyperparameters start = truth;
+  start.lengthscales = Eigen::Vector2d::Ones();
+  FitUsers users;
+  users.graph = &graph;
+  auto fit = FitHyperparameters(resampled, users, start,
+                                GroupedSpec(KernelType::kRbf, 0, 2, /*per_dimension=*/true));
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_GT(fit->values.lengthscales(1), 0.15) << fit->values.DebugString();
+  EXPECT_LT(fit->values.lengthscales(1), 1.5) << fit->values.DebugString();
+}
+
+TEST(SpreadIndices, AllWhenFewElseEvenlyFromOldestToNewest) {
+  EXPECT_EQ(SpreadIndices(0, 5), std::vector<int64_t>{});
+  EXPECT_EQ(SpreadIndices(3, 5), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(SpreadIndices(5, 5), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(SpreadIndices(10, 1), std::vector<int64_t>{9});
+  EXPECT_EQ(SpreadIndices(9, 3), (std::vector<int64_t>{0, 4, 8}));
+  for (int64_t t : {7, 100, 1001, 123457}) {
+    for (int64_t max : {2, 6, 400}) {
+      if (max >= t) continue;
+      const std::vector<int64_t> idx = SpreadIndices(t, max);
+      ASSERT_EQ(static_cast<int64_t>(idx.size()), max);
+      EXPECT_EQ(idx.front(), 0);
+      EXPECT_EQ(idx.back(), t - 1);
+      int64_t smallest_gap = t, largest_gap = 0;
+      for (size_t i = 1; i < idx.size(); ++i) {
+        smallest_gap = std::min(smallest_gap, idx[i] - idx[i - 1]);
+        largest_gap = std::max(largest_gap, idx[i] - idx[i - 1]);
+      }
+      EXPECT_GE(smallest_gap, 1);
+      EXPECT_LE(largest_gap - smallest_gap, 1) << t << " " << max;  // evenly spread
+    }
+  }
+}
+
 TEST(RefitSchedule, GrowsGeometricallyWithACap) {
   RefitOptions o;
   o.first_fit = 32;
@@ -507,6 +574,33 @@ TEST(LearnerRefit, ThinningKeepsTheDictionaryConsistentAndStateRoundTrips) {
   restored.Score(3, q, &m2, &s2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(s1, s2);
+}
+
+// What a fit sees of a learner: observations from the oldest to the newest, as stored.
+TEST(LearnerRefit, SpreadObservationsCoverTheWholeHistory) {
+  Rng rng(43);
+  const UserGraph graph = SmallGraph();
+  auto users = *GreenFunction::Build(graph, 0.1);
+  NystromOptions options;
+  NystromPosterior nystrom(2, ArmKernel(KernelType::kRbf, 1.0), users, options);
+  ExactGpPosterior exact(2, ArmKernel(KernelType::kRbf, 1.0), users, 0.1);
+  const Eigen::MatrixXd x = RandomMatrix(2, 50, rng);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(nystrom.Observe(i % 8, x.col(i), i).ok());
+    ASSERT_TRUE(exact.Observe(i % 8, x.col(i), i).ok());
+  }
+  for (const Learner* learner : {static_cast<const Learner*>(&nystrom),
+                                 static_cast<const Learner*>(&exact)}) {
+    const FitData data = learner->SpreadObservations(8);
+    const std::vector<int64_t> idx = SpreadIndices(50, 8);
+    ASSERT_EQ(data.y.size(), 8);
+    for (int k = 0; k < 8; ++k) {
+      EXPECT_EQ(data.y(k), static_cast<double>(idx[k]));  // the reward was the index
+      EXPECT_EQ(data.users[k], idx[k] % 8);
+      EXPECT_EQ(data.x.col(k), x.col(idx[k]));
+    }
+    EXPECT_EQ(learner->SpreadObservations(1000).y.size(), 50);
+  }
 }
 
 // Batched growth computes the same regression as growing point by point: the same KORS draws,

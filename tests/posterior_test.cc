@@ -469,6 +469,39 @@ TEST(NystromPosteriorTest, DictionaryRespectsItsCap) {
   EXPECT_EQ(nystrom.history_size(), 100);
 }
 
+// Points admitted with a residual near round-off (here: a guard of 1e-16 and every point forced
+// in, on a one-dimensional input where a few points span everything) make M = K_ZS K_SZ +
+// lambda K_ZZ numerically indefinite. The learner then re-admits its dictionary with a stricter
+// guard instead of failing: every observation is learned, and the posterior is the regression
+// it should be (the reward is the input itself).
+TEST(NystromPosteriorTest, NearlyDependentPointsAreDroppedNotFatal) {
+  Rng rng(47);
+  UserGraph graph;
+  graph.EnsureUsers(1);
+  auto green = *GreenFunction::Build(graph, 0.1);
+  NystromOptions options;
+  options.ridge = options.kors_mu = 1e-4;
+  options.min_relative_residual = 1e-16;
+  NystromPosterior nystrom(1, ArmKernel(KernelType::kRbf, 1.0), green, options);
+  for (int i = 0; i < 200; ++i) {
+    Eigen::VectorXd x(1);
+    x(0) = rng.Uniform();
+    nystrom.set_force_accept(true);
+    ASSERT_TRUE(nystrom.Observe(0, x, x(0) + 0.01 * rng.Normal()).ok()) << "observation " << i;
+  }
+  EXPECT_EQ(nystrom.history_size(), 200);
+  EXPECT_LT(nystrom.dictionary_size(), 50);
+  EXPECT_GT(nystrom.stats().skipped_dependent, 0);
+  Eigen::MatrixXd probes(1, 3);
+  probes << 0.2, 0.5, 0.8;
+  Eigen::VectorXd mean, stddev;
+  nystrom.Score(0, probes, &mean, &stddev);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(mean(j), probes(0, j), 0.02);
+    EXPECT_TRUE(std::isfinite(stddev(j)));
+  }
+}
+
 TEST(NystromPosteriorTest, RejectsBadObservations) {
   const Problem p = MakeProblem(1, 29);
   NystromPosterior nystrom(p.dim, p.arm, p.green, NystromOptions());

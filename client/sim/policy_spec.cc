@@ -68,14 +68,15 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
   }
   if (learned_ < next_fit_) return absl::OkStatus();
   next_fit_ = NextFitAfter(learned_, options_);
-  const FitData data = RecentRawObservations(*learner, *scaling, options_.max_points);
+  const FitData data = SpreadRawObservations(*learner, *scaling, options_.max_points);
   auto fit = FitHyperparameters(data, MakeFitUsers(shape_, options_, *graph_, user_kernel_),
                                 values_, spec_);
   ++fits_;
   if (!fit.ok()) {
-    // Nothing to fit yet (e.g. every reward equal): keep the values, as the server does.
-    if (fit.status().code() == absl::StatusCode::kFailedPrecondition) return absl::OkStatus();
-    return fit.status();
+    // Nothing to fit yet (e.g. every reward equal) or no point of the likelihood could be
+    // evaluated: keep the values, as the server does (core/model.cc, FinishFit).
+    if (fit.status().code() != absl::StatusCode::kFailedPrecondition) ++failed_fits_;
+    return absl::OkStatus();
   }
   fit_seconds_ += fit->seconds;
   if (getenv("GB_DEBUG_FIT") != nullptr) {
