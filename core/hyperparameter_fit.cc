@@ -504,6 +504,14 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   if (!(y_variance > 1e-300)) {
     return absl::FailedPreconditionError("the rewards have no variance: nothing to fit");
   }
+  // Observations at a single input (a policy that has only ever shown one arm) say nothing
+  // about how the reward varies with the input: the likelihood would shrink the signal
+  // variance towards 0 and the model would stop exploring.
+  bool distinct_inputs = false;
+  for (int i = 1; i < n && !distinct_inputs; ++i) distinct_inputs = data.x.col(i) != data.x.col(0);
+  if (!distinct_inputs) {
+    return absl::FailedPreconditionError("every observation is at the same input: nothing to fit");
+  }
 
   // Data-derived centres and bounds (log space, full layout).
   const int groups = spec.groups();

@@ -112,7 +112,7 @@ struct FitUsers {
 
 // Maximises the log marginal likelihood from `start` (and from data-derived values; the better
 // optimum wins). Fails with InvalidArgument on inconsistent inputs and FailedPrecondition with
-// fewer than 2 observations.
+// fewer than 2 observations, rewards without variance or every observation at one input.
 absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& start, const FitSpec& spec);
 

@@ -949,28 +949,24 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
       Model* model = *engine->FindModel("");
       ASSERT_TRUE(model->AddEdges({{"alice", "bob", 1.0}, {"bob", "carol", 1.0}}).ok());
       const std::string name = absl::StrCat(PolicyName(policy), "/", UserKernelKindName(kernel));
+      int late_a = 0;  // choices of "a" in the last 20 rounds
       for (int round = 0; round < 80; ++round) {
         auto decision = engine->SelectArm(ThreeArms(round % 2 ? "alice" : "bob").View());
         ASSERT_TRUE(decision.ok()) << name << ": " << decision.status();
         EXPECT_EQ(decision->policy, PolicyName(policy));
-        const double reward = decision->arms[0].arm_id == "a" ? 1.0 : 0.0;
-        ASSERT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok()) << name;
+        const bool a = decision->arms[0].arm_id == "a";
+        if (round >= 60 && a) ++late_a;
+        ASSERT_TRUE(engine->ReportReward({decision->event_id, a ? 1.0 : 0.0, {}, ""}).ok()) << name;
+        // Decisions never wait for learning, and in-process rounds take microseconds: let the
+        // model learn each reward before the next decision, as a client over a network would.
+        model->WaitForWriter();
       }
       model->WaitForFits();
       EXPECT_EQ(model->View()->rewards_learned, 80) << name;
-      // Arm "a" pays 1, the others 0; every policy has learned that by now, for carol too
-      // (a friend of bob's) except the per-user and pooled linear models, which do not use
-      // the graph: check them on alice.
-      OwnedRequest probe = ThreeArms("alice");
-      probe.slate_size = 3;
-      auto ranked = engine->SelectArm(probe.View());
-      ASSERT_TRUE(ranked.ok()) << name;
-      double mean_a = 0.0, best_other = -INFINITY;
-      for (const ChosenArm& arm : ranked->arms) {
-        if (arm.arm_id == "a") mean_a = arm.mean;
-        else best_other = std::max(best_other, arm.mean);
-      }
-      EXPECT_GT(mean_a, best_other) << name;
+      // Arm "a" pays 1, the others 0: every policy has settled on it. (Not: "ranks the others
+      // below it". A policy whose first choice was "a" may never have tried them, and then
+      // knows nothing about them; it has no regret either.)
+      EXPECT_GE(late_a, 16) << name;
     }
   }
 }

@@ -294,6 +294,10 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
   constant.y.setConstant(1.0);
   EXPECT_EQ(FitHyperparameters(constant, users, start, spec).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  FitData one_input = RandomData(20, 2, 8, rng);
+  for (int i = 0; i < 20; ++i) one_input.x.col(i) = one_input.x.col(0);
+  EXPECT_EQ(FitHyperparameters(one_input, users, start, spec).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   FitData mismatched = RandomData(20, 2, 8, rng);
   mismatched.users.pop_back();
   EXPECT_EQ(FitHyperparameters(mismatched, users, start, spec).status().code(),
