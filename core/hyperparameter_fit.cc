@@ -569,6 +569,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
                   1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
   FitResult result;
   result.points = n;
+  result.free_parameters = static_cast<int>(layout.free.size());
   {
     absl::StatusOr<double> at_start = likelihood.Evaluate(start, nullptr, nullptr);
     result.log_likelihood_start = at_start.ok() ? *at_start / n : -INFINITY;

@@ -100,6 +100,7 @@ struct FitResult {
   double log_likelihood = 0.0;        // per point, at the fitted values
   int evaluations = 0;
   int points = 0;
+  int free_parameters = 0;  // parameters the fit optimised (the prior mean is not counted)
   double seconds = 0.0;
 };
 

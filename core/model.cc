@@ -885,7 +885,8 @@ void Model::FinishFit(FitWorker::Outcome outcome) {
   {
     MutexLock lock(&stats_mu_);
     fit_seconds_ += fit.seconds;
-    if (!MateriallyDifferent(hyper_, fit.values, options_.refit.min_change)) {
+    if (!FitImproves(fit, options_.refit) ||
+        !MateriallyDifferent(hyper_, fit.values, options_.refit.min_change)) {
       ++fits_unchanged_;
       return;
     }

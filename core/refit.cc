@@ -20,6 +20,9 @@ absl::Status RefitOptions::Validate() const {
   if (!(min_change >= 0.0) || !std::isfinite(min_change)) {
     return absl::InvalidArgumentError("refit min_change must be >= 0");
   }
+  if (!(min_gain_per_parameter >= 0.0) || !std::isfinite(min_gain_per_parameter)) {
+    return absl::InvalidArgumentError("refit min_gain_per_parameter must be >= 0");
+  }
   if (!(kors_mu_factor > 0.0) || !std::isfinite(kors_mu_factor)) {
     return absl::InvalidArgumentError("refit kors_mu_factor must be > 0");
   }
@@ -88,6 +91,12 @@ FitData SpreadRawObservations(const Learner& learner, const FeatureScaling& scal
     data.x.array().colwise() *= scaling.lengthscales().array();
   }
   return data;
+}
+
+bool FitImproves(const FitResult& fit, const RefitOptions& options) {
+  const double gain = (fit.log_likelihood - fit.log_likelihood_start) * fit.points;
+  if (!std::isfinite(fit.log_likelihood_start)) return std::isfinite(fit.log_likelihood);
+  return gain >= options.min_gain_per_parameter * fit.free_parameters;
 }
 
 bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, double min_change) {

@@ -66,6 +66,9 @@ struct RefitOptions {
   int max_points = 400;
   int max_evaluations = 80;
   double min_change = 0.05;
+  // Fitted values replace the current ones only when, on the fit's own observations, they
+  // raise the log likelihood by at least this many nats per free parameter (FitImproves).
+  double min_gain_per_parameter = 1.0;
   double kors_mu_factor = 1.0;
 
   absl::Status Validate() const;
@@ -94,6 +97,15 @@ Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_v
 // length-scales).
 FitData SpreadRawObservations(const Learner& learner, const FeatureScaling& scaling,
                               int max_points);
+
+// Whether a fit's values should replace the current ones: they explain the fit's observations
+// better than the current values by at least min_gain_per_parameter nats per free parameter.
+// Maximising over k parameters gains k/2 nats on average by chance alone (twice the gain is
+// chi-square with k degrees of freedom when the current values are right), so 1 nat per
+// parameter (Akaike's penalty; about the 95% point of that test for 8 to 15 parameters) keeps a
+// model from hopping between near-equal optima of the likelihood from one fit to the next,
+// while values that the data clearly reject are still replaced.
+bool FitImproves(const FitResult& fit, const RefitOptions& options);
 
 // True when some value changed by more than `min_change` relative to the old one (on the log
 // scale for positive values; the prior mean relative to the noise's standard deviation).

@@ -133,6 +133,9 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.max_evaluations = static_cast<int>(
       Or<uint32_t>(h.max_evaluations(), static_cast<uint32_t>(d.refit.max_evaluations)));
   o.refit.min_change = h.has_min_change() ? h.min_change() : d.refit.min_change;
+  o.refit.min_gain_per_parameter = h.has_min_gain_per_parameter()
+                                       ? h.min_gain_per_parameter()
+                                       : d.refit.min_gain_per_parameter;
   o.edge_list_file = c.graph().edge_list_file();
   switch (c.graph().user_kernel()) {
     case v1::GraphConfig::USER_KERNEL_UNSPECIFIED:
@@ -298,6 +301,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_max_points(static_cast<uint32_t>(o.refit.max_points));
     h->set_max_evaluations(static_cast<uint32_t>(o.refit.max_evaluations));
     h->set_min_change(o.refit.min_change);
+    h->set_min_gain_per_parameter(o.refit.min_gain_per_parameter);
   }
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
   switch (o.user_kernel) {

@@ -399,6 +399,55 @@ TEST(RefitSchedule, GrowsGeometricallyWithACap) {
   EXPECT_FALSE(o.Validate().ok());
 }
 
+TEST(RefitSchedule, FitsMustImproveTheLikelihoodByANatPerParameter) {
+  RefitOptions options;
+  FitResult fit;
+  fit.points = 400;
+  fit.free_parameters = 10;
+  fit.log_likelihood_start = -1.0;
+  fit.log_likelihood = -1.0 + 9.0 / 400;  // 9 nats: what chance could give 10 parameters
+  EXPECT_FALSE(FitImproves(fit, options));
+  fit.log_likelihood = -1.0 + 11.0 / 400;
+  EXPECT_TRUE(FitImproves(fit, options));
+  options.min_gain_per_parameter = 0.0;
+  fit.log_likelihood = fit.log_likelihood_start;
+  EXPECT_TRUE(FitImproves(fit, options));
+  // Start values whose likelihood could not be evaluated are always replaced.
+  options.min_gain_per_parameter = 1.0;
+  fit.log_likelihood_start = -INFINITY;
+  EXPECT_TRUE(FitImproves(fit, options));
+  options.min_gain_per_parameter = -1.0;
+  EXPECT_FALSE(options.Validate().ok());
+}
+
+// A fit that starts from the values that generated the data finds nothing worth a rebuild;
+// one that starts far from them does.
+TEST(FitHyperparameters, GainOverTheTruthIsSmallOverAWrongStartLarge) {
+  Rng rng(33);
+  UserGraph graph = SmallGraph();
+  Hyperparameters truth;
+  truth.signal_variance = 1.0;
+  truth.lengthscales = Eigen::Vector2d(0.7, 1.2);
+  truth.noise_variance = 0.05;
+  truth.rho = 0.5;
+  const FitData data = SampleFromModel(truth, graph, 300, 8, rng);
+  const FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 2, true);
+  FitUsers users;
+  users.graph = &graph;
+  RefitOptions options;
+  auto from_truth = FitHyperparameters(data, users, truth, spec);
+  ASSERT_TRUE(from_truth.ok()) << from_truth.status();
+  EXPECT_FALSE(FitImproves(*from_truth, options))
+      << (from_truth->log_likelihood - from_truth->log_likelihood_start) * 300 << " nats, "
+      << from_truth->free_parameters << " parameters";
+  Hyperparameters wrong = truth;
+  wrong.lengthscales = Eigen::Vector2d(5.0, 5.0);
+  wrong.noise_variance = 1.0;
+  auto from_wrong = FitHyperparameters(data, users, wrong, spec);
+  ASSERT_TRUE(from_wrong.ok()) << from_wrong.status();
+  EXPECT_TRUE(FitImproves(*from_wrong, options));
+}
+
 TEST(RefitSchedule, MaterialChange) {
   Hyperparameters a;
   a.lengthscales = Eigen::Vector2d(1.0, 2.0);

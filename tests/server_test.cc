@@ -549,6 +549,18 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   EXPECT_TRUE(again->refit.fit_noise_variance);
   EXPECT_TRUE(again->refit.fit_signal_variance);
   EXPECT_EQ(again->refit.max_points, news.refit.max_points);
+  EXPECT_EQ(again->refit.min_gain_per_parameter, 1.0);
+  auto gain = ParseServerConfig(R"pb(
+    models { name: "g" hyperparameters { min_gain_per_parameter: 0 } }
+  )pb", "inline");
+  ASSERT_TRUE(gain.ok());
+  EXPECT_EQ(ToModelOptions(gain->models(0))->refit.min_gain_per_parameter, 0.0);
+  auto negative_gain = ParseServerConfig(R"pb(
+    models { name: "g" hyperparameters { min_gain_per_parameter: -1 } }
+  )pb", "inline");
+  ASSERT_TRUE(negative_gain.ok());
+  EXPECT_THAT(std::string(ToModelOptions(negative_gain->models(0)).status().message()),
+              HasSubstr("min_gain_per_parameter"));
   // Fitting can be switched off; then every value is used as configured.
   auto off = ParseServerConfig(R"pb(
     models { name: "fixed" hyperparameters { fit: false } }

@@ -84,7 +84,10 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
             fit->values.DebugString().c_str(), fit->log_likelihood_start, fit->log_likelihood,
             fit->evaluations, fit->seconds, (long)learner->dictionary_size());
   }
-  if (!MateriallyDifferent(values_, fit->values, options_.min_change)) return absl::OkStatus();
+  if (!FitImproves(*fit, options_) ||
+      !MateriallyDifferent(values_, fit->values, options_.min_change)) {
+    return absl::OkStatus();
+  }
   if (absl::Status s = ApplyHyperparameters(fit->values, shape_, kors_mu_factor_, *graph_,
                                             scaling, &user_kernel_, learner);
       !s.ok()) {
