@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/sim/environment.h"
 #include "client/sim/presets.h"
+#include "client/sim/robustness.h"
 #include "client/sim/task_environment.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 

@@ -5,9 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/sim/task_environment.h"
-#include "core/learner_factory.h"
-#include "core/model_options.h"
+#include "client/sim/robustness.h"
 
 namespace graphbandit::sim {
 namespace {
@@ -44,6 +42,8 @@ EnvironmentSpec LkEnvironment(const std::string& level, int users, RewardKind re
   return spec;
 }
 
+}  // namespace
+
 EnvironmentSpec EkEnvironmentSpec(EkKind kind) {
   EnvironmentSpec spec;
   spec.label = EkEnvironment(kind, 0).name();
@@ -53,127 +53,7 @@ EnvironmentSpec EkEnvironmentSpec(EkKind kind) {
   return spec;
 }
 
-EnvironmentSpec TaskSpec(const TaskOptions& options) {
-  EnvironmentSpec spec;
-  spec.label = options.label;
-  spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    TaskOptions seeded = options;
-    seeded.seed = seed;
-    auto env = TaskEnvironment::Create(seeded);
-    if (!env.ok()) return env.status();
-    return std::unique_ptr<SimEnvironment>(new TaskEnvironment(*std::move(env)));
-  };
-  return spec;
-}
-
-// The bundled load generator's task (graphbandit-loadtest's defaults): the LK GP draw with
-// p = 1 and the environment's rho = 0.01, medium size, n = 20, on an ER graph.
-EnvironmentSpec LoadGeneratorTask() {
-  EnvironmentOptions options = LkTask("medium", 20, RewardKind::kGpDraw, GraphKind::kErdosRenyi);
-  options.exponent = 1.0;
-  EnvironmentSpec spec;
-  spec.label = "load generator (LK GP draw, ER n=20)";
-  spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    EnvironmentOptions seeded = options;
-    seeded.seed = seed;
-    auto env = Environment::Create(seeded);
-    if (!env.ok()) return env.status();
-    return std::unique_ptr<SimEnvironment>(new Environment(*std::move(env)));
-  };
-  return spec;
-}
-
-// The robustness suite's tasks: each differs from the first (the task of the report that
-// opened issue 9) in one respect.
-std::vector<std::pair<std::string, TaskOptions>> TaskList() {
-  std::vector<std::pair<std::string, TaskOptions>> tasks;
-  TaskOptions base;  // SBM, 30 users in 3 blocks, 20 candidates x 8 features, non-linear
-  base.label = "SBM n=30, non-linear";
-  tasks.emplace_back("sbm-nonlinear", base);
-  {
-    TaskOptions o = base;
-    o.label = "ER n=50, non-linear";
-    o.graph = GraphKind::kErdosRenyi;
-    o.users = 50;
-    o.er_probability = 0.1;
-    tasks.emplace_back("er-nonlinear", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "SBM n=30, linear + intercepts";
-    o.nonlinear = false;
-    o.intercept = 1.0;
-    tasks.emplace_back("sbm-linear", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "ER n=50, linear + intercepts";
-    o.graph = GraphKind::kErdosRenyi;
-    o.users = 50;
-    o.nonlinear = false;
-    o.intercept = 1.0;
-    tasks.emplace_back("er-linear", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "irrelevant features (4 of 16)";
-    o.dim = 16;
-    o.relevant = 4;
-    tasks.emplace_back("irrelevant", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "feature scale 0.1";
-    o.feature_scale = 0.1;
-    tasks.emplace_back("scale-0.1", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "feature scale 10";
-    o.feature_scale = 10.0;
-    tasks.emplace_back("scale-10", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "SBM n=10";
-    o.users = 10;
-    o.blocks = 2;
-    o.p_in = 0.5;
-    tasks.emplace_back("sbm-n10", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "SBM n=1000, Zipf arrivals (cold users)";
-    o.users = 1000;
-    o.blocks = 5;
-    o.p_in = 0.02;
-    o.p_out = 0.0005;
-    o.zipf = 1.0;
-    tasks.emplace_back("sbm-n1000-zipf", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "drifting baseline";
-    o.drift_amplitude = 2.0;
-    o.drift_period = 1000;
-    tasks.emplace_back("drift", o);
-  }
-  {
-    TaskOptions o = base;
-    o.label = "context x features";
-    o.context_dim = 3;
-    tasks.emplace_back("context", o);
-  }
-  return tasks;
-}
-
-std::vector<EnvironmentSpec> RobustnessTasks() {
-  std::vector<EnvironmentSpec> tasks;
-  for (const auto& [name, options] : TaskList()) tasks.push_back(TaskSpec(options));
-  tasks.push_back(LoadGeneratorTask());
-  tasks.push_back(EkEnvironmentSpec(EkKind::kBump));
-  return tasks;
-}
+namespace {
 
 // ---- Policies -------------------------------------------------------------------------------
 
@@ -195,8 +75,10 @@ PolicySpec LkGp(const std::string& name, SelectionRule rule, double exploration,
   return spec;
 }
 
-PolicySpec Linear(const std::string& name, LinearOptions::Prior prior, double alpha, double rho,
-                  bool pooled = false) {
+}  // namespace
+
+PolicySpec LinearPolicy(const std::string& name, LinearOptions::Prior prior, double alpha,
+                        double rho, bool pooled) {
   PolicySpec spec;
   spec.name = name;
   spec.family = Family::kLinear;
@@ -208,6 +90,8 @@ PolicySpec Linear(const std::string& name, LinearOptions::Prior prior, double al
   spec.arm_lengthscale = 1.0;  // linear models see the raw features
   return spec;
 }
+
+namespace {
 
 // Exploration and lambda_base of each method, chosen by `graphbandit-sim --preset=lk-pilot`
 // (results/lk-pilot): the lowest mean pilot regret (medium GP-draw ER n = 20, 1,500 rounds,
@@ -238,12 +122,12 @@ std::vector<PolicySpec> LkTablePolicies() {
            kCoopSpectral.lambda_base, UserKernelKind::kSpectralRbf),
       LkGp("COOP-KernelUCB (heat)", SelectionRule::kUcb, kCoopHeat.exploration,
            kCoopHeat.lambda_base, UserKernelKind::kHeat),
-      Linear("GOB.Lin", LinearOptions::Prior::kGraph, kGobLin.exploration, 1.0),
-      Linear("GraphUCB", LinearOptions::Prior::kGraph, kGraphUcb.exploration, 0.1),
+      LinearPolicy("GOB.Lin", LinearOptions::Prior::kGraph, kGobLin.exploration, 1.0),
+      LinearPolicy("GraphUCB", LinearOptions::Prior::kGraph, kGraphUcb.exploration, 0.1),
       LkGp("GP-UCB", SelectionRule::kUcb, kGpUcb.exploration, kGpUcb.lambda_base,
            UserKernelKind::kIdentity, /*pooled=*/true),
-      Linear("Pooled-LinUCB", LinearOptions::Prior::kPooled, kPooledLinUcb.exploration, 0.1, true),
-      Linear("PerUser-LinUCB", LinearOptions::Prior::kPerUser, kPerUserLinUcb.exploration, 0.1),
+      LinearPolicy("Pooled-LinUCB", LinearOptions::Prior::kPooled, kPooledLinUcb.exploration, 0.1, true),
+      LinearPolicy("PerUser-LinUCB", LinearOptions::Prior::kPerUser, kPerUserLinUcb.exploration, 0.1),
   };
 }
 
@@ -273,34 +157,6 @@ double FinalMean(const std::vector<Summary>& summaries, const std::string& env,
     if (s.environment == env && s.policy == policy) return s.final_mean;
   }
   return NAN;
-}
-
-// An EK policy configured exactly as the server's defaults configure a model (ModelOptions'
-// defaults), optionally with hyper-parameter refits.
-PolicySpec ServerEk(const std::string& name, SelectionRule rule, double exploration,
-                    bool refit) {
-  const ModelOptions d;
-  PolicySpec spec;
-  spec.name = name;
-  spec.family = Family::kEk;
-  spec.rule = rule;
-  spec.exploration = exploration;
-  spec.arm_kernel = d.kernel;
-  spec.kernel_variance = d.kernel_variance;
-  spec.arm_lengthscale = d.arm_lengthscale;
-  spec.context_lengthscale = d.context_lengthscale;
-  spec.user_kernel = d.user_kernel_options();
-  spec.nystrom.ridge = d.ridge;
-  spec.nystrom.kors_mu = d.effective_kors_mu();
-  spec.nystrom.kors_epsilon = d.kors_epsilon;
-  spec.nystrom.kors_gamma = d.kors_gamma;
-  spec.nystrom.max_dictionary_size = d.max_dictionary_size;
-  spec.nystrom.growth_batch_divisor = refit ? kServedGrowthBatchDivisor : 0;
-  spec.refit.enabled = refit;
-  spec.refit = d.refit;
-  spec.refit.enabled = refit;
-  spec.baseline_half_life = refit ? d.baseline_half_life : 0.0;
-  return spec;
 }
 
 // ---- Presets --------------------------------------------------------------------------------
@@ -361,12 +217,12 @@ std::vector<Preset> BuildPresets() {
                                   UserKernelKind::kIdentity, true));
       }
       const std::string tag = absl::StrFormat(" [a=%g]", beta);
-      p.policies.push_back(Linear("GOB.Lin" + tag, LinearOptions::Prior::kGraph, beta, 1.0));
-      p.policies.push_back(Linear("GraphUCB" + tag, LinearOptions::Prior::kGraph, beta, 0.1));
+      p.policies.push_back(LinearPolicy("GOB.Lin" + tag, LinearOptions::Prior::kGraph, beta, 1.0));
+      p.policies.push_back(LinearPolicy("GraphUCB" + tag, LinearOptions::Prior::kGraph, beta, 0.1));
       p.policies.push_back(
-          Linear("Pooled-LinUCB" + tag, LinearOptions::Prior::kPooled, beta, 0.1, true));
+          LinearPolicy("Pooled-LinUCB" + tag, LinearOptions::Prior::kPooled, beta, 0.1, true));
       p.policies.push_back(
-          Linear("PerUser-LinUCB" + tag, LinearOptions::Prior::kPerUser, beta, 0.1));
+          LinearPolicy("PerUser-LinUCB" + tag, LinearOptions::Prior::kPerUser, beta, 0.1));
     }
     p.seeds = 5;
     p.rounds = 1500;
@@ -738,64 +594,11 @@ std::vector<Preset> BuildPresets() {
     p.dictionary_plot = true;
     presets.push_back(std::move(p));
   }
-  {
-    Preset p;
-    p.name = "robustness";
-    p.description =
-        "The default model on tasks nobody tuned it for (issue 9): SBM and ER graphs, non-linear "
-        "block-shared rewards, linear rewards with per-user intercepts, irrelevant features, "
-        "feature scales 0.1 and 10, 10 to 1,000 users with cold users, a drifting baseline, a "
-        "context, and the load generator's task; beside per-user LinUCB with an intercept (its "
-        "alpha tuned per task), pooled LinUCB, GraphUCB and random choice.";
-    p.environments = RobustnessTasks();
-    p.policies.push_back(ServerEk("EK-UCB (old defaults)", SelectionRule::kUcb, 2.0, false));
-    for (double beta : {0.0, 0.25, 0.5, 1.0}) {
-      p.policies.push_back(ServerEk(absl::StrFormat("EK-UCB fit [b=%g]", beta),
-                                    SelectionRule::kUcb, beta, true));
-      p.policies.push_back(ServerEk(absl::StrFormat("EK-TS fit [nu=%g]", beta),
-                                    SelectionRule::kThompson, beta, true));
-    }
-    {
-      PolicySpec big = ServerEk("EK-UCB fit [b=0.25 m<=2000]", SelectionRule::kUcb, 0.25, true);
-      big.nystrom.max_dictionary_size = 2000;
-      p.policies.push_back(big);
-      PolicySpec coarse = ServerEk("EK-UCB fit [b=0.25 coarsen]", SelectionRule::kUcb, 0.25, true);
-      coarse.coarsen_when_full = true;
-      p.policies.push_back(coarse);
-      PolicySpec steady = ServerEk("EK-UCB fit [b=0.25 no-baseline]", SelectionRule::kUcb, 0.25, true);
-      steady.baseline_half_life = 0.0;
-      p.policies.push_back(steady);
-      PolicySpec at_once = ServerEk("EK-UCB fit [b=0.25 grow-at-once]", SelectionRule::kUcb, 0.25, true);
-      at_once.nystrom.growth_batch_divisor = 0;
-      p.policies.push_back(at_once);
-    }
-    for (double scale : {0.01, 0.02, 0.05}) {
-      PolicySpec amm = ServerEk(absl::StrFormat("EK-UCB fit AMM [c=%g]", scale),
-                                SelectionRule::kUcb, scale, true);
-      amm.width = ExplorationWidth::kAmm;
-      p.policies.push_back(amm);
-    }
-    for (double alpha : {0.02, 0.05, 0.1, 0.25, 0.5, 1.0}) {
-      PolicySpec linucb = Linear(absl::StrFormat("PerUser-LinUCB+intercept [a=%g]", alpha),
-                                 LinearOptions::Prior::kPerUser, alpha, 0.1);
-      linucb.intercept = true;
-      p.policies.push_back(linucb);
-    }
-    PolicySpec random;
-    random.name = "Random";
-    random.family = Family::kRandom;
-    p.policies.push_back(random);
-    p.seeds = 10;
-    p.rounds = 5000;
-    p.sample_points = 50;
-    presets.push_back(std::move(p));
-  }
+  AddRobustnessPresets(&presets);
   return presets;
 }
 
 }  // namespace
-
-std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions() { return TaskList(); }
 
 EnvironmentOptions LkTask(const std::string& level, int users, RewardKind reward,
                           GraphKind graph) {

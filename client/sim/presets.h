@@ -11,7 +11,6 @@
 
 #include "client/sim/report.h"
 #include "client/sim/runner.h"
-#include "client/sim/task_environment.h"
 
 namespace graphbandit::sim {
 
@@ -40,8 +39,13 @@ struct Preset {
 const std::vector<Preset>& Presets();
 const Preset* FindPreset(const std::string& name);
 
-// The robustness preset's tasks by short name (e.g. "sbm-nonlinear"), for the load generator.
-std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions();
+// One of the EK paper's environments (Bump, Chessboard, Step Diagonal).
+EnvironmentSpec EkEnvironmentSpec(EkKind kind);
+
+// A linear model (LinUCB per user or pooled, GraphUCB or GoB.Lin by `prior` and `rho`) with
+// ridge lambda 1 on the raw features, exploration alpha.
+PolicySpec LinearPolicy(const std::string& name, LinearOptions::Prior prior, double alpha,
+                        double rho, bool pooled = false);
 
 // The LK paper's task sizes (§1.9): easy (M=10, d=5), medium (M=20, d=10), hard (M=50, d=20),
 // 5 candidates a round.

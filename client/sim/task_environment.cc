@@ -33,10 +33,12 @@ absl::StatusOr<TaskEnvironment> TaskEnvironment::Create(const TaskOptions& optio
       options.relevant < 0 || options.relevant > options.dim || options.context_dim < 0 ||
       options.blocks < 1 || !(options.feature_scale > 0.0) || !(options.noise_std >= 0.0) ||
       options.drift_period < 1 ||
-      (options.graph != GraphKind::kSbm && options.graph != GraphKind::kErdosRenyi)) {
+      (options.graph != GraphKind::kSbm && options.graph != GraphKind::kErdosRenyi) ||
+      (options.block_units && options.graph != GraphKind::kSbm)) {
     return absl::InvalidArgumentError(
         "task needs users >= 1, candidates >= 2, 0 <= relevant <= dim, hidden >= 1, blocks >= 1, "
-        "feature_scale > 0, noise_std >= 0, drift_period >= 1 and an SBM or ER graph");
+        "feature_scale > 0, noise_std >= 0, drift_period >= 1 and an SBM or ER graph (SBM for "
+        "block_units)");
   }
   TaskEnvironment env;
   env.options_ = options;
@@ -82,13 +84,23 @@ absl::StatusOr<TaskEnvironment> TaskEnvironment::Create(const TaskOptions& optio
   };
   if (options.nonlinear) {
     // tanh units whose pre-activations have variance about 2: clearly non-linear.
-    env.w_ = Normals(f_rng, inputs, options.hidden, std::sqrt(2.0 / inputs));
-    env.c_ = Normals(f_rng, options.hidden, 1, 0.5).col(0);
+    const int sets = options.block_units ? options.blocks : 1;
+    for (int s = 0; s < sets; ++s) {
+      env.w_.push_back(Normals(f_rng, inputs, options.hidden, std::sqrt(2.0 / inputs)));
+      env.c_.push_back(Normals(f_rng, options.hidden, 1, 0.5).col(0));
+    }
     env.v_ = similar_rows(options.hidden);
-    Eigen::MatrixXd hidden = env.w_.transpose() * sample;  // hidden x samples
-    hidden.colwise() += env.c_;
-    hidden = hidden.array().tanh().matrix();
-    normalise_rows(&env.v_, hidden);
+    for (int s = 0; s < sets; ++s) {
+      Eigen::MatrixXd hidden = env.w_[s].transpose() * sample;  // hidden x samples
+      hidden.colwise() += env.c_[s];
+      hidden = hidden.array().tanh().matrix();
+      // Normalise the rows of the users whose units these are.
+      Eigen::MatrixXd rows = env.v_;
+      normalise_rows(&rows, hidden);
+      for (int u = 0; u < n; ++u) {
+        if (env.UnitsOf(u) == s) env.v_.row(u) = rows.row(u);
+      }
+    }
   } else {
     env.v_ = similar_rows(inputs);
     normalise_rows(&env.v_, sample);
@@ -117,9 +129,10 @@ absl::StatusOr<TaskEnvironment> TaskEnvironment::Create(const TaskOptions& optio
 
 double TaskEnvironment::Shared(const Eigen::VectorXd& z, int user) const {
   if (!options_.nonlinear) return v_.row(user).dot(z);
+  const int s = UnitsOf(user);
   double value = 0.0;
   for (int k = 0; k < options_.hidden; ++k) {
-    value += v_(user, k) * std::tanh(w_.col(k).dot(z) + c_(k));
+    value += v_(user, k) * std::tanh(w_[s].col(k).dot(z) + c_[s](k));
   }
   return value;
 }

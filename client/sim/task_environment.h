@@ -5,7 +5,9 @@
 // sees `candidates` fresh items with `dim` features drawn from N(0, feature_scale^2) (volatile
 // arms: no item repeats). The noise-free reward of item x for user u in round t is
 //
-//   f(x, u, t) = sum_k V[u, k] tanh(w_k . z + c_k)   (non-linear part, shared by similar users)
+//   f(x, u, t) = sum_k V[u, k] tanh(w_k . z + c_k)   (non-linear part, shared by similar users;
+//                                                      with block_units, w and c are drawn for
+//                                                      each SBM block: unrelated functions)
 //              + theta_u . z                         (per-user linear part)
 //              + b_u                                 (per-user intercept)
 //              + A sin(2 pi t / P)                   (drifting baseline, the same for every item)
@@ -47,6 +49,7 @@ struct TaskOptions {
   double feature_scale = 1.0;
   bool nonlinear = true;       // false: the shared part is linear
   int hidden = 8;              // tanh units of the non-linear part
+  bool block_units = false;    // SBM: each block draws its own units (else all share them)
   double user_linear = 0.2;    // std of the per-user linear part
   double intercept = 0.0;      // std of the per-user intercepts
   double noise_std = 0.3;
@@ -74,12 +77,14 @@ class TaskEnvironment final : public SimEnvironment {
 
  private:
   double Shared(const Eigen::VectorXd& z, int user) const;
+  // Which set of units user u's non-linear part uses.
+  int UnitsOf(int user) const { return w_.size() == 1 ? 0 : user % options_.blocks; }
 
   TaskOptions options_;
   std::vector<Edge> edges_;
   std::vector<double> arrival_cdf_;  // cumulative user arrival probabilities
-  Eigen::MatrixXd w_;                // (context + relevant) x hidden
-  Eigen::VectorXd c_;                // hidden
+  std::vector<Eigen::MatrixXd> w_;   // per set of units: (context + relevant) x hidden
+  std::vector<Eigen::VectorXd> c_;   // per set of units: hidden
   Eigen::MatrixXd v_;                // users x hidden (non-linear) or users x inputs (linear)
   Eigen::MatrixXd theta_;            // users x inputs: per-user linear part
   Eigen::VectorXd intercepts_;       // users
