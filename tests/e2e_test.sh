@@ -47,7 +47,7 @@ json_number() {  # json_number FILE KEY: the first number after "KEY":
 
 start_server
 [[ $("$cli" --target="$target" health) == SERVING ]] || fail "health is not SERVING"
-"$cli" --target="$target" services | grep -qx graphbandit.v1.BanditService || fail "reflection does not list the service"
+grep -qx graphbandit.v1.BanditService <<< "$("$cli" --target="$target" services)" || fail "reflection does not list the service"
 
 "$loadtest" --target="$target" --rounds=3000 --concurrency=4 --users=20 --seed=3 \
   --compare_window=1000 --report_json="$work/report.json" > "$work/loadtest.out" || fail "loadtest failed: $(cat "$work/loadtest.out")"
@@ -78,6 +78,6 @@ start_server
 # SIGTERM wrote a final snapshot: the restart loads it and has nothing to replay.
 grep -qE 'snapshot at record [1-9][0-9]*, 0 log records replayed, 3000 rewards learned, 20 users' \
   "$work/server.log" || fail "restart did not start from the shutdown snapshot"
-"$cli" --target="$target" DescribeModel '{}' | grep -q '"rewards_learned": "3000"' || fail "DescribeModel after restart"
+grep -q '"rewards_learned": "3000"' <<< "$("$cli" --target="$target" DescribeModel '{}')" || fail "DescribeModel after restart"
 stop_server
 echo "PASS"

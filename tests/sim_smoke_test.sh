@@ -5,7 +5,10 @@ set -euo pipefail
 sim=$1/client/graphbandit-sim
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$sim" --list_presets | grep -q '^lk-table1$' || { echo "FAIL: presets not listed"; exit 1; }
+# Captured first: grep -q stops reading at the first match, which would hand the simulator a
+# SIGPIPE (and this script, under pipefail, a spurious failure) while it still prints the list.
+"$sim" --list_presets > "$out/presets.txt" || { echo "FAIL: --list_presets"; exit 1; }
+grep -q '^lk-table1$' "$out/presets.txt" || { echo "FAIL: presets not listed"; exit 1; }
 "$sim" --preset=smoke --out="$out" --jobs=2 > "$out/stdout.txt" 2> "$out/stderr.txt" \
   || { cat "$out/stderr.txt"; echo "FAIL: smoke preset"; exit 1; }
 for f in summary.md regret.csv regret-easy-gp-draw-er-n-10.svg regret-bump.svg tradeoff.svg; do
