@@ -595,8 +595,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
       nlopt_set_lower_bounds(opt, lb.data());
       nlopt_set_upper_bounds(opt, ub.data());
       nlopt_set_min_objective(opt, &Objective, &problem);
-      nlopt_set_ftol_rel(opt, 1e-7);
-      nlopt_set_xtol_rel(opt, 1e-5);
+      nlopt_set_ftol_rel(opt, 1e-5);
+      nlopt_set_xtol_rel(opt, 1e-3);
       nlopt_set_maxeval(opt, std::max(1, spec.max_evaluations / 2));
       double value = INFINITY;
       problem.opt = opt;

@@ -63,7 +63,7 @@ struct RefitOptions {
   int64_t first_fit = 32;
   double growth = 1.5;
   int64_t max_interval = 4000;
-  int max_points = 400;
+  int max_points = 800;
   int max_evaluations = 80;
   double min_change = 0.05;
   // Fitted values replace the current ones only when, on the fit's own observations, they

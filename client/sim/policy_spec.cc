@@ -1,8 +1,6 @@
 #include "client/sim/policy_spec.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -79,11 +77,6 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
     return absl::OkStatus();
   }
   fit_seconds_ += fit->seconds;
-  if (getenv("GB_DEBUG_FIT") != nullptr) {
-    fprintf(stderr, "fit at %ld: %s ll %.4f -> %.4f evals %d %.3fs m=%ld\n", (long)learned_,
-            fit->values.DebugString().c_str(), fit->log_likelihood_start, fit->log_likelihood,
-            fit->evaluations, fit->seconds, (long)learner->dictionary_size());
-  }
   if (!FitImproves(*fit, options_) ||
       !MateriallyDifferent(values_, fit->values, options_.min_change)) {
     return absl::OkStatus();
