@@ -149,49 +149,52 @@ TEST(LogMarginalLikelihood, ProfiledMeanIsTheGlsEstimateAndMaximises) {
 TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
   Rng rng(11);
   const UserGraph graph = SmallGraph();
-  for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
-                            KernelType::kLinear}) {
-    for (bool per_dimension : {true, false}) {
-      const FitData data = RandomData(35, 3, 8, rng);
-      const Hyperparameters h = Values(3, rng);
-      // Shared groups need equal length-scales within a group to be a point of the family.
-      Hyperparameters at = h;
-      const FitSpec spec = GroupedSpec(kernel, 1, 2, per_dimension);
-      if (!per_dimension) at.lengthscales(2) = at.lengthscales(1);
-      FitUsers users;
-      users.graph = &graph;
-      Eigen::VectorXd gradient;
-      ASSERT_TRUE(LogMarginalLikelihood(data, users, at, spec, &gradient).ok());
-      // Finite differences in log space over the free parameters, in the documented order.
-      std::vector<std::function<void(Hyperparameters*, double)>> moves;
-      moves.push_back([](Hyperparameters* p, double e) { p->signal_variance *= std::exp(e); });
-      moves.push_back([](Hyperparameters* p, double e) { p->offset_variance *= std::exp(e); });
-      if (kernel != KernelType::kLinear) {
-        moves.push_back([](Hyperparameters* p, double e) { p->linear_variance *= std::exp(e); });
-      }
-      for (int g = 0; g < spec.groups(); ++g) {
-        if (!spec.fit_lengthscale[g]) continue;
-        moves.push_back([g, &spec](Hyperparameters* p, double e) {
-          for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
-            if (spec.lengthscale_group[d] == g) p->lengthscales(d) *= std::exp(e);
-          }
-        });
-      }
-      moves.push_back([](Hyperparameters* p, double e) { p->noise_variance *= std::exp(e); });
-      moves.push_back([](Hyperparameters* p, double e) { p->rho *= std::exp(e); });
-      moves.push_back([](Hyperparameters* p, double e) { p->user_variance *= std::exp(e); });
-      ASSERT_EQ(static_cast<size_t>(gradient.size()), moves.size());
-      for (size_t k = 0; k < moves.size(); ++k) {
-        const double e = 1e-5;
-        Hyperparameters plus = at, minus = at;
-        moves[k](&plus, e);
-        moves[k](&minus, -e);
-        const double numeric = (*LogMarginalLikelihood(data, users, plus, spec) -
-                                *LogMarginalLikelihood(data, users, minus, spec)) /
-                               (2 * e);
-        EXPECT_NEAR(gradient(k), numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
-            << KernelTypeName(kernel) << " parameter " << k << " per_dimension "
-            << per_dimension;
+  // 150 observations: past the 64-column blocks of the inverse the gradient is built from.
+  for (const int n : {35, 150}) {
+    for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
+                              KernelType::kLinear}) {
+      for (bool per_dimension : {true, false}) {
+        const FitData data = RandomData(n, 3, 8, rng);
+        const Hyperparameters h = Values(3, rng);
+        // Shared groups need equal length-scales within a group to be a point of the family.
+        Hyperparameters at = h;
+        const FitSpec spec = GroupedSpec(kernel, 1, 2, per_dimension);
+        if (!per_dimension) at.lengthscales(2) = at.lengthscales(1);
+        FitUsers users;
+        users.graph = &graph;
+        Eigen::VectorXd gradient;
+        ASSERT_TRUE(LogMarginalLikelihood(data, users, at, spec, &gradient).ok());
+        // Finite differences in log space over the free parameters, in the documented order.
+        std::vector<std::function<void(Hyperparameters*, double)>> moves;
+        moves.push_back([](Hyperparameters* p, double e) { p->signal_variance *= std::exp(e); });
+        moves.push_back([](Hyperparameters* p, double e) { p->offset_variance *= std::exp(e); });
+        if (kernel != KernelType::kLinear) {
+          moves.push_back([](Hyperparameters* p, double e) { p->linear_variance *= std::exp(e); });
+        }
+        for (int g = 0; g < spec.groups(); ++g) {
+          if (!spec.fit_lengthscale[g]) continue;
+          moves.push_back([g, &spec](Hyperparameters* p, double e) {
+            for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
+              if (spec.lengthscale_group[d] == g) p->lengthscales(d) *= std::exp(e);
+            }
+          });
+        }
+        moves.push_back([](Hyperparameters* p, double e) { p->noise_variance *= std::exp(e); });
+        moves.push_back([](Hyperparameters* p, double e) { p->rho *= std::exp(e); });
+        moves.push_back([](Hyperparameters* p, double e) { p->user_variance *= std::exp(e); });
+        ASSERT_EQ(static_cast<size_t>(gradient.size()), moves.size());
+        for (size_t k = 0; k < moves.size(); ++k) {
+          const double e = 1e-5;
+          Hyperparameters plus = at, minus = at;
+          moves[k](&plus, e);
+          moves[k](&minus, -e);
+          const double numeric = (*LogMarginalLikelihood(data, users, plus, spec) -
+                                  *LogMarginalLikelihood(data, users, minus, spec)) /
+                                 (2 * e);
+          EXPECT_NEAR(gradient(k), numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
+              << KernelTypeName(kernel) << " parameter " << k << " per_dimension "
+              << per_dimension << " n " << n;
+        }
       }
     }
   }
