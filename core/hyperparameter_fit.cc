@@ -424,7 +424,6 @@ struct Problem {
   Eigen::VectorXd centre;   // prior centres (full layout)
   double prior_precision;   // 1 / sd^2 of the log-normal prior
   int evaluations = 0;
-  double last_mean = 0.0;
   // The best point evaluated so far (objective and free values), whatever the optimiser
   // reports in the end: L-BFGS can stop with a generic failure after a line search meets a
   // region where the kernel matrix is numerically singular.
@@ -448,15 +447,13 @@ double Objective(unsigned n, const double* x, double* grad, void* data) {
   Hyperparameters h;
   FromFull(full, *p.spec, &h);
   Eigen::VectorXd gradient;
-  double mean = 0.0;
   absl::StatusOr<double> value =
-      p.likelihood->Evaluate(h, grad != nullptr ? &gradient : nullptr, &mean);
+      p.likelihood->Evaluate(h, grad != nullptr ? &gradient : nullptr, nullptr);
   const double scale = 1.0 / p.likelihood->n();
   if (!value.ok() || !std::isfinite(*value)) {
     if (grad != nullptr) std::fill(grad, grad + n, 0.0);
     return std::numeric_limits<double>::max() / 4;
   }
-  p.last_mean = mean;
   double objective = -*value;
   for (unsigned k = 0; k < n; ++k) {
     const int i = p.layout.free[k];
@@ -535,16 +532,20 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   }
   // Observations at a single input (a policy that has only ever shown one arm) say nothing
   // about how the reward varies with the input: the likelihood would shrink the signal
-  // variance towards 0 and the model would stop exploring.
+  // variance towards 0 and the model would stop exploring. Inputs that differ by round-off
+  // only (the history is stored divided by the length-scales in use) count as one.
   bool distinct_inputs = false;
-  for (int i = 1; i < n && !distinct_inputs; ++i) distinct_inputs = data.x.col(i) != data.x.col(0);
+  const double same = 1e-9 * (1.0 + data.x.col(0).norm());
+  for (int i = 1; i < n && !distinct_inputs; ++i) {
+    distinct_inputs = (data.x.col(i) - data.x.col(0)).norm() > same;
+  }
   if (!distinct_inputs) {
     return absl::FailedPreconditionError("every observation is at the same input: nothing to fit");
   }
 
   // Data-derived centres and bounds (log space, full layout).
   const int groups = spec.groups();
-  Eigen::MatrixXd g_start, unused;
+  Eigen::MatrixXd g_start;
   if (absl::Status s = likelihood.users().Evaluate(start.rho, &g_start, nullptr); !s.ok()) return s;
   double g_diagonal = 0.0;
   for (int slot : likelihood.users().slot_of()) g_diagonal += g_start(slot, slot);
@@ -606,7 +607,6 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
 
   const unsigned free = static_cast<unsigned>(layout.free.size());
   Hyperparameters best = start;
-  double best_objective = INFINITY;
   if (free > 0) {
     std::vector<double> lb(free), ub(free);
     for (unsigned k = 0; k < free; ++k) {
@@ -627,16 +627,15 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
       nlopt_set_ftol_rel(opt, 1e-5);
       nlopt_set_xtol_rel(opt, 1e-3);
       nlopt_set_maxeval(opt, std::max(1, spec.max_evaluations / 2));
-      double value = INFINITY;
+      double value = INFINITY;  // nlopt's final value; the best point seen is kept by Objective
       problem.opt = opt;
-      nlopt_optimize(opt, x.data(), &value);  // the best point seen is kept by Objective
+      nlopt_optimize(opt, x.data(), &value);
       problem.opt = nullptr;
       nlopt_destroy(opt);
       if (problem.cancelled) return absl::CancelledError("the fit was cancelled");
     }
     // Objective records only evaluations that succeeded.
-    best_objective = problem.best_objective;
-    if (!std::isfinite(best_objective)) {
+    if (!std::isfinite(problem.best_objective)) {
       return absl::InternalError("the likelihood could not be evaluated at any point tried");
     }
     Eigen::VectorXd full = problem.base;

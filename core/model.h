@@ -141,7 +141,8 @@ struct ModelStats {
   absl::Time last_snapshot_time;  // InfinitePast before the first
   FreshnessStats freshness;
   // Hyper-parameter fits run on the helper thread, by outcome: applied (logged and applied),
-  // unchanged (no value moved by more than min_change), skipped (nothing to fit, e.g. every
+  // unchanged (no value moved by more than min_change, or the likelihood gained less than
+  // min_gain_per_parameter nats per fitted parameter), skipped (nothing to fit, e.g. every
   // reward equal), failed.
   int64_t fits_applied = 0;
   int64_t fits_unchanged = 0;

@@ -102,9 +102,9 @@ FitData SpreadRawObservations(const Learner& learner, const FeatureScaling& scal
 // better than the current values by at least min_gain_per_parameter nats per free parameter.
 // Maximising over k parameters gains k/2 nats on average by chance alone (twice the gain is
 // chi-square with k degrees of freedom when the current values are right), so 1 nat per
-// parameter (Akaike's penalty; about the 95% point of that test for 8 to 15 parameters) keeps a
-// model from hopping between near-equal optima of the likelihood from one fit to the next,
-// while values that the data clearly reject are still replaced.
+// parameter (Akaike's penalty; between the 95% and 99% points of that test for 8 to 15
+// parameters) keeps a model from hopping between near-equal optima of the likelihood from one
+// fit to the next, while values that the data clearly reject are still replaced.
 bool FitImproves(const FitResult& fit, const RefitOptions& options);
 
 // True when some value changed by more than `min_change` relative to the old one (on the log

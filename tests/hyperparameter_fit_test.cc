@@ -301,6 +301,11 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
   for (int i = 0; i < 20; ++i) one_input.x.col(i) = one_input.x.col(0);
   EXPECT_EQ(FitHyperparameters(one_input, users, start, spec).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // ... also when the stored copies differ by the round-off of a length-scale round trip.
+  for (int i = 0; i < 20; ++i) one_input.x.col(i) = (one_input.x.col(0) / 0.3) * 0.3;
+  one_input.x(0, 7) *= 1.0 + 1e-15;
+  EXPECT_EQ(FitHyperparameters(one_input, users, start, spec).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   FitData mismatched = RandomData(20, 2, 8, rng);
   mismatched.users.pop_back();
   EXPECT_EQ(FitHyperparameters(mismatched, users, start, spec).status().code(),

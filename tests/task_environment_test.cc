@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include <Eigen/SVD>
 #include <gtest/gtest.h>
 
 #include "core/random.h"
@@ -95,22 +96,41 @@ TEST(TaskEnvironmentTest, SharedPartHasUnitSpreadAndIgnoresIrrelevantFeatures) {
   }
 }
 
-// With block_units the blocks' functions are unrelated: not even their units are shared.
+// With block_units the blocks' functions are unrelated: not even their units are shared. Seen
+// inside one task through the gradients of the reward: a tanh layer with 2 units has gradients
+// in the 2-dimensional span of its input weights, so with shared units every block's gradients
+// (at any input) span 2 dimensions together, and with each block's own units they span 6.
 TEST(TaskEnvironmentTest, BlockUnitsGiveEachBlockItsOwnFunction) {
   TaskOptions shared, own;
   shared.user_linear = own.user_linear = 0.0;
+  shared.hidden = own.hidden = 2;
+  shared.dim = own.dim = 6;
   shared.seed = own.seed = 7;
   own.block_units = true;
-  const TaskEnvironment a = *TaskEnvironment::Create(shared);
-  const TaskEnvironment b = *TaskEnvironment::Create(own);
-  Rng rng(3);
-  const Eigen::VectorXd none(0);
-  double differs = 0.0;
-  for (int i = 0; i < 50; ++i) {
-    const Eigen::VectorXd x = RandomFeatures(shared.dim, 1.0, rng);
-    differs = std::max(differs, std::abs(a.Mean(none, x, 1, 0) - b.Mean(none, x, 1, 0)));
-  }
-  EXPECT_GT(differs, 0.1);
+  auto gradient_rank = [](const TaskEnvironment& env, int dim) {
+    Rng rng(3);
+    const Eigen::VectorXd none(0);
+    Eigen::MatrixXd gradients(dim, 3 * 20);  // users 0, 1, 2: one of each block
+    for (int i = 0; i < 20; ++i) {
+      const Eigen::VectorXd x = RandomFeatures(dim, 1.0, rng);
+      for (int user = 0; user < 3; ++user) {
+        for (int d = 0; d < dim; ++d) {
+          const double h = 1e-5;
+          Eigen::VectorXd plus = x, minus = x;
+          plus(d) += h;
+          minus(d) -= h;
+          gradients(d, 3 * i + user) =
+              (env.Mean(none, plus, user, 0) - env.Mean(none, minus, user, 0)) / (2 * h);
+        }
+      }
+    }
+    const Eigen::VectorXd sv = Eigen::JacobiSVD<Eigen::MatrixXd>(gradients).singularValues();
+    int rank = 0;
+    for (int k = 0; k < sv.size(); ++k) rank += sv(k) > 1e-6 * sv(0) ? 1 : 0;
+    return rank;
+  };
+  EXPECT_EQ(gradient_rank(*TaskEnvironment::Create(shared), 6), 2);
+  EXPECT_EQ(gradient_rank(*TaskEnvironment::Create(own), 6), 6);
   TaskOptions er = own;
   er.graph = GraphKind::kErdosRenyi;
   EXPECT_EQ(TaskEnvironment::Create(er).status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,9 +1,11 @@
 #include "client/sim/policy_spec.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "core/random.h"
 
 namespace graphbandit::sim {
@@ -72,8 +74,11 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
   ++fits_;
   if (!fit.ok()) {
     // Nothing to fit yet (e.g. every reward equal) or no point of the likelihood could be
-    // evaluated: keep the values, as the server does (core/model.cc, FinishFit).
-    if (fit.status().code() != absl::StatusCode::kFailedPrecondition) ++failed_fits_;
+    // evaluated: keep the values and say so, as the server does (core/model.cc, FinishFit).
+    if (fit.status().code() != absl::StatusCode::kFailedPrecondition) {
+      absl::FPrintF(stderr, "graphbandit-sim: hyper-parameter fit at reward %d failed (%s); "
+                    "the values in use are kept\n", learned_, fit.status().message());
+    }
     return absl::OkStatus();
   }
   fit_seconds_ += fit->seconds;

@@ -81,7 +81,6 @@ class InlineRefitter {
   const Hyperparameters& values() const { return values_; }
   int fits() const { return fits_; }
   int applied() const { return applied_; }
-  int failed_fits() const { return failed_fits_; }  // kept the values, as the server does
   double fit_seconds() const { return fit_seconds_; }
 
  private:
@@ -97,7 +96,6 @@ class InlineRefitter {
   int64_t next_fit_ = 0;
   int fits_ = 0;
   int applied_ = 0;
-  int failed_fits_ = 0;
   double fit_seconds_ = 0.0;
 };
 
