@@ -112,7 +112,8 @@ class ModelCollector : public prometheus::Collectable {
     prometheus::MetricFamily fits{
         "graphbandit_hyperparameter_fits_total",
         "Hyper-parameter fits finished, by outcome: applied (logged and applied), unchanged "
-        "(no value moved enough), skipped (nothing to fit yet), failed.",
+        "(no value moved enough, or the likelihood did not gain a nat per fitted parameter), "
+        "skipped (nothing to fit yet), failed.",
         prometheus::MetricType::Counter, {}};
     prometheus::MetricFamily fit_seconds{
         "graphbandit_hyperparameter_fit_seconds_total",
