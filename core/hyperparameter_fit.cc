@@ -30,24 +30,26 @@ inline int FullSize(int groups) { return kFirstLengthscale + groups + 3; }
 // n^3); A^-1 = L^-T L^-1 is then summed over blocks of rows of L^-1, each of which is zero right
 // of its diagonal block (2 n^3 / 3 instead of 2 n^3). About n^3 flops in all, against 2 n^3
 // for solving A X = I: 40 against 60 ms at n = 800 on the development machine.
-Eigen::MatrixXd InverseFromCholesky(const Eigen::MatrixXd& factor) {
+// `linv` and `inverse` are workspaces whose storage is reused from one call to the next (a fit
+// evaluates the likelihood dozens of times at one size).
+void InverseFromCholesky(const Eigen::MatrixXd& factor, Eigen::MatrixXd* linv,
+                         Eigen::MatrixXd* inverse) {
   const Eigen::Index n = factor.rows();
   constexpr Eigen::Index kBlock = 64;
-  Eigen::MatrixXd linv = Eigen::MatrixXd::Zero(n, n);
+  linv->setZero(n, n);
   for (Eigen::Index j = 0; j < n; j += kBlock) {
     const Eigen::Index b = std::min(kBlock, n - j);
-    auto columns = linv.block(j, j, n - j, b);
+    auto columns = linv->block(j, j, n - j, b);
     columns.topRows(b).setIdentity();
     factor.block(j, j, n - j, n - j).triangularView<Eigen::Lower>().solveInPlace(columns);
   }
-  Eigen::MatrixXd inverse = Eigen::MatrixXd::Zero(n, n);
+  inverse->setZero(n, n);
   constexpr Eigen::Index kRows = 128;
   for (Eigen::Index r = 0; r < n; r += kRows) {
     const Eigen::Index b = std::min(kRows, n - r), end = r + b;
-    const auto rows = linv.block(r, 0, b, end);
-    inverse.topLeftCorner(end, end).noalias() += rows.transpose() * rows;
+    const auto rows = linv->block(r, 0, b, end);
+    inverse->topLeftCorner(end, end).noalias() += rows.transpose() * rows;
   }
-  return inverse;
 }
 
 // G[U,U] (and G^2[U,U] = -dG/drho) for the distinct users U of the data.
@@ -207,6 +209,12 @@ class Likelihood {
     data_ = &data;
     spec_ = &spec;
     if (absl::Status s = users_.Init(data, users); !s.ok()) return s;
+    same_user_.resize(n, n);
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < n; ++i) {
+        same_user_(i, j) = users_.slot_of()[i] == users_.slot_of()[j] ? 1.0 : 0.0;
+      }
+    }
     // Per group: sums over its dimensions of squared differences (stationary kernels) or of
     // products (linear kernel), for every pair.
     stats_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
@@ -237,117 +245,113 @@ class Likelihood {
     const int n = this->n();
     const int groups = spec_->groups();
     const bool need_square = gradient != nullptr && users_.laplacian() && spec_->fit_rho;
-    Eigen::MatrixXd gu, gu2;
-    if (absl::Status s = users_.Evaluate(h.rho, &gu, need_square ? &gu2 : nullptr); !s.ok()) {
+    if (absl::Status s = users_.Evaluate(h.rho, &gu_, need_square ? &gu2_ : nullptr); !s.ok()) {
       return s;
     }
     const std::vector<int>& slot = users_.slot_of();
-    Eigen::MatrixXd gp(n, n);
+    // Every n x n matrix below is a member: assigning to it at the same size reuses its storage,
+    // where fresh temporaries would cost a page fault per page at every evaluation.
+    gp_.resize(n, n);
     for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < n; ++i) gp(i, j) = gu(slot[i], slot[j]);
-    }
-    Eigen::MatrixXd same_user(n, n);  // [u_i = u_j]
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < n; ++i) same_user(i, j) = slot[i] == slot[j] ? 1.0 : 0.0;
+      for (int i = 0; i < n; ++i) gp_(i, j) = gu_(slot[i], slot[j]);
     }
     // Group length-scales from the per-dimension vector (every member of a group shares one).
     std::vector<double> l(groups, 1.0);
     for (size_t d = 0; d < spec_->lengthscale_group.size(); ++d) {
       l[spec_->lengthscale_group[d]] = h.lengthscales(d);
     }
-    Eigen::MatrixXd scaled = Eigen::MatrixXd::Zero(n, n);  // r^2, or <x, x'> for linear
-    for (int g = 0; g < groups; ++g) scaled += stats_[g] / (l[g] * l[g]);
-    Eigen::MatrixXd profile, root;
+    scaled_.setZero(n, n);  // r^2, or <x, x'> for linear
+    for (int g = 0; g < groups; ++g) scaled_ += stats_[g] / (l[g] * l[g]);
     switch (spec_->kernel) {
       case KernelType::kRbf:
-        profile = (-0.5 * scaled.array()).exp();
+        profile_ = (-0.5 * scaled_.array()).exp();
         break;
       case KernelType::kMatern32:
-        root = (3.0 * scaled.array().max(0.0)).sqrt();
-        profile = (1.0 + root.array()) * (-root.array()).exp();
+        root_ = (3.0 * scaled_.array().max(0.0)).sqrt();
+        profile_ = (1.0 + root_.array()) * (-root_.array()).exp();
         break;
       case KernelType::kMatern52:
-        root = (5.0 * scaled.array().max(0.0)).sqrt();
-        profile = (1.0 + root.array() + root.array().square() / 3.0) * (-root.array()).exp();
+        root_ = (5.0 * scaled_.array().max(0.0)).sqrt();
+        profile_ = (1.0 + root_.array() + root_.array().square() / 3.0) * (-root_.array()).exp();
         break;
       case KernelType::kLinear:
-        profile = scaled;
+        profile_ = scaled_;
         break;
     }
-    Eigen::MatrixXd inner;  // <x, x'> scaled by the length-scales, for the linear part
-    if (with_linear_) {
-      inner = Eigen::MatrixXd::Zero(n, n);
-      for (int g = 0; g < groups; ++g) inner += products_[g] / (l[g] * l[g]);
+    if (with_linear_) {  // <x, x'> scaled by the length-scales, for the linear part
+      inner_.setZero(n, n);
+      for (int g = 0; g < groups; ++g) inner_ += products_[g] / (l[g] * l[g]);
     }
-    Eigen::MatrixXd trend = Eigen::MatrixXd::Constant(n, n, h.offset_variance);
-    if (with_linear_ && h.linear_variance != 0.0) trend += h.linear_variance * inner;
-    const Eigen::MatrixXd arm = h.signal_variance * profile + trend;
-    gp += h.user_variance * same_user;  // G + eta [u = u']
-    Eigen::MatrixXd a = gp.cwiseProduct(arm);
-    a.diagonal().array() += h.noise_variance;
-    Eigen::LLT<Eigen::MatrixXd> llt(a);
-    if (llt.info() != Eigen::Success) {
-      a.diagonal().array() += 1e-8 * a.diagonal().mean();
-      llt.compute(a);
-      if (llt.info() != Eigen::Success) return absl::InternalError("kernel matrix not positive");
+    arm_ = (h.signal_variance * profile_.array() + h.offset_variance).matrix();
+    if (with_linear_ && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
+    gp_ += h.user_variance * same_user_;  // G + eta [u = u']
+    a_ = gp_.cwiseProduct(arm_);
+    a_.diagonal().array() += h.noise_variance;
+    llt_.compute(a_);
+    if (llt_.info() != Eigen::Success) {
+      a_.diagonal().array() += 1e-8 * a_.diagonal().mean();
+      llt_.compute(a_);
+      if (llt_.info() != Eigen::Success) return absl::InternalError("kernel matrix not positive");
     }
     double mean = h.prior_mean;
     if (spec_->fit_prior_mean) {
-      const Eigen::VectorXd ones_solved = llt.solve(Eigen::VectorXd::Ones(n));
+      const Eigen::VectorXd ones_solved = llt_.solve(Eigen::VectorXd::Ones(n));
       const double denominator = ones_solved.sum();
       if (denominator > 0.0) mean = ones_solved.dot(data_->y) / denominator;
     }
     if (mean_out != nullptr) *mean_out = mean;
     const Eigen::VectorXd residual = data_->y.array() - mean;
-    const Eigen::VectorXd alpha = llt.solve(residual);
-    const Eigen::MatrixXd& factor = llt.matrixLLT();
+    const Eigen::VectorXd alpha = llt_.solve(residual);
+    const Eigen::MatrixXd& factor = llt_.matrixLLT();
     const double log_det = 2.0 * factor.diagonal().array().log().sum();
     const double value =
         -0.5 * residual.dot(alpha) - 0.5 * log_det - 0.5 * n * std::log(2.0 * M_PI);
     if (gradient == nullptr) return value;
 
     // d log p / d theta = 1/2 tr(W dK/dtheta), W = alpha alpha^T - A^-1.
-    Eigen::MatrixXd w = InverseFromCholesky(factor);
-    w = alpha * alpha.transpose() - w;
-    const Eigen::MatrixXd wg = w.cwiseProduct(gp);
+    InverseFromCholesky(factor, &linv_, &w_);
+    w_ = -w_;
+    w_.noalias() += alpha * alpha.transpose();
+    wg_ = w_.cwiseProduct(gp_);
     gradient->setZero(FullSize(groups));
-    (*gradient)(kSignal) = 0.5 * h.signal_variance * wg.cwiseProduct(profile).sum();
-    (*gradient)(kOffset) = 0.5 * h.offset_variance * wg.sum();
-    if (with_linear_) (*gradient)(kLinear) = 0.5 * h.linear_variance * wg.cwiseProduct(inner).sum();
+    (*gradient)(kSignal) = 0.5 * h.signal_variance * wg_.cwiseProduct(profile_).sum();
+    (*gradient)(kOffset) = 0.5 * h.offset_variance * wg_.sum();
+    if (with_linear_) {
+      (*gradient)(kLinear) = 0.5 * h.linear_variance * wg_.cwiseProduct(inner_).sum();
+    }
     // d profile / d log l_g = slope * (this group's r^2 or products) / l_g^2, with one slope
     // matrix for every group; folded into wg once so that each group costs one pass and no
     // n x n temporary.
-    Eigen::MatrixXd slope;
     switch (spec_->kernel) {
       case KernelType::kRbf:
-        slope = wg.cwiseProduct(profile);
+        slope_ = wg_.cwiseProduct(profile_);
         break;
       case KernelType::kMatern32:
-        slope = 3.0 * wg.array() * (-root.array()).exp();
+        slope_ = 3.0 * wg_.array() * (-root_.array()).exp();
         break;
       case KernelType::kMatern52:
-        slope = (5.0 / 3.0) * wg.array() * (1.0 + root.array()) * (-root.array()).exp();
+        slope_ = (5.0 / 3.0) * wg_.array() * (1.0 + root_.array()) * (-root_.array()).exp();
         break;
       case KernelType::kLinear:
-        slope = -2.0 * wg;
+        slope_ = -2.0 * wg_;
         break;
     }
     for (int g = 0; g < groups; ++g) {
       const double l2 = l[g] * l[g];
-      double value = 0.5 * h.signal_variance * slope.cwiseProduct(stats_[g]).sum() / l2;
+      double value = 0.5 * h.signal_variance * slope_.cwiseProduct(stats_[g]).sum() / l2;
       if (with_linear_) {
         // d <x/l, x'/l> / d log l_g = -2 (this group's products) / l_g^2.
-        value -= h.linear_variance * wg.cwiseProduct(products_[g]).sum() / l2;
+        value -= h.linear_variance * wg_.cwiseProduct(products_[g]).sum() / l2;
       }
       (*gradient)(kFirstLengthscale + g) = value;
     }
-    (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w.trace();
+    (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w_.trace();
     (*gradient)(EtaIndex(groups)) =
-        0.5 * h.user_variance * (w.array() * same_user.array() * arm.array()).sum();
+        0.5 * h.user_variance * (w_.array() * same_user_.array() * arm_.array()).sum();
     if (need_square) {
       double sum = 0.0;
       for (int j = 0; j < n; ++j) {
-        for (int i = 0; i < n; ++i) sum += w(i, j) * gu2(slot[i], slot[j]) * arm(i, j);
+        for (int i = 0; i < n; ++i) sum += w_(i, j) * gu2_(slot[i], slot[j]) * arm_(i, j);
       }
       (*gradient)(RhoIndex(groups)) = -0.5 * h.rho * sum;
     }
@@ -361,6 +365,10 @@ class Likelihood {
   std::vector<Eigen::MatrixXd> stats_;
   std::vector<Eigen::MatrixXd> products_;  // per group <x, x'> sums, for the linear part
   bool with_linear_ = false;
+  Eigen::MatrixXd same_user_;  // [u_i = u_j]: fixed by the data
+  // Workspaces of Evaluate (see there).
+  Eigen::MatrixXd gu_, gu2_, gp_, scaled_, root_, profile_, inner_, arm_, a_, linv_, w_, wg_, slope_;
+  Eigen::LLT<Eigen::MatrixXd> llt_;
 };
 
 // The free parameters, in the full layout's order, as one log-space vector.
