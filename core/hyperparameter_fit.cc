@@ -215,33 +215,34 @@ class Likelihood {
         same_user_(i, j) = users_.slot_of()[i] == users_.slot_of()[j] ? 1.0 : 0.0;
       }
     }
-    // Per group: sums over its dimensions of squared differences (stationary kernels) or of
-    // products (linear kernel), for every pair.
-    stats_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
-    with_linear_ = spec.kernel != KernelType::kLinear;
-    if (with_linear_) products_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
-    for (int d = 0; d < dim; ++d) {
-      Eigen::MatrixXd& s = stats_[spec.lengthscale_group[d]];
-      const Eigen::RowVectorXd row = data.x.row(d);
-      if (spec.kernel == KernelType::kLinear) {
-        s.noalias() += row.transpose() * row;
-      } else {
-        for (int j = 0; j < n; ++j) {
-          s.col(j).array() += (row.transpose().array() - row(j)).square();
-        }
-        products_[spec.lengthscale_group[d]].noalias() += row.transpose() * row;
-      }
-    }
+    // Distances are translation invariant: they are computed from inputs centred per
+    // dimension, which keeps |a|^2 + |b|^2 - 2 a.b accurate for inputs far from the origin.
+    stationary_ = spec.kernel != KernelType::kLinear;
+    centred_ = data.x.colwise() - data.x.rowwise().mean();
     return absl::OkStatus();
   }
 
   int n() const { return static_cast<int>(data_->y.size()); }
   UserFactors& users() { return users_; }
-  const std::vector<Eigen::MatrixXd>& stats() const { return stats_; }
 
-  // Log marginal likelihood at h; gradient over the full log-space layout when asked.
+  // The mean over pairs of inputs of the squared distance in group g's dimensions (stationary
+  // kernels), or the mean squared norm of one input in them (linear kernel).
+  double TypicalSquare(int g) const {
+    const int n = this->n();
+    double sum = 0.0;
+    for (size_t d = 0; d < spec_->lengthscale_group.size(); ++d) {
+      if (spec_->lengthscale_group[d] != g) continue;
+      // sum over i != j of (x_i - x_j)^2 = 2 n sum_i (x_i - mean)^2
+      sum += stationary_ ? (n > 1 ? 2.0 * centred_.row(d).squaredNorm() / (n - 1) : 0.0)
+                         : data_->x.row(d).squaredNorm() / n;
+    }
+    return sum;
+  }
+
+  // Log marginal likelihood at h; gradient over the full log-space layout when asked. With
+  // `at_own_mean`, at h.prior_mean even when the spec profiles the mean.
   absl::StatusOr<double> Evaluate(const Hyperparameters& h, Eigen::VectorXd* gradient,
-                                  double* mean_out) {
+                                  double* mean_out, bool at_own_mean = false) {
     const int n = this->n();
     const int groups = spec_->groups();
     const bool need_square = gradient != nullptr && users_.laplacian() && spec_->fit_rho;
@@ -255,13 +256,26 @@ class Likelihood {
     for (int j = 0; j < n; ++j) {
       for (int i = 0; i < n; ++i) gp_(i, j) = gu_(slot[i], slot[j]);
     }
-    // Group length-scales from the per-dimension vector (every member of a group shares one).
+    // Group length-scales from the per-dimension vector (every member of a group shares one),
+    // and the inputs divided by them: z centred (for distances), raw (for inner products).
+    const int dim = static_cast<int>(spec_->lengthscale_group.size());
     std::vector<double> l(groups, 1.0);
-    for (size_t d = 0; d < spec_->lengthscale_group.size(); ++d) {
-      l[spec_->lengthscale_group[d]] = h.lengthscales(d);
+    for (int d = 0; d < dim; ++d) l[spec_->lengthscale_group[d]] = h.lengthscales(d);
+    Eigen::VectorXd inverse_l(dim);
+    for (int d = 0; d < dim; ++d) inverse_l(d) = 1.0 / l[spec_->lengthscale_group[d]];
+    raw_scaled_ = inverse_l.asDiagonal() * data_->x;
+    inner_.noalias() = raw_scaled_.transpose() * raw_scaled_;  // <x/l, x'/l>
+    if (stationary_) {  // r^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j
+      z_ = inverse_l.asDiagonal() * centred_;
+      const Eigen::VectorXd norms = z_.colwise().squaredNorm().transpose();
+      scaled_.noalias() = -2.0 * z_.transpose() * z_;
+      scaled_.colwise() += norms;
+      scaled_.rowwise() += norms.transpose();
+      scaled_ = scaled_.cwiseMax(0.0);
+      scaled_.diagonal().setZero();
+    } else {
+      scaled_ = inner_;  // the linear kernel's <x/l, x'/l>
     }
-    scaled_.setZero(n, n);  // r^2, or <x, x'> for linear
-    for (int g = 0; g < groups; ++g) scaled_ += stats_[g] / (l[g] * l[g]);
     switch (spec_->kernel) {
       case KernelType::kRbf:
         profile_ = (-0.5 * scaled_.array()).exp();
@@ -278,12 +292,8 @@ class Likelihood {
         profile_ = scaled_;
         break;
     }
-    if (with_linear_) {  // <x, x'> scaled by the length-scales, for the linear part
-      inner_.setZero(n, n);
-      for (int g = 0; g < groups; ++g) inner_ += products_[g] / (l[g] * l[g]);
-    }
     arm_ = (h.signal_variance * profile_.array() + h.offset_variance).matrix();
-    if (with_linear_ && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
+    if (with_linear() && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
     gp_ += h.user_variance * same_user_;  // G + eta [u = u']
     a_ = gp_.cwiseProduct(arm_);
     a_.diagonal().array() += h.noise_variance;
@@ -294,7 +304,7 @@ class Likelihood {
       if (llt_.info() != Eigen::Success) return absl::InternalError("kernel matrix not positive");
     }
     double mean = h.prior_mean;
-    if (spec_->fit_prior_mean) {
+    if (spec_->fit_prior_mean && !at_own_mean) {
       const Eigen::VectorXd ones_solved = llt_.solve(Eigen::VectorXd::Ones(n));
       const double denominator = ones_solved.sum();
       if (denominator > 0.0) mean = ones_solved.dot(data_->y) / denominator;
@@ -316,12 +326,11 @@ class Likelihood {
     gradient->setZero(FullSize(groups));
     (*gradient)(kSignal) = 0.5 * h.signal_variance * wg_.cwiseProduct(profile_).sum();
     (*gradient)(kOffset) = 0.5 * h.offset_variance * wg_.sum();
-    if (with_linear_) {
+    if (with_linear()) {
       (*gradient)(kLinear) = 0.5 * h.linear_variance * wg_.cwiseProduct(inner_).sum();
     }
-    // d profile / d log l_g = slope * (this group's r^2 or products) / l_g^2, with one slope
-    // matrix for every group; folded into wg once so that each group costs one pass and no
-    // n x n temporary.
+    // d profile / d log l_g = slope * (group g's part of r^2, or of <x/l, x'/l>), with one
+    // slope matrix for every group.
     switch (spec_->kernel) {
       case KernelType::kRbf:
         slope_ = wg_.cwiseProduct(profile_);
@@ -336,14 +345,31 @@ class Likelihood {
         slope_ = -2.0 * wg_;
         break;
     }
-    for (int g = 0; g < groups; ++g) {
-      const double l2 = l[g] * l[g];
-      double value = 0.5 * h.signal_variance * slope_.cwiseProduct(stats_[g]).sum() / l2;
-      if (with_linear_) {
-        // d <x/l, x'/l> / d log l_g = -2 (this group's products) / l_g^2.
-        value -= h.linear_variance * wg_.cwiseProduct(products_[g]).sum() / l2;
+    // Per dimension, as matrix products (S symmetric): sum_ij S_ij (z_id - z_jd)^2 =
+    // 2 sum_i z_id^2 (S 1)_i - 2 z_d' S z_d, and sum_ij S_ij z_id z_jd = z_d' S z_d.
+    if (stationary_) {
+      projected_.noalias() = slope_ * z_.transpose();
+      const Eigen::VectorXd row_sums = slope_.rowwise().sum();
+      for (int d = 0; d < dim; ++d) {
+        const double part = 2.0 * z_.row(d).array().square().matrix().dot(row_sums) -
+                            2.0 * z_.row(d).dot(projected_.col(d));
+        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
+            0.5 * h.signal_variance * part;
       }
-      (*gradient)(kFirstLengthscale + g) = value;
+    } else {
+      projected_.noalias() = slope_ * raw_scaled_.transpose();
+      for (int d = 0; d < dim; ++d) {
+        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
+            0.5 * h.signal_variance * raw_scaled_.row(d).dot(projected_.col(d));
+      }
+    }
+    if (with_linear()) {
+      // d <x/l, x'/l> / d log l_g = -2 (group g's part of it).
+      projected_.noalias() = wg_ * raw_scaled_.transpose();
+      for (int d = 0; d < dim; ++d) {
+        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) -=
+            h.linear_variance * raw_scaled_.row(d).dot(projected_.col(d));
+      }
     }
     (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w_.trace();
     (*gradient)(EtaIndex(groups)) =
@@ -361,12 +387,16 @@ class Likelihood {
  private:
   const FitData* data_ = nullptr;
   const FitSpec* spec_ = nullptr;
+  // A stationary arm kernel has a linear part beside it; the linear kernel is one.
+  bool with_linear() const { return stationary_; }
+
   UserFactors users_;
-  std::vector<Eigen::MatrixXd> stats_;
-  std::vector<Eigen::MatrixXd> products_;  // per group <x, x'> sums, for the linear part
-  bool with_linear_ = false;
+  bool stationary_ = false;
+  Eigen::MatrixXd centred_;    // inputs minus their mean, per dimension
   Eigen::MatrixXd same_user_;  // [u_i = u_j]: fixed by the data
-  // Workspaces of Evaluate (see there).
+  // Workspaces of Evaluate (see there). Memory: about 14 n x n matrices whatever the number of
+  // length-scales, plus O(n dim).
+  Eigen::MatrixXd z_, raw_scaled_, projected_;
   Eigen::MatrixXd gu_, gu2_, gp_, scaled_, root_, profile_, inner_, arm_, a_, linv_, w_, wg_, slope_;
   Eigen::LLT<Eigen::MatrixXd> llt_;
 };
@@ -564,13 +594,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   // round-off), which would put every bound of that length-scale near 0.
   std::vector<double> typical(groups, 1.0);
   for (int g = 0; g < groups; ++g) {
-    const Eigen::MatrixXd& s = likelihood.stats()[g];
-    double mean_square = 0.0;
-    if (spec.kernel == KernelType::kLinear) {
-      mean_square = s.diagonal().cwiseMax(0.0).mean();
-    } else if (n > 1) {
-      mean_square = s.cwiseMax(0.0).sum() / (static_cast<double>(n) * (n - 1));  // diagonal 0
-    }
+    const double mean_square = likelihood.TypicalSquare(g);
     if (mean_square > 0.0 && std::isfinite(mean_square)) typical[g] = std::sqrt(mean_square);
   }
   const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
@@ -607,9 +631,12 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
                   1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
   FitResult result;
   result.points = n;
-  result.free_parameters = static_cast<int>(layout.free.size());
+  result.free_parameters = static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
   {
-    absl::StatusOr<double> at_start = likelihood.Evaluate(start, nullptr, nullptr);
+    // The values in use as they are, prior mean included: a fit that mainly corrects a stale
+    // prior mean explains the data better than they do.
+    absl::StatusOr<double> at_start =
+        likelihood.Evaluate(start, nullptr, nullptr, /*at_own_mean=*/true);
     result.log_likelihood_start = at_start.ok() ? *at_start / n : -INFINITY;
   }
 

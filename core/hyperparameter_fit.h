@@ -96,11 +96,11 @@ struct FitSpec {
 
 struct FitResult {
   Hyperparameters values;
-  double log_likelihood_start = 0.0;  // per point, at the start values (prior mean profiled)
+  double log_likelihood_start = 0.0;  // per point, at the start values (their own prior mean)
   double log_likelihood = 0.0;        // per point, at the fitted values
   int evaluations = 0;
   int points = 0;
-  int free_parameters = 0;  // parameters the fit optimised (the prior mean is not counted)
+  int free_parameters = 0;  // parameters the fit optimised (a profiled prior mean counts as one)
   double seconds = 0.0;
 };
 

@@ -4,6 +4,7 @@
 #include "core/exact_gp_posterior.h"
 #include "core/linear_posterior.h"
 #include "core/nystrom_posterior.h"
+#include "core/refit.h"
 
 namespace graphbandit {
 
@@ -26,7 +27,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
     case PolicyKind::kEkTs: {
       NystromOptions nystrom;
       nystrom.ridge = ridge;
-      nystrom.kors_mu = options.kors_mu > 0.0 ? options.kors_mu : kors_mu_factor * ridge;
+      nystrom.kors_mu = KorsMu(options.kors_mu, kors_mu_factor, ridge);
       nystrom.prior_mean = prior_mean;
       // Served: the dictionary's rows of M are computed in batches (one history pass per batch).
       nystrom.growth_batch_divisor = kServedGrowthBatchDivisor;

@@ -733,6 +733,7 @@ KernelShape Model::CurrentShape() const {
   shape.user_kernel = CurrentUserKernelOptions();
   shape.context_dim = scaling_.context_dim;
   shape.arm_dim = scaling_.arm_dim;
+  shape.fixed_kors_mu = options_.kors_mu;
   return shape;
 }
 
@@ -794,6 +795,7 @@ absl::Status Model::SwitchHyperparameters(const Hyperparameters& values, double 
 }
 
 absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
+  hyperparameters_queued_ = false;
   // The configuration always wins: a value it fixes now replaces the logged one (the log may
   // have been written under another configuration).
   if (absl::Status s = SwitchHyperparameters(WithConfiguredValues(op.values), op.kors_mu_factor);
@@ -814,6 +816,10 @@ absl::Status Model::ApplyHyperparameters(const HyperparametersOp& op) {
 
 void Model::AfterBatch() {
   if (learner_ == nullptr || !learner_->SupportsRefit()) return;
+  // Decisions about the values in use wait until a logged change of them is applied (a fit
+  // finished now would be gated against, and a fit started now would start from, values about
+  // to be replaced; a fit logged after a coarsening would undo it).
+  if (hyperparameters_queued_) return;
   // A full Nystrom dictionary is rebuilt with a coarser KORS mu (core/refit.h), logged like a
   // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
   const bool nystrom =
@@ -829,12 +835,15 @@ void Model::AfterBatch() {
       op.fitted_at = last_fit_rewards_;
       MutexLock ledger(&ledger_mu_);
       MutexLock lock(&queue_mu_);
-      AppendLocked(std::move(op), nullptr, absl::InfinitePast()).IgnoreError();
+      hyperparameters_queued_ =
+          AppendLocked(std::move(op), nullptr, absl::InfinitePast()).ok();
+      if (hyperparameters_queued_) return;
     }
   }
   if (fitter_ == nullptr) return;
   if (std::optional<FitWorker::Outcome> outcome = fitter_->Take()) {
     FinishFit(*std::move(outcome));
+    if (hyperparameters_queued_) return;
   }
   if (rewards_learned_ >= next_fit_at_ && !fitter_->busy()) StartFit();
 }
@@ -902,6 +911,7 @@ void Model::FinishFit(FitWorker::Outcome outcome) {
   MutexLock ledger(&ledger_mu_);
   MutexLock lock(&queue_mu_);
   absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());
+  hyperparameters_queued_ = seq.ok();
   if (!seq.ok() && !stopping_) {
     MutexLock stats(&stats_mu_);
     ++fits_failed_;
@@ -1071,8 +1081,7 @@ void Model::Publish(uint64_t version) {
       HyperparameterView h;
       h.values = hyper_;
       h.kors_mu = options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs
-                      ? (options_.kors_mu > 0.0 ? options_.kors_mu
-                                                : kors_mu_factor_ * hyper_.noise_variance)
+                      ? KorsMu(options_.kors_mu, kors_mu_factor_, hyper_.noise_variance)
                       : 0.0;
       h.fits_applied = fits_applied_;
       h.last_fit_rewards = last_fit_rewards_;

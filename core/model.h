@@ -326,6 +326,9 @@ class Model {
   Hyperparameters hyper_;
   double kors_mu_factor_ = 1.0;
   int64_t next_fit_at_ = 0;  // rewards learned at which the next fit is due
+  // A hyper-parameter record this writer logged is not applied yet: no fit is finished or
+  // started, and no coarsening decided, against values that are about to change.
+  bool hyperparameters_queued_ = false;
   int64_t fits_applied_ = 0;
   int64_t coarsenings_ = 0;  // full-dictionary rebuilds with a coarser KORS mu
   int64_t last_fit_rewards_ = 0;

@@ -77,10 +77,19 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
           "model \"%s\": hyperparameters: %s", o.name, s.message()));
     }
   }
-  if (!std::isfinite(o.baseline_half_life) || o.baseline_half_life < 0.0) {
+  // Below one reward the tracker would absorb each reward's whole prediction error.
+  if (!std::isfinite(o.baseline_half_life) ||
+      !(o.baseline_half_life == 0.0 || o.baseline_half_life >= 1.0)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "model \"%s\": baseline_half_life must be a finite number >= 0, got %g", o.name,
-        o.baseline_half_life));
+        "model \"%s\": baseline_half_life must be 0 (off) or a finite number >= 1 (rewards), "
+        "got %g",
+        o.name, o.baseline_half_life));
+  }
+  if (o.exploration_width == ExplorationWidth::kAmm && !o.kernel_policy()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": exploration_width AMM needs a kernel policy (EK_UCB, EK_TS, GP_UCB, "
+        "GP_TS); %s has no information gain to grow it",
+        o.name, PolicyName(o.policy)));
   }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -7,32 +7,46 @@
 
 namespace graphbandit {
 
+// Messages name the configuration's fields (HyperparameterConfig); ValidateModelOptions adds
+// the model and the "hyperparameters." prefix.
 absl::Status RefitOptions::Validate() const {
-  if (first_fit < 2) return absl::InvalidArgumentError("refit first_fit must be at least 2");
-  if (!(growth > 1.0) || !std::isfinite(growth)) {
-    return absl::InvalidArgumentError("refit growth must be > 1");
+  auto bad = [](absl::string_view what) { return absl::InvalidArgumentError(what); };
+  if (first_fit < 2) return bad(absl::StrFormat("first_fit must be at least 2, got %d", first_fit));
+  if (!(growth > 1.0 && growth <= kMaxRefitGrowth)) {
+    return bad(absl::StrFormat("growth must lie in (1, %g], got %g", kMaxRefitGrowth, growth));
   }
-  if (max_interval < 1) return absl::InvalidArgumentError("refit max_interval must be >= 1");
-  if (max_points < 2 || max_points > 5000) {
-    return absl::InvalidArgumentError("refit max_points must lie in 2..5000");
+  if (max_interval < 1) {
+    return bad(absl::StrFormat("max_interval must be at least 1, got %d", max_interval));
   }
-  if (max_evaluations < 1) return absl::InvalidArgumentError("refit max_evaluations must be >= 1");
+  if (max_points < 2 || max_points > kMaxRefitPoints) {
+    return bad(absl::StrFormat(
+        "max_points must lie in 2..%d (a fit holds about 14 x max_points^2 doubles), got %d",
+        kMaxRefitPoints, max_points));
+  }
+  if (max_evaluations < 1 || max_evaluations > kMaxRefitEvaluations) {
+    return bad(absl::StrFormat("max_evaluations must lie in 1..%d, got %d", kMaxRefitEvaluations,
+                               max_evaluations));
+  }
   if (!(min_change >= 0.0) || !std::isfinite(min_change)) {
-    return absl::InvalidArgumentError("refit min_change must be >= 0");
+    return bad(absl::StrFormat("min_change must be a finite number >= 0, got %g", min_change));
   }
   if (!(min_gain_per_parameter >= 0.0) || !std::isfinite(min_gain_per_parameter)) {
-    return absl::InvalidArgumentError("refit min_gain_per_parameter must be >= 0");
+    return bad(absl::StrFormat("min_gain_per_parameter must be a finite number >= 0, got %g",
+                               min_gain_per_parameter));
   }
   if (!(kors_mu_factor > 0.0) || !std::isfinite(kors_mu_factor)) {
-    return absl::InvalidArgumentError("refit kors_mu_factor must be > 0");
+    return bad(absl::StrFormat("kors_mu_factor must be a finite number > 0, got %g",
+                               kors_mu_factor));
   }
   return absl::OkStatus();
 }
 
 int64_t NextFitAfter(int64_t at, const RefitOptions& options) {
   if (at < options.first_fit) return options.first_fit;
+  const int64_t capped = at + options.max_interval;
   const double grown = std::ceil(static_cast<double>(at) * options.growth);
-  return std::min<int64_t>(static_cast<int64_t>(grown), at + options.max_interval);
+  // Compared as doubles first: the grown count may not fit in an integer.
+  return grown >= static_cast<double>(capped) ? capped : static_cast<int64_t>(grown);
 }
 
 FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
@@ -70,6 +84,38 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   spec.fit_prior_mean = options.fit_prior_mean;
   spec.max_evaluations = options.max_evaluations;
   return spec;
+}
+
+std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, bool fits,
+                                                  const KernelShape& shape) {
+  const FitSpec spec = MakeFitSpec(options, shape);
+  // A length-scale kind is fitted when any of its dimensions is; with no such dimension, when
+  // the options would fit it.
+  auto lengthscales_fitted = [&spec](int begin, int end, bool option) {
+    if (begin >= end) return option;
+    for (int d = begin; d < end; ++d) {
+      if (spec.fit_lengthscale[spec.lengthscale_group[d]]) return true;
+    }
+    return false;
+  };
+  const int dim = shape.context_dim + shape.arm_dim;
+  std::vector<std::string> fixed;
+  for (auto [name, free] :
+       {std::pair<const char*, bool>{"signal_variance", spec.fit_signal_variance},
+        {"offset_variance", spec.fit_offset_variance},
+        {"linear_variance", spec.fit_linear_variance},
+        {"user_variance", spec.fit_user_variance},
+        {"context_lengthscale", lengthscales_fitted(0, shape.context_dim,
+                                                    options.fit_context_lengthscale)},
+        {"arm_lengthscale", lengthscales_fitted(shape.context_dim, dim,
+                                                options.fit_arm_lengthscale &&
+                                                    shape.kernel != KernelType::kLinear)},
+        {"noise_variance", spec.fit_noise_variance},
+        {"rho", spec.fit_rho},
+        {"prior_mean", spec.fit_prior_mean}}) {
+    if (!fits || !free) fixed.push_back(name);
+  }
+  return fixed;
 }
 
 Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_variance,
@@ -170,7 +216,7 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
   refit.users = users;
   refit.user_variance = values.user_variance;
   refit.ridge = values.noise_variance;
-  refit.kors_mu = kors_mu_factor * values.noise_variance;
+  refit.kors_mu = KorsMu(shape.fixed_kors_mu, kors_mu_factor, values.noise_variance);
   refit.prior_mean = values.prior_mean;
   const Eigen::VectorXd old_lengthscales = scaling->lengthscales();
   refit.rescale = old_lengthscales.cwiseQuotient(values.lengthscales);

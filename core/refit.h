@@ -10,7 +10,7 @@
 //
 // Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
 // rebuilt for the fitted rho, the ridge becomes the fitted noise variance and KORS's mu
-// kors_mu_factor times it (EK §4.8: mu = lambda), the learner's stored points are rescaled to
+// kors_mu_factor times it (EK §4.8: mu = lambda) unless the configuration fixes mu, the learner's stored points are rescaled to
 // the new length-scales and the learner rebuilds itself (Learner::Refit). Values the
 // configuration fixes are never fitted.
 #ifndef GRAPHBANDIT_CORE_REFIT_H_
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/arm_kernel.h"
@@ -45,6 +46,12 @@ inline double CoarserKorsMuFactor(double current) {
 // Above this many joint input dimensions, length-scales are fitted per group (context, arm
 // features) rather than per dimension.
 inline constexpr int kMaxPerDimensionLengthscales = 32;
+
+// Bounds of the schedule and of one fit's cost (RefitOptions::Validate): a fit of n points holds
+// about 14 n^2 doubles (440 MB at 2,000) and costs O(n^3) per likelihood evaluation.
+inline constexpr double kMaxRefitGrowth = 100.0;
+inline constexpr int kMaxRefitPoints = 2000;
+inline constexpr int kMaxRefitEvaluations = 10000;
 
 struct RefitOptions {
   bool enabled = false;
@@ -83,10 +90,25 @@ struct KernelShape {
   UserKernelOptions user_kernel;
   int context_dim = 0;
   int arm_dim = 0;
+  // KORS's mu when the configuration sets it (nystrom.kors_mu); 0: mu follows the noise
+  // variance in use (KorsMu).
+  double fixed_kors_mu = 0.0;
 };
+
+// KORS's mu for a Nystrom learner: the configured value if any, else kors_mu_factor times the
+// noise variance in use (EK §4.8: mu = lambda). The one rule for building and for refitting.
+inline double KorsMu(double fixed_kors_mu, double kors_mu_factor, double noise_variance) {
+  return fixed_kors_mu > 0.0 ? fixed_kors_mu : kors_mu_factor * noise_variance;
+}
 
 // The fit's parameterisation for this shape and these options.
 FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape);
+
+// The names of the parameters a model does not fit (HyperparameterConfig): every one when
+// `fits` is false, else those the configuration or the kernel's shape hold fixed. Derived from
+// MakeFitSpec, so that what is reported is what fits do.
+std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, bool fits,
+                                                  const KernelShape& shape);
 
 // The values a model starts with: its configuration.
 Hyperparameters InitialHyperparameters(const KernelShape& shape, double signal_variance,

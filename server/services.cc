@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 
+#include "core/refit.h"
 #include "server/config.h"
 #include "server/status_util.h"
 
@@ -204,20 +205,14 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
     h->set_last_fit_points(static_cast<uint32_t>(hv.last_fit_points));
     h->set_last_fit_log_likelihood(hv.last_fit_log_likelihood);
     h->set_exploration_width(stats.view.exploration_width);
-    const bool fits = options.refits_hyperparameters();
-    const RefitOptions& r = options.refit;
-    const bool rho_fitted = r.fit_rho && options.user_kernel == UserKernelKind::kLaplacianInverse;
-    for (auto [name, free] : {std::pair<const char*, bool>{"signal_variance", r.fit_signal_variance},
-                              {"offset_variance", r.fit_offset_variance},
-                              {"linear_variance",
-                               r.fit_linear_variance && options.kernel != KernelType::kLinear},
-                              {"user_variance", r.fit_user_variance},
-                              {"context_lengthscale", r.fit_context_lengthscale},
-                              {"arm_lengthscale", r.fit_arm_lengthscale},
-                              {"noise_variance", r.fit_noise_variance},
-                              {"rho", rho_fitted},
-                              {"prior_mean", r.fit_prior_mean}}) {
-      if (!fits || !free) h->add_fixed(name);
+    KernelShape shape;
+    shape.kernel = options.kernel;
+    shape.user_kernel = options.user_kernel_options();
+    shape.context_dim = stats.view.context_dim;
+    shape.arm_dim = stats.view.arm_dim;
+    for (const std::string& name :
+         FixedHyperparameterNames(options.refit, options.refits_hyperparameters(), shape)) {
+      h->add_fixed(name);
     }
   }
   return rpc.Finish(grpc::Status::OK);

@@ -561,6 +561,26 @@ TEST(EngineTest, ExactGpModelsRefuseRewardsBeyondTheirCapacity) {
   EXPECT_EQ((*engine->FindModel(""))->Stats().pending_decisions, 1);  // still open
 }
 
+// The means and standard deviations of a slate of three fixed arms for each of `users` (they do
+// not depend on the decision's randomness); by default users DriveAndProbe trains, and one
+// never seen.
+std::vector<double> Probe(Engine& engine,
+                          const std::vector<std::string>& users = {"user0", "user3", "stranger"}) {
+  std::vector<double> scores;
+  for (const std::string& user : users) {
+    OwnedRequest probe = ThreeArms(user);
+    probe.slate_size = 3;
+    auto decision = engine.SelectArm(probe.View());
+    EXPECT_TRUE(decision.ok()) << decision.status();
+    if (!decision.ok()) continue;
+    for (const ChosenArm& arm : decision->arms) {
+      scores.push_back(arm.mean);
+      scores.push_back(arm.stddev);
+    }
+  }
+  return scores;
+}
+
 // Drives a model with a fixed sequence and returns the scores of a probe request.
 std::vector<double> DriveAndProbe(Engine& engine, int rounds) {
   Model* model = *engine.FindModel("");
@@ -576,35 +596,7 @@ std::vector<double> DriveAndProbe(Engine& engine, int rounds) {
     }
   }
   model->WaitForFits();
-  std::vector<double> scores;
-  for (const char* user : {"user0", "user3", "stranger"}) {
-    OwnedRequest probe = ThreeArms(user);
-    probe.slate_size = 3;
-    auto decision = engine.SelectArm(probe.View());
-    EXPECT_TRUE(decision.ok());
-    for (const ChosenArm& arm : decision->arms) {
-      scores.push_back(arm.mean);
-      scores.push_back(arm.stddev);
-    }
-  }
-  return scores;
-}
-
-// The probe's means and standard deviations (they do not depend on the decision's randomness).
-std::vector<double> Probe(Engine& engine) {
-  std::vector<double> scores;
-  for (const char* user : {"user0", "user3", "stranger"}) {
-    OwnedRequest probe = ThreeArms(user);
-    probe.slate_size = 3;
-    auto decision = engine.SelectArm(probe.View());
-    EXPECT_TRUE(decision.ok()) << decision.status();
-    if (!decision.ok()) continue;
-    for (const ChosenArm& arm : decision->arms) {
-      scores.push_back(arm.mean);
-      scores.push_back(arm.stddev);
-    }
-  }
-  return scores;
+  return Probe(engine);
 }
 
 // What is on disk at this moment is what a kill -9 would leave (records are written before
@@ -951,7 +943,11 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
       const std::string name = absl::StrCat(PolicyName(policy), "/", UserKernelKindName(kernel));
       int late_a = 0;  // choices of "a" in the last 20 rounds
       for (int round = 0; round < 80; ++round) {
-        auto decision = engine->SelectArm(ThreeArms(round % 2 ? "alice" : "bob").View());
+        // "a" moves through the candidate positions, so a policy stuck on one position fails.
+        OwnedRequest request = ThreeArms(round % 2 ? "alice" : "bob");
+        std::rotate(request.candidates.begin(), request.candidates.begin() + round % 3,
+                    request.candidates.end());
+        auto decision = engine->SelectArm(request.View());
         ASSERT_TRUE(decision.ok()) << name << ": " << decision.status();
         EXPECT_EQ(decision->policy, PolicyName(policy));
         const bool a = decision->arms[0].arm_id == "a";
@@ -1018,7 +1014,10 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   EXPECT_LT(fitted.values.noise_variance, 10 * 0.01) << fitted.values.DebugString();
   EXPECT_EQ(fitted.kors_mu, fitted.values.noise_variance);
   EXPECT_EQ(view->scaling.lengthscales(), fitted.values.lengthscales);
-  const std::vector<double> before = Probe(*engine);
+  // Users the model learned from (their posterior depends on the whole learner state) and one
+  // it never saw.
+  const std::vector<std::string> probed = {"u0", "u1", "u3", "stranger"};
+  const std::vector<double> before = Probe(*engine, probed);
   model->WaitForFits();
 
   // Crash: the log alone (no snapshot yet) replays the logged fits at their place.
@@ -1038,7 +1037,7 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
     ASSERT_TRUE(again->View()->hyperparameters.has_value());
     EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
     EXPECT_EQ(again->View()->hyperparameters->fits_applied, fitted.fits_applied);
-    EXPECT_EQ(Probe(**recovered), before);  // bit-identical
+    EXPECT_EQ(Probe(**recovered, probed), before);  // bit-identical
     (*recovered)->Shutdown();
   }
   std::filesystem::remove_all(crashed);
@@ -1052,7 +1051,7 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   EXPECT_GT(again->recovery().snapshot_seq, 0u);
   EXPECT_EQ(again->recovery().records_replayed, 0);
   EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
-  EXPECT_EQ(Probe(**restarted), before);
+  EXPECT_EQ(Probe(**restarted, probed), before);
 }
 
 // After a configuration change, values the new configuration fixes win over the snapshot's.
@@ -1087,7 +1086,8 @@ TEST(EngineTest, ConfiguredValuesWinOverFittedOnesAfterARestart) {
   ModelOptions off = options;
   off.refit.enabled = false;
   auto engine = OpenEngine({off}, dir.path());
-  const HyperparameterView& h = *(*engine->FindModel(""))->View()->hyperparameters;
+  const std::shared_ptr<const ModelView> view = (*engine->FindModel(""))->View();
+  const HyperparameterView& h = *view->hyperparameters;
   EXPECT_EQ(h.values.noise_variance, off.ridge);
   EXPECT_EQ(h.values.rho, off.rho);
   EXPECT_EQ(h.values.signal_variance, off.kernel_variance);
@@ -1123,7 +1123,8 @@ TEST(EngineTest, AFullDictionaryIsCoarsenedAndRecovered) {
   EXPECT_GE(h.coarsenings, 1);
   EXPECT_GT(h.kors_mu, h.values.noise_variance);
   EXPECT_EQ(model->View()->rewards_learned, 200);
-  const std::vector<double> before = Probe(*engine);
+  const std::vector<std::string> probed = {"u0", "u2", "u4", "stranger"};
+  const std::vector<double> before = Probe(*engine, probed);
   model->WaitForFits();
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
   {
@@ -1135,7 +1136,7 @@ TEST(EngineTest, AFullDictionaryIsCoarsenedAndRecovered) {
     Model* again = *(*recovered)->FindModel("");
     EXPECT_EQ(again->View()->hyperparameters->coarsenings, h.coarsenings);
     EXPECT_EQ(again->View()->hyperparameters->kors_mu, h.kors_mu);
-    EXPECT_EQ(Probe(**recovered), before);
+    EXPECT_EQ(Probe(**recovered, probed), before);
     (*recovered)->Shutdown();
   }
   std::filesystem::remove_all(crashed);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "core/exact_gp_posterior.h"
@@ -196,6 +197,32 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
               << per_dimension << " n " << n;
         }
       }
+    }
+  }
+}
+
+// Stationary kernels depend on differences only: moving every input far from the origin leaves
+// the likelihood and its gradient unchanged (distances are computed from centred inputs).
+TEST(LogMarginalLikelihood, StationaryKernelsAreTranslationInvariant) {
+  Rng rng(13);
+  const UserGraph graph = SmallGraph();
+  const FitData data = RandomData(120, 3, 8, rng);
+  FitData moved = data;
+  moved.x.array() += 1e4;
+  Hyperparameters h = Values(3, rng);
+  h.linear_variance = 0.0;  // the linear part is not translation invariant
+  FitUsers users;
+  users.graph = &graph;
+  for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52}) {
+    const FitSpec spec = GroupedSpec(kernel, 0, 3, true);
+    Eigen::VectorXd g0, g1;
+    const double l0 = *LogMarginalLikelihood(data, users, h, spec, &g0);
+    const double l1 = *LogMarginalLikelihood(moved, users, h, spec, &g1);
+    EXPECT_NEAR(l1, l0, 1e-9 * std::abs(l0)) << KernelTypeName(kernel);
+    // Every component but the linear part's (index 2), which sees the moved inputs.
+    for (Eigen::Index k = 0; k < g0.size(); ++k) {
+      if (k == 2) continue;
+      EXPECT_NEAR(g1(k), g0(k), 1e-7 * std::max(1.0, std::abs(g0(k)))) << k;
     }
   }
 }
@@ -456,6 +483,73 @@ TEST(FitHyperparameters, GainOverTheTruthIsSmallOverAWrongStartLarge) {
   EXPECT_TRUE(FitImproves(*from_wrong, options));
 }
 
+// The gate compares with the values in use as they are: a prior mean far from the data is worth
+// replacing even when everything else is right.
+TEST(FitHyperparameters, AStalePriorMeanIsWorthARefit) {
+  Rng rng(35);
+  UserGraph graph = SmallGraph();
+  Hyperparameters truth;
+  truth.signal_variance = 1.0;
+  truth.lengthscales = Eigen::Vector2d(0.7, 1.2);
+  truth.noise_variance = 0.05;
+  truth.rho = 0.5;
+  FitData data = SampleFromModel(truth, graph, 300, 8, rng);
+  data.y.array() += 3.0;  // the rewards' level moved; the values in use still say 0
+  FitSpec spec = GroupedSpec(KernelType::kRbf, 0, 2, true);
+  ASSERT_TRUE(spec.fit_prior_mean);
+  FitUsers users;
+  users.graph = &graph;
+  auto fit = FitHyperparameters(data, users, truth, spec);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_NEAR(fit->values.prior_mean, 3.0, 1.0);
+  EXPECT_TRUE(FitImproves(*fit, RefitOptions()))
+      << (fit->log_likelihood - fit->log_likelihood_start) * 300 << " nats";
+}
+
+TEST(RefitSchedule, FixedNamesFollowWhatFitsDo) {
+  using ::testing::ElementsAre;
+  RefitOptions options;
+  options.enabled = true;
+  KernelShape shape;
+  shape.context_dim = 1;
+  shape.arm_dim = 2;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ::testing::IsEmpty());
+  EXPECT_EQ(FixedHyperparameterNames(options, false, shape).size(), 9u);
+  options.fit_noise_variance = false;
+  options.fit_context_lengthscale = false;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
+              ElementsAre("context_lengthscale", "noise_variance"));
+  // The shape fixes more: rho without the Green's function; with the linear kernel its linear
+  // part, and a shared arm length-scale (it only rescales the variance).
+  options = RefitOptions();
+  options.enabled = true;
+  options.per_dimension = false;
+  shape.kernel = KernelType::kLinear;
+  shape.user_kernel.kind = UserKernelKind::kHeat;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
+              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
+  options.per_dimension = true;  // relative relevance per dimension is fitted
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("linear_variance", "rho"));
+}
+
+TEST(RefitSchedule, ValidationNamesTheFieldAndTheValue) {
+  RefitOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.growth = 1e300;  // would overflow the schedule's integer arithmetic
+  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("growth must lie in (1, 100], got 1e+300"));
+  options = RefitOptions();
+  options.max_points = 5000;
+  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("max_points must lie in 2..2000"));
+  options = RefitOptions();
+  options.max_evaluations = 0;
+  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("max_evaluations must lie in 1..10000, got 0"));
+  // The schedule itself stays in range for any valid growth.
+  options = RefitOptions();
+  options.growth = 100.0;
+  options.max_interval = 4000;
+  EXPECT_EQ(NextFitAfter(int64_t{1} << 60, options), (int64_t{1} << 60) + 4000);
+}
+
 TEST(RefitSchedule, MaterialChange) {
   Hyperparameters a;
   a.lengthscales = Eigen::Vector2d(1.0, 2.0);
@@ -562,8 +656,8 @@ TEST(LearnerRefit, NystromWithFullDictionaryMatchesExactGpBuiltWithTheNewValues)
   EXPECT_EQ(s_f, s_n);
 }
 
-// After a refit, learning goes on as in a learner that had the new values from the start:
-// the refitted learner and a fresh one (same dictionary) learn the same next observations.
+// A refit's prior mean is the prediction where nothing was learned, also after learning
+// elsewhere.
 TEST(LearnerRefit, PriorMeanShiftsTheUnlearnedPrediction) {
   Rng rng(37);
   auto users = std::make_shared<ConstantUserKernel>(1.0, 0.0);
@@ -611,7 +705,7 @@ TEST(LearnerRefit, ThinningKeepsTheDictionaryConsistentAndStateRoundTrips) {
   EXPECT_LT(learner.dictionary_size(), before / 2);
   EXPECT_GT(learner.stats().thinned, 0);
   EXPECT_EQ(learner.stats().refits, 1);
-  // The rebuilt factors describe the kept dictionary exactly: M = K_ZS K_SZ + lambda K_ZZ.
+  // The thinned state round-trips through a snapshot, and both copies keep learning alike.
   storage::Encoder saved;
   learner.SaveState(&saved);
   NystromPosterior restored(2, ArmKernel(KernelType::kRbf, 1.0), users, [&] {
@@ -635,6 +729,37 @@ TEST(LearnerRefit, ThinningKeepsTheDictionaryConsistentAndStateRoundTrips) {
   restored.Score(3, q, &m2, &s2);
   EXPECT_EQ(m1, m2);
   EXPECT_EQ(s1, s2);
+}
+
+// A KORS mu fixed by the configuration stays through refits; otherwise mu follows the fitted
+// noise variance (times the coarsening factor).
+TEST(LearnerRefit, AConfiguredKorsMuIsKeptThroughRefits) {
+  EXPECT_EQ(KorsMu(0.05, 2.0, 0.3), 0.05);
+  EXPECT_EQ(KorsMu(0.0, 2.0, 0.3), 0.6);
+  const UserGraph graph = SmallGraph();
+  Hyperparameters h;
+  h.lengthscales = Eigen::Vector2d(1.5, 0.5);
+  h.noise_variance = 0.3;
+  h.rho = 0.2;
+  for (const double configured : {0.05, 0.0}) {
+    NystromOptions options;
+    options.ridge = 0.1;
+    options.kors_mu = configured > 0.0 ? configured : 0.1;
+    auto users = *GreenFunction::Build(graph, 0.1);
+    NystromPosterior learner(2, ArmKernel(KernelType::kRbf, 1.0), users, options);
+    Rng rng(53);
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(learner.Observe(i % 8, RandomMatrix(2, 1, rng).col(0), rng.Normal()).ok());
+    }
+    KernelShape shape;
+    shape.arm_dim = 2;
+    shape.fixed_kors_mu = configured;
+    FeatureScaling scaling{0, 2, 1.0, 1.0, Eigen::VectorXd()};
+    std::shared_ptr<const UserKernel> kernel = users;
+    ASSERT_TRUE(ApplyHyperparameters(h, shape, 2.0, graph, &scaling, &kernel, &learner).ok());
+    EXPECT_EQ(learner.options().ridge, 0.3);
+    EXPECT_EQ(learner.options().kors_mu, configured > 0.0 ? configured : 0.6);
+  }
 }
 
 // What a fit sees of a learner: observations from the oldest to the newest, as stored.

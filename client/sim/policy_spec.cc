@@ -185,6 +185,7 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
         shape.user_kernel = spec.user_kernel;
         shape.context_dim = run.scaling.context_dim;
         shape.arm_dim = run.scaling.arm_dim;
+        shape.fixed_kors_mu = spec.fixed_kors_mu ? options.kors_mu : 0.0;
         if (absl::Status s = spec.refit.Validate(); !s.ok()) return s;
         run.refitter = std::make_unique<InlineRefitter>(
             spec.refit, shape,

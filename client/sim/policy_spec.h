@@ -65,6 +65,9 @@ struct PolicySpec {
   RefitOptions refit;
   // EK family: rebuild a full dictionary with a coarser KORS mu (core/refit.h).
   bool coarsen_when_full = false;
+  // EK family with refits: KORS mu stays nystrom.kors_mu through refits (the server's
+  // configured nystrom.kors_mu); false: it follows the fitted noise variance.
+  bool fixed_kors_mu = false;
 };
 
 // Refits inline (the server fits on a helper thread and applies the result at a logged point

@@ -189,6 +189,7 @@ PolicySpec EkPolicyFromModel(const std::string& name, const ModelOptions& o) {
   spec.refit = o.refit;
   spec.refit.enabled = o.refits_hyperparameters();
   spec.coarsen_when_full = o.coarsen_full_dictionary && o.kors_mu == 0.0;
+  spec.fixed_kors_mu = o.kors_mu > 0.0;
   return spec;
 }
 
