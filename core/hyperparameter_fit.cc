@@ -508,23 +508,26 @@ double Objective(unsigned n, const double* x, double* grad, void* data) {
 }
 
 absl::Status CheckStart(const Hyperparameters& h, int dim) {
-  if (h.lengthscales.size() != dim || !(h.lengthscales.array() > 0.0).all() ||
-      !h.lengthscales.allFinite()) {
-    return absl::InvalidArgumentError("start values need one positive length-scale per dimension");
+  if (h.lengthscales.size() != dim) {
+    return absl::InvalidArgumentError("start values need one length-scale per dimension");
   }
-  if (!(h.linear_variance >= 0.0) || !(h.user_variance >= 0.0) ||
-      !std::isfinite(h.linear_variance) || !std::isfinite(h.user_variance)) {
-    return absl::InvalidArgumentError("start values out of range");
-  }
-  if (!(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) || !(h.noise_variance > 0.0) ||
-      !(h.rho > 0.0) || !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
-      !std::isfinite(h.noise_variance) || !std::isfinite(h.rho) || !std::isfinite(h.prior_mean)) {
-    return absl::InvalidArgumentError("start values out of range");
+  if (!h.InRange(dim)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("start values out of range: %s", h.DebugString()));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+bool Hyperparameters::InRange(int dim) const {
+  auto positive = [](double v) { return v > 0.0 && std::isfinite(v); };
+  auto non_negative = [](double v) { return v >= 0.0 && std::isfinite(v); };
+  return (dim < 0 || lengthscales.size() == dim) && (lengthscales.array() > 0.0).all() &&
+         lengthscales.allFinite() && positive(signal_variance) && non_negative(offset_variance) &&
+         non_negative(linear_variance) && non_negative(user_variance) &&
+         positive(noise_variance) && positive(rho) && std::isfinite(prior_mean);
+}
 
 std::string Hyperparameters::DebugString() const {
   std::vector<std::string> l;

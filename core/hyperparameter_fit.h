@@ -63,6 +63,9 @@ struct Hyperparameters {
            noise_variance == o.noise_variance && rho == o.rho && prior_mean == o.prior_mean;
   }
   std::string DebugString() const;
+  // Every value finite; variances, length-scales, noise and rho > 0 (offset, linear and user
+  // variances may be 0); `dim` length-scales (any number when dim < 0).
+  bool InRange(int dim = -1) const;
 };
 
 // The observations a fit uses. Inputs are raw (not divided by length-scales).

@@ -541,26 +541,18 @@ absl::Status Model::LoadState(absl::string_view payload) {
     uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
     if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
         !in.GetDouble(&h.linear_variance) || !in.GetDouble(&h.user_variance) ||
-        !(h.linear_variance >= 0.0) || !(h.user_variance >= 0.0) ||
-        !std::isfinite(h.linear_variance) || !std::isfinite(h.user_variance) ||
         !in.GetDoubles(&lengthscales, 1u << 16) || !in.GetDouble(&h.noise_variance) ||
         !in.GetDouble(&h.rho) || !in.GetDouble(&h.prior_mean) || !in.GetDouble(&factor) ||
         !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
         !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
-        !in.GetDouble(&baseline) || !std::isfinite(baseline) ||
-        !in.GetVarint64(&coarsenings) || coarsenings > 64 || factor > kMaxKorsMuFactor ||
-        !(h.signal_variance > 0.0) || !(h.offset_variance >= 0.0) ||
-        !(h.noise_variance > 0.0) || !(h.rho > 0.0) || !(factor > 0.0) ||
-        !std::isfinite(h.signal_variance) || !std::isfinite(h.offset_variance) ||
-        !std::isfinite(h.noise_variance) || !std::isfinite(h.rho) ||
-        !std::isfinite(h.prior_mean) || !std::isfinite(factor) || next_fit > INT64_MAX ||
-        fits > INT64_MAX || last_rewards > INT64_MAX || last_points > INT32_MAX) {
+        !in.GetDouble(&baseline) || !std::isfinite(baseline) || !in.GetVarint64(&coarsenings) ||
+        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX ||
+        fits > INT64_MAX || coarsenings > INT64_MAX || last_rewards > INT64_MAX ||
+        last_points > INT32_MAX) {
       return bad("hyper-parameters");
     }
     h.lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
-    if (!(h.lengthscales.array() > 0.0).all() || !h.lengthscales.allFinite()) {
-      return bad("length-scales");
-    }
+    if (!h.InRange()) return bad("hyper-parameters out of range");
     hyper_ = std::move(h);
     kors_mu_factor_ = factor;
     next_fit_at_ = static_cast<int64_t>(next_fit);

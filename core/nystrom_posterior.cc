@@ -499,13 +499,9 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   // A factor's storage never exceeds max(8, twice the largest size it ever had).
   const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
   CholeskyFactor chol_m, chol_zz, chol_kors;
-  // M covers the dictionary but for the points still pending: at most a growth batch, and
-  // batches were up to 64 points in earlier versions, whose snapshots must still load (the next
-  // admission flushes however many are pending).
-  constexpr int64_t kMaxPendingInSnapshot = 64;
-  static_assert(kMaxGrowthBatch <= kMaxPendingInSnapshot);
+  // M covers the dictionary but for the points still pending: at most a growth batch.
   if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() > m ||
-      m - chol_m.size() > kMaxPendingInSnapshot) {
+      m - chol_m.size() > kMaxGrowthBatch) {
     return malformed("factor of M");
   }
   if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {

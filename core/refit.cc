@@ -190,15 +190,7 @@ absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelSha
                                   FeatureScaling* scaling,
                                   std::shared_ptr<const UserKernel>* user_kernel,
                                   Learner* learner) {
-  const int dim = scaling->joint_dim();
-  if (values.lengthscales.size() != dim || !(values.lengthscales.array() > 0.0).all() ||
-      !values.lengthscales.allFinite() || !(values.signal_variance > 0.0) ||
-      !(values.offset_variance >= 0.0) || !(values.noise_variance > 0.0) ||
-      !(values.linear_variance >= 0.0) || !(values.user_variance >= 0.0) ||
-      !std::isfinite(values.linear_variance) || !std::isfinite(values.user_variance) ||
-      !(values.rho > 0.0) || !std::isfinite(values.signal_variance) ||
-      !std::isfinite(values.offset_variance) || !std::isfinite(values.noise_variance) ||
-      !std::isfinite(values.rho) || !std::isfinite(values.prior_mean)) {
+  if (!values.InRange(scaling->joint_dim())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("hyper-parameters out of range: %s", values.DebugString()));
   }

@@ -3,10 +3,11 @@
 // helper thread and log the result) and the simulator (which fits inline at the same points).
 //
 // Schedule: the first fit once `first_fit` rewards are learned, then each time the number of
-// learned rewards has grown by the factor `growth` (but at least every `max_interval`), and at
-// once when the dictionary reaches its cap. A fit uses `max_points` retained observations spread
-// evenly from the oldest to the most recent. Fitted values whose every relative change is below `min_change` are not
-// applied (nothing is rebuilt): after a few fits a stationary task stops paying for rebuilds.
+// learned rewards has grown by the factor `growth` (but at least every `max_interval`). A fit
+// uses `max_points` retained observations spread evenly from the oldest to the most recent.
+// Fitted values are applied (and the learner rebuilt) only when they explain those
+// observations better than the values in use (FitImproves) and one of them moved by more than
+// `min_change`: after a few fits a stationary task stops paying for rebuilds.
 //
 // Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
 // rebuilt for the fitted rho, the ridge becomes the fitted noise variance and KORS's mu

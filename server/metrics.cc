@@ -6,6 +6,7 @@
 #include <prometheus/metric_family.h>
 
 #include "core/model.h"
+#include "core/refit.h"
 
 namespace graphbandit::server {
 namespace {
@@ -104,7 +105,9 @@ class ModelCollector : public prometheus::Collectable {
     }
     families.push_back(std::move(freshness));
     // Hyper-parameters in use (kernel models), one series per parameter; length-scales per
-    // input dimension (at most a few dozen: bounded labels).
+    // input dimension up to kMaxPerDimensionLengthscales dimensions (the most a fit gives
+    // separate values), else one series for the context and one for the arm features: the
+    // labels stay bounded whatever the feature dimension.
     prometheus::MetricFamily hyper{
         "graphbandit_hyperparameter",
         "Kernel hyper-parameters the served state uses (fitted or configured), by parameter.",
@@ -143,8 +146,16 @@ class ModelCollector : public prometheus::Collectable {
         add(&hyper, "parameter", "prior_mean", h.prior_mean);
         add(&hyper, "parameter", "kors_mu", st.view.hyperparameters->kors_mu);
         add(&hyper, "parameter", "exploration_width", st.view.exploration_width);
+        const bool per_dimension = h.lengthscales.size() <= kMaxPerDimensionLengthscales;
         for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
           const bool context = d < st.view.context_dim;
+          if (!per_dimension) {  // one value per kind: its first dimension
+            if (d == 0 || d == st.view.context_dim) {
+              add(&hyper, "parameter", context ? "context_lengthscale" : "arm_lengthscale",
+                  h.lengthscales(d));
+            }
+            continue;
+          }
           add(&hyper, "parameter",
               context ? "context_lengthscale_" + std::to_string(d)
                       : "arm_lengthscale_" + std::to_string(d - st.view.context_dim),
