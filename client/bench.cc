@@ -9,8 +9,12 @@
 //                       acknowledging a reward to serving a state that learned it).
 //  --mode=durability    ReportReward throughput and latency under each fsync policy (every
 //                       record, group commit, none), closed-loop reporters on a real disk.
+//  --mode=refit         What hyper-parameter fitting costs (core/refit.h): one fit on the
+//                       default max_points observations (helper thread), and the rebuild of
+//                       the Nystrom posterior with the fitted values (writer thread, learning
+//                       paused meanwhile) after t observations, for each --refit_history.
 //
-// Both print a table; figures come from one run, side by side.
+// Each prints a table; figures come from one run, side by side.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,8 +37,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/engine.h"
+#include "absl/strings/numbers.h"
+#include "core/green_function.h"
+#include "core/learner_factory.h"
+#include "core/nystrom_posterior.h"
+#include "core/random.h"
+#include "core/refit.h"
 
-ABSL_FLAG(std::string, mode, "all", "reward_rate, durability or all.");
+ABSL_FLAG(std::string, mode, "all", "reward_rate, durability, refit or all.");
+ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
+          "--mode=refit: observations learned before the fit and the rebuild, one row each.");
 ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
           "Reward rates per second for --mode=reward_rate, one phase each; max = unpaced.");
 ABSL_FLAG(double, phase_seconds, 4.0, "Length of each phase.");
@@ -282,21 +294,113 @@ void DurabilityCost() {
 }  // namespace
 }  // namespace graphbandit
 
+namespace graphbandit {
+
+// Peak resident set of the process so far, in KiB.
+long PeakRssKb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// A learner as the server builds one for EK_UCB (8 arm features, 30 users in 3 groups of
+// friends, cap 1,000), fed `history` rewards of a smooth function with noise; then one fit with
+// the default options and the rebuild with its values, each timed.
+void RefitCost() {
+  constexpr int kDim = 8, kUsers = 30;
+  UserGraph graph;
+  graph.EnsureUsers(kUsers);
+  for (int u = 0; u < kUsers; ++u) graph.SetEdge(u, (u + 3) % kUsers, 1.0);  // 3 rings of 10
+  std::printf("# refit cost: EK_UCB learner, %d features, %d users, dictionary cap 1000, fit on "
+              "up to %d points\n",
+              kDim, kUsers, RefitOptions().max_points);
+  std::printf("%9s %6s %10s %12s %13s %12s %10s\n", "history", "m", "fit s", "evaluations",
+              "fit MB (RSS)", "rebuild s", "applied");
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_refit_history), ',')) {
+    int history = 0;
+    if (!absl::SimpleAtoi(text, &history) || history < 2) {
+      std::fprintf(stderr, "bad --refit_history entry \"%s\"\n", std::string(text).c_str());
+      std::exit(2);
+    }
+    ModelOptions model;
+    RefitOptions refit = ModelOptions::DefaultRefit();
+    KernelShape shape;
+    shape.arm_dim = kDim;
+    std::shared_ptr<const UserKernel> users = *GreenFunction::Build(graph, model.rho);
+    NystromOptions options;
+    options.ridge = options.kors_mu = model.ridge;
+    options.growth_batch_divisor = kServedGrowthBatchDivisor;
+    NystromPosterior learner(kDim, ArmKernel(KernelType::kRbf, 1.0), users, options);
+    FeatureScaling scaling{0, kDim, 1.0, 1.0, Eigen::VectorXd()};
+    Rng rng(7);
+    // The reward: 8 tanh units of all features, weighted per group of friends (the
+    // robustness preset's kind of task, which fills the dictionary within a few thousand).
+    Eigen::MatrixXd units(kDim, 8), weights(3, 8);
+    for (int k = 0; k < 8; ++k) {
+      for (int d = 0; d < kDim; ++d) units(d, k) = rng.Normal() * 0.5;
+      for (int g = 0; g < 3; ++g) weights(g, k) = rng.Normal();
+    }
+    for (int i = 0; i < history; ++i) {
+      Eigen::VectorXd x(kDim);
+      for (int d = 0; d < kDim; ++d) x(d) = rng.Normal();
+      const int32_t user = static_cast<int32_t>(rng.UniformInt(kUsers));
+      const Eigen::VectorXd hidden = (units.transpose() * x).array().tanh().matrix();
+      const double reward = weights.row(user % 3).dot(hidden) + 0.3 * rng.Normal();
+      if (absl::Status s = learner.Observe(user, x, reward); !s.ok()) {
+        std::fprintf(stderr, "observe: %s\n", std::string(s.message()).c_str());
+        std::exit(1);
+      }
+    }
+    const Hyperparameters start =
+        InitialHyperparameters(shape, model.kernel_variance, scaling, model.ridge);
+    const FitData data = SpreadRawObservations(learner, scaling, refit.max_points);
+    const long rss_before = PeakRssKb();
+    const auto fit_started = Clock::now();
+    auto fit = FitHyperparameters(data, MakeFitUsers(shape, refit, graph, users), start,
+                                  MakeFitSpec(refit, shape));
+    const double fit_seconds = std::chrono::duration<double>(Clock::now() - fit_started).count();
+    if (!fit.ok()) {
+      std::fprintf(stderr, "fit: %s\n", std::string(fit.status().message()).c_str());
+      std::exit(1);
+    }
+    const long rss_after = PeakRssKb();
+    const auto rebuild_started = Clock::now();
+    if (absl::Status s = ApplyHyperparameters(fit->values, shape, 1.0, graph, &scaling, &users,
+                                              &learner);
+        !s.ok()) {
+      std::fprintf(stderr, "rebuild: %s\n", std::string(s.message()).c_str());
+      std::exit(1);
+    }
+    const double rebuild_seconds =
+        std::chrono::duration<double>(Clock::now() - rebuild_started).count();
+    std::printf("%9d %6lld %10.2f %12d %13.0f %12.2f %10s\n", history,
+                static_cast<long long>(learner.dictionary_size()), fit_seconds, fit->evaluations,
+                (rss_after - rss_before) / 1024.0, rebuild_seconds,
+                FitImproves(*fit, refit) ? "yes" : "gate: no");
+    std::fflush(stdout);
+  }
+  std::printf("(fit MB: growth of the peak resident set during the fit; 0 when an earlier, "
+              "larger row already reached it)\n\n");
+}
+
+}  // namespace graphbandit
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Measures SelectArm latency against the reward rate, and ReportReward cost per fsync "
       "policy.\nExample: graphbandit-bench --mode=all --phase_seconds=4");
   absl::ParseCommandLine(argc, argv);
   const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode != "reward_rate" && mode != "durability" && mode != "all") {
-    std::fprintf(stderr, "--mode must be reward_rate, durability or all\n");
+  if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "all") {
+    std::fprintf(stderr, "--mode must be reward_rate, durability, refit or all\n");
     return 2;
   }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::printf("graphbandit-bench on %s, %u hardware threads\n\n", host,
               std::thread::hardware_concurrency());
-  if (mode != "durability") graphbandit::RewardRate();
-  if (mode != "reward_rate") graphbandit::DurabilityCost();
+  if (mode == "reward_rate" || mode == "all") graphbandit::RewardRate();
+  if (mode == "durability" || mode == "all") graphbandit::DurabilityCost();
+  if (mode == "refit" || mode == "all") graphbandit::RefitCost();
   return 0;
 }

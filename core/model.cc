@@ -174,6 +174,7 @@ Model::Model(const ModelOptions& options, const Durability& durability)
   hyper_.noise_variance = options.ridge;
   hyper_.rho = options.rho;
   hyper_.prior_mean = 0.0;
+  kors_mu_factor_ = options.refit.kors_mu_factor;
   next_fit_at_ = NextFitAfter(0, options.refit);
 }
 

@@ -11,9 +11,9 @@
 //
 // Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
 // rebuilt for the fitted rho, the ridge becomes the fitted noise variance and KORS's mu
-// kors_mu_factor times it (EK §4.8: mu = lambda) unless the configuration fixes mu, the learner's stored points are rescaled to
-// the new length-scales and the learner rebuilds itself (Learner::Refit). Values the
-// configuration fixes are never fitted.
+// kors_mu_factor times it (EK §4.8: mu = lambda) unless the configuration fixes mu, the
+// learner's stored points are rescaled to the new length-scales and the learner rebuilds itself
+// (Learner::Refit). Values the configuration fixes are never fitted.
 #ifndef GRAPHBANDIT_CORE_REFIT_H_
 #define GRAPHBANDIT_CORE_REFIT_H_
 
@@ -77,6 +77,9 @@ struct RefitOptions {
   // Fitted values replace the current ones only when, on the fit's own observations, they
   // raise the log likelihood by at least this many nats per free parameter (FitImproves).
   double min_gain_per_parameter = 1.0;
+  // KORS mu = this factor times the noise variance in use (unless nystrom.kors_mu fixes mu): the
+  // starting factor, which a coarsening doubles. Not in the configuration (the simulator's
+  // robustness-sensitivity preset varies it).
   double kors_mu_factor = 1.0;
 
   absl::Status Validate() const;

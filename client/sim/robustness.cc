@@ -179,7 +179,7 @@ PolicySpec EkPolicyFromModel(const std::string& name, const ModelOptions& o) {
   spec.context_lengthscale = o.context_lengthscale;
   spec.user_kernel = o.user_kernel_options();
   spec.nystrom.ridge = o.ridge;
-  spec.nystrom.kors_mu = o.effective_kors_mu();
+  spec.nystrom.kors_mu = KorsMu(o.kors_mu, o.refit.kors_mu_factor, o.ridge);  // as the server
   spec.nystrom.kors_epsilon = o.kors_epsilon;
   spec.nystrom.kors_gamma = o.kors_gamma;
   spec.nystrom.max_dictionary_size = o.max_dictionary_size;
@@ -329,8 +329,9 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
     p.description =
         "The evidence behind the defaults: on the robustness tasks, the default EK_UCB against "
         "one change at a time (exploration scale 0.25, 1 and 2; the AMM confidence width; no "
-        "drifting-baseline tracker; every fit applied; no fitting at all, as before issue 9), "
-        "beside the same baselines.";
+        "drifting-baseline tracker; every fit applied; KORS mu 10 times the noise variance; a "
+        "full dictionary coarsened) and against the model before issue 9 (nothing fitted, "
+        "exploration 2, no tracker), beside the same baselines.";
     p.environments = environments;
     p.policies.push_back(EkPolicyFromModel(kDefaultUcbName, defaults));
     for (double beta : {0.25, 1.0, 2.0}) {
@@ -338,11 +339,11 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
       o.exploration = beta;
       p.policies.push_back(EkPolicyFromModel(absl::StrFormat("EK-UCB [exploration %g]", beta), o));
     }
-    for (double c : {0.02, 0.05}) {
+    {
       ModelOptions o = defaults;
       o.exploration_width = ExplorationWidth::kAmm;
-      o.exploration = c;
-      p.policies.push_back(EkPolicyFromModel(absl::StrFormat("EK-UCB [AMM width, %g]", c), o));
+      o.exploration = 0.05;
+      p.policies.push_back(EkPolicyFromModel("EK-UCB [AMM width, 0.05]", o));
     }
     {
       ModelOptions o = defaults;
@@ -355,6 +356,16 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
       p.policies.push_back(EkPolicyFromModel("EK-UCB [every fit applied]", o));
     }
     {
+      ModelOptions o = defaults;
+      o.refit.kors_mu_factor = 10.0;
+      p.policies.push_back(EkPolicyFromModel("EK-UCB [KORS mu 10x noise]", o));
+    }
+    {
+      ModelOptions o = defaults;
+      o.coarsen_full_dictionary = true;
+      p.policies.push_back(EkPolicyFromModel("EK-UCB [coarsen a full dictionary]", o));
+    }
+    {
       // The server before issue 9: nothing fitted, exploration 2, no tracker.
       ModelOptions o = defaults;
       o.refit.enabled = false;
@@ -363,7 +374,7 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
       p.policies.push_back(EkPolicyFromModel("EK-UCB [before issue 9]", o));
     }
     AddLinearBaselines(&p);
-    p.seeds = 4;
+    p.seeds = 2;
     p.rounds = 5000;
     p.sample_points = 50;
     p.analysis = findings;
