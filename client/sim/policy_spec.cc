@@ -71,7 +71,6 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
   const FitData data = SpreadRawObservations(*learner, *scaling, options_.max_points);
   auto fit = FitHyperparameters(data, MakeFitUsers(shape_, options_, *graph_, user_kernel_),
                                 values_, spec_);
-  ++fits_;
   if (!fit.ok()) {
     // Nothing to fit yet (e.g. every reward equal) or no point of the likelihood could be
     // evaluated: keep the values and say so, as the server does (core/model.cc, FinishFit).
@@ -81,7 +80,6 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
     }
     return absl::OkStatus();
   }
-  fit_seconds_ += fit->seconds;
   if (!FitImproves(*fit, options_) ||
       !MateriallyDifferent(values_, fit->values, options_.min_change)) {
     return absl::OkStatus();
@@ -92,7 +90,6 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
     return s;
   }
   values_ = fit->values;
-  ++applied_;
   return absl::OkStatus();
 }
 

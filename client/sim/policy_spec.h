@@ -81,10 +81,6 @@ class InlineRefitter {
                  std::shared_ptr<const UserKernel> user_kernel, int max_dictionary_size = 0);
   // After each learned reward: fits and applies when due.
   absl::Status AfterObservation(Learner* learner, FeatureScaling* scaling);
-  const Hyperparameters& values() const { return values_; }
-  int fits() const { return fits_; }
-  int applied() const { return applied_; }
-  double fit_seconds() const { return fit_seconds_; }
 
  private:
   RefitOptions options_;
@@ -97,9 +93,6 @@ class InlineRefitter {
   double kors_mu_factor_ = 1.0;
   int64_t learned_ = 0;
   int64_t next_fit_ = 0;
-  int fits_ = 0;
-  int applied_ = 0;
-  double fit_seconds_ = 0.0;
 };
 
 struct RunPolicy {
