@@ -364,7 +364,11 @@ void RefitCost() {
       std::exit(1);
     }
     const long rss_after = PeakRssKb();
+    // As the writer does (Model::SwitchHyperparameters): a backup of the learner's state, then
+    // the rebuild.
     const auto rebuild_started = Clock::now();
+    storage::Encoder backup;
+    learner.SaveState(&backup);
     if (absl::Status s = ApplyHyperparameters(fit->values, shape, 1.0, graph, &scaling, &users,
                                               &learner);
         !s.ok()) {
@@ -376,11 +380,15 @@ void RefitCost() {
     std::printf("%9d %6lld %10.2f %12d %13.0f %12.2f %10s\n", history,
                 static_cast<long long>(learner.dictionary_size()), fit_seconds, fit->evaluations,
                 (rss_after - rss_before) / 1024.0, rebuild_seconds,
-                FitImproves(*fit, refit) ? "yes" : "gate: no");
+                FitImproves(*fit, refit) &&
+                        MateriallyDifferent(start, fit->values, refit.min_change)
+                    ? "yes"
+                    : "no");
     std::fflush(stdout);
   }
   std::printf("(fit MB: growth of the peak resident set during the fit; 0 when an earlier, "
-              "larger row already reached it)\n\n");
+              "larger row already reached it. rebuild s: the writer's pause, timed as if the fit "
+              "were applied; applied: whether the server would apply it)\n\n");
 }
 
 }  // namespace graphbandit

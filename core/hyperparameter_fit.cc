@@ -218,7 +218,39 @@ class Likelihood {
     // Distances are translation invariant: they are computed from inputs centred per
     // dimension, which keeps |a|^2 + |b|^2 - 2 a.b accurate for inputs far from the origin.
     stationary_ = spec.kernel != KernelType::kLinear;
+    linear_part_ = stationary_ && spec.fit_linear_variance;
     centred_ = data.x.colwise() - data.x.rowwise().mean();
+    // Per dimension (one length-scale each, at most kMaxPerDimensionLengthscales) the
+    // statistics come from matrix products at each evaluation, O(n^2 dim). When dimensions share
+    // length-scales (any number of features, one or two groups) each group's squared distances
+    // (or products, for the linear kernel) and products are summed once here instead: two n x n
+    // matrices per group, and an evaluation costs O(n^2 groups) whatever the dimension.
+    grouped_ = spec.groups() < dim;
+    if (grouped_) {
+      group_stats_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
+      if (stationary_) group_products_.assign(spec.groups(), Eigen::MatrixXd::Zero(n, n));
+      for (int g = 0; g < spec.groups(); ++g) {
+        std::vector<int> rows;
+        for (int d = 0; d < dim; ++d) {
+          if (spec.lengthscale_group[d] == g) rows.push_back(d);
+        }
+        if (rows.empty()) continue;
+        const Eigen::MatrixXd x = data.x(rows, Eigen::all);
+        if (!stationary_) {
+          group_stats_[g].noalias() = x.transpose() * x;
+          continue;
+        }
+        const Eigen::MatrixXd c = centred_(rows, Eigen::all);
+        const Eigen::VectorXd norms = c.colwise().squaredNorm().transpose();
+        Eigen::MatrixXd& d2 = group_stats_[g];
+        d2.noalias() = -2.0 * c.transpose() * c;
+        d2.colwise() += norms;
+        d2.rowwise() += norms.transpose();
+        d2 = d2.cwiseMax(0.0);
+        d2.diagonal().setZero();
+        group_products_[g].noalias() = x.transpose() * x;
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -263,18 +295,30 @@ class Likelihood {
     for (int d = 0; d < dim; ++d) l[spec_->lengthscale_group[d]] = h.lengthscales(d);
     Eigen::VectorXd inverse_l(dim);
     for (int d = 0; d < dim; ++d) inverse_l(d) = 1.0 / l[spec_->lengthscale_group[d]];
-    raw_scaled_ = inverse_l.asDiagonal() * data_->x;
-    inner_.noalias() = raw_scaled_.transpose() * raw_scaled_;  // <x/l, x'/l>
-    if (stationary_) {  // r^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j
-      z_ = inverse_l.asDiagonal() * centred_;
-      const Eigen::VectorXd norms = z_.colwise().squaredNorm().transpose();
-      scaled_.noalias() = -2.0 * z_.transpose() * z_;
-      scaled_.colwise() += norms;
-      scaled_.rowwise() += norms.transpose();
-      scaled_ = scaled_.cwiseMax(0.0);
-      scaled_.diagonal().setZero();
+    // The linear part (stationary kernels) when it is fitted or in use; the linear kernel's
+    // own inner products are `scaled_`.
+    const bool linear_part = stationary_ && (linear_part_ || h.linear_variance != 0.0);
+    if (grouped_) {
+      scaled_.setZero(n, n);  // r^2, or <x/l, x'/l> for the linear kernel
+      for (int g = 0; g < groups; ++g) scaled_ += group_stats_[g] / (l[g] * l[g]);
+      if (linear_part) {
+        inner_.setZero(n, n);
+        for (int g = 0; g < groups; ++g) inner_ += group_products_[g] / (l[g] * l[g]);
+      }
     } else {
-      scaled_ = inner_;  // the linear kernel's <x/l, x'/l>
+      raw_scaled_ = inverse_l.asDiagonal() * data_->x;
+      if (stationary_) {  // r^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j
+        z_ = inverse_l.asDiagonal() * centred_;
+        const Eigen::VectorXd norms = z_.colwise().squaredNorm().transpose();
+        scaled_.noalias() = -2.0 * z_.transpose() * z_;
+        scaled_.colwise() += norms;
+        scaled_.rowwise() += norms.transpose();
+        scaled_ = scaled_.cwiseMax(0.0);
+        scaled_.diagonal().setZero();
+        if (linear_part) inner_.noalias() = raw_scaled_.transpose() * raw_scaled_;
+      } else {
+        scaled_.noalias() = raw_scaled_.transpose() * raw_scaled_;
+      }
     }
     switch (spec_->kernel) {
       case KernelType::kRbf:
@@ -293,7 +337,7 @@ class Likelihood {
         break;
     }
     arm_ = (h.signal_variance * profile_.array() + h.offset_variance).matrix();
-    if (with_linear() && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
+    if (linear_part && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
     gp_ += h.user_variance * same_user_;  // G + eta [u = u']
     a_ = gp_.cwiseProduct(arm_);
     a_.diagonal().array() += h.noise_variance;
@@ -326,7 +370,7 @@ class Likelihood {
     gradient->setZero(FullSize(groups));
     (*gradient)(kSignal) = 0.5 * h.signal_variance * wg_.cwiseProduct(profile_).sum();
     (*gradient)(kOffset) = 0.5 * h.offset_variance * wg_.sum();
-    if (with_linear()) {
+    if (linear_part) {
       (*gradient)(kLinear) = 0.5 * h.linear_variance * wg_.cwiseProduct(inner_).sum();
     }
     // d profile / d log l_g = slope * (group g's part of r^2, or of <x/l, x'/l>), with one
@@ -345,30 +389,42 @@ class Likelihood {
         slope_ = -2.0 * wg_;
         break;
     }
-    // Per dimension, as matrix products (S symmetric): sum_ij S_ij (z_id - z_jd)^2 =
-    // 2 sum_i z_id^2 (S 1)_i - 2 z_d' S z_d, and sum_ij S_ij z_id z_jd = z_d' S z_d.
-    if (stationary_) {
-      projected_.noalias() = slope_ * z_.transpose();
-      const Eigen::VectorXd row_sums = slope_.rowwise().sum();
-      for (int d = 0; d < dim; ++d) {
-        const double part = 2.0 * z_.row(d).array().square().matrix().dot(row_sums) -
-                            2.0 * z_.row(d).dot(projected_.col(d));
-        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
-            0.5 * h.signal_variance * part;
+    if (grouped_) {
+      for (int g = 0; g < groups; ++g) {
+        const double l2 = l[g] * l[g];
+        double value = 0.5 * h.signal_variance * slope_.cwiseProduct(group_stats_[g]).sum() / l2;
+        if (linear_part) {
+          // d <x/l, x'/l> / d log l_g = -2 (group g's part of it).
+          value -= h.linear_variance * wg_.cwiseProduct(group_products_[g]).sum() / l2;
+        }
+        (*gradient)(kFirstLengthscale + g) = value;
       }
     } else {
-      projected_.noalias() = slope_ * raw_scaled_.transpose();
-      for (int d = 0; d < dim; ++d) {
-        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
-            0.5 * h.signal_variance * raw_scaled_.row(d).dot(projected_.col(d));
+      // Per dimension, as matrix products (S symmetric): sum_ij S_ij (z_id - z_jd)^2 =
+      // 2 sum_i z_id^2 (S 1)_i - 2 z_d' S z_d, and sum_ij S_ij z_id z_jd = z_d' S z_d.
+      if (stationary_) {
+        projected_.noalias() = slope_ * z_.transpose();
+        const Eigen::VectorXd row_sums = slope_.rowwise().sum();
+        for (int d = 0; d < dim; ++d) {
+          const double part = 2.0 * z_.row(d).array().square().matrix().dot(row_sums) -
+                              2.0 * z_.row(d).dot(projected_.col(d));
+          (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
+              0.5 * h.signal_variance * part;
+        }
+      } else {
+        projected_.noalias() = slope_ * raw_scaled_.transpose();
+        for (int d = 0; d < dim; ++d) {
+          (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) +=
+              0.5 * h.signal_variance * raw_scaled_.row(d).dot(projected_.col(d));
+        }
       }
-    }
-    if (with_linear()) {
-      // d <x/l, x'/l> / d log l_g = -2 (group g's part of it).
-      projected_.noalias() = wg_ * raw_scaled_.transpose();
-      for (int d = 0; d < dim; ++d) {
-        (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) -=
-            h.linear_variance * raw_scaled_.row(d).dot(projected_.col(d));
+      if (linear_part) {
+        // d <x/l, x'/l> / d log l_g = -2 (group g's part of it).
+        projected_.noalias() = wg_ * raw_scaled_.transpose();
+        for (int d = 0; d < dim; ++d) {
+          (*gradient)(kFirstLengthscale + spec_->lengthscale_group[d]) -=
+              h.linear_variance * raw_scaled_.row(d).dot(projected_.col(d));
+        }
       }
     }
     (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w_.trace();
@@ -387,15 +443,17 @@ class Likelihood {
  private:
   const FitData* data_ = nullptr;
   const FitSpec* spec_ = nullptr;
-  // A stationary arm kernel has a linear part beside it; the linear kernel is one.
-  bool with_linear() const { return stationary_; }
-
   UserFactors users_;
-  bool stationary_ = false;
-  Eigen::MatrixXd centred_;    // inputs minus their mean, per dimension
+  bool stationary_ = false;   // else the linear kernel
+  bool linear_part_ = false;  // a stationary kernel's linear part is fitted
+  bool grouped_ = false;      // dimensions share length-scales: per-group statistics below
+  Eigen::MatrixXd centred_;   // inputs minus their mean, per dimension
+  // Grouped: per group, squared distances (stationary) or products (linear kernel), and the
+  // products for a stationary kernel's linear part.
+  std::vector<Eigen::MatrixXd> group_stats_, group_products_;
   Eigen::MatrixXd same_user_;  // [u_i = u_j]: fixed by the data
-  // Workspaces of Evaluate (see there). Memory: about 14 n x n matrices whatever the number of
-  // length-scales, plus O(n dim).
+  // Workspaces of Evaluate (see there). Memory: about 14 n x n matrices, plus two per group when
+  // grouped, plus O(n dim).
   Eigen::MatrixXd z_, raw_scaled_, projected_;
   Eigen::MatrixXd gu_, gu2_, gp_, scaled_, root_, profile_, inner_, arm_, a_, linv_, w_, wg_, slope_;
   Eigen::LLT<Eigen::MatrixXd> llt_;

@@ -813,6 +813,37 @@ void Model::AfterBatch() {
   // finished now would be gated against, and a fit started now would start from, values about
   // to be replaced; a fit logged after a coarsening would undo it).
   if (hyperparameters_queued_) return;
+  // That change held a place among the fits in flight (QueueHyperparameters) until the
+  // decisions below are taken: a fit due now starts before WaitForFits can see none in flight.
+  const bool release = hyperparameters_queued_hold_;
+  hyperparameters_queued_hold_ = false;
+  DecideFits();
+  if (release) {
+    MutexLock lock(&queue_mu_);
+    --fits_in_flight_;
+    queue_cv_.SignalAll();
+  }
+}
+
+bool Model::QueueHyperparameters(HyperparametersOp op) {
+  MutexLock lock(&queue_mu_);
+  absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());
+  if (!seq.ok()) {
+    if (!stopping_) {
+      MutexLock stats(&stats_mu_);
+      ++fits_failed_;
+      std::fprintf(stderr, "model \"%s\": hyper-parameters not logged: %s\n",
+                   options_.name.c_str(), std::string(seq.status().message()).c_str());
+    }
+    return false;
+  }
+  hyperparameters_queued_ = true;
+  hyperparameters_queued_hold_ = true;
+  ++fits_in_flight_;
+  return true;
+}
+
+void Model::DecideFits() {
   // A full Nystrom dictionary is rebuilt with a coarser KORS mu (core/refit.h), logged like a
   // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
   const bool nystrom =
@@ -827,10 +858,7 @@ void Model::AfterBatch() {
       op.kors_mu_factor = coarser;
       op.fitted_at = last_fit_rewards_;
       MutexLock ledger(&ledger_mu_);
-      MutexLock lock(&queue_mu_);
-      hyperparameters_queued_ =
-          AppendLocked(std::move(op), nullptr, absl::InfinitePast()).ok();
-      if (hyperparameters_queued_) return;
+      if (QueueHyperparameters(std::move(op))) return;
     }
   }
   if (fitter_ == nullptr) return;
@@ -902,15 +930,7 @@ void Model::FinishFit(FitWorker::Outcome outcome) {
   // Logged like every other change (the log tail moves under the ledger lock), then applied by
   // this writer in log order with the next batch.
   MutexLock ledger(&ledger_mu_);
-  MutexLock lock(&queue_mu_);
-  absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());
-  hyperparameters_queued_ = seq.ok();
-  if (!seq.ok() && !stopping_) {
-    MutexLock stats(&stats_mu_);
-    ++fits_failed_;
-    std::fprintf(stderr, "model \"%s\": fitted hyper-parameters not logged: %s\n",
-                 options_.name.c_str(), std::string(seq.status().message()).c_str());
-  }
+  QueueHyperparameters(std::move(op));
 }
 
 absl::Status Model::Apply(const ModelOp& op, EdgeEditResult* result) {
@@ -1073,9 +1093,7 @@ void Model::Publish(uint64_t version) {
     if (options_.kernel_policy()) {
       HyperparameterView h;
       h.values = hyper_;
-      h.kors_mu = options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs
-                      ? KorsMu(options_.kors_mu, kors_mu_factor_, hyper_.noise_variance)
-                      : 0.0;
+      h.kors_mu = learner_->kors_mu();  // what the learner uses, not what the rule says
       h.fits_applied = fits_applied_;
       h.last_fit_rewards = last_fit_rewards_;
       h.last_fit_points = last_fit_points_;

@@ -245,6 +245,10 @@ class Model {
   // Writer, after each batch: picks up a finished fit (logging it when its values changed) and
   // starts the next one when it is due.
   void AfterBatch();
+  // AfterBatch's decisions: coarsen a full dictionary, log a finished fit, start a due one.
+  void DecideFits();
+  // Logs a hyper-parameter record (ledger lock held); false if it could not be logged.
+  bool QueueHyperparameters(HyperparametersOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
   void StartFit();
   void FinishFit(FitWorker::Outcome outcome);
   // The ledger part of an operation, for recovery (live, it happened at submission).
@@ -329,6 +333,9 @@ class Model {
   // A hyper-parameter record this writer logged is not applied yet: no fit is finished or
   // started, and no coarsening decided, against values that are about to change.
   bool hyperparameters_queued_ = false;
+  // ... and that record holds one of fits_in_flight_ until the writer has decided, with the
+  // values it sets, whether a fit is due (AfterBatch).
+  bool hyperparameters_queued_hold_ = false;
   int64_t fits_applied_ = 0;
   int64_t coarsenings_ = 0;  // full-dictionary rebuilds with a coarser KORS mu
   int64_t last_fit_rewards_ = 0;

@@ -275,8 +275,8 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       op.reason = static_cast<HyperparametersOp::Reason>(reason);
       op.fitted_at = static_cast<int64_t>(fitted_at);
       op.points = static_cast<int32_t>(points);
-      if (!(op.kors_mu_factor > 0.0) || op.kors_mu_factor > kMaxKorsMuFactor ||
-          !op.values.InRange()) {
+      // Values out of range are refused when applied, live and in replay alike (not damage).
+      if (!(op.kors_mu_factor > 0.0) || op.kors_mu_factor > kMaxKorsMuFactor) {
         return Malformed(type);
       }
       return op;

@@ -124,6 +124,7 @@ class NystromPosterior final : public Learner {
   int64_t observations() const { return history_.total(); }
   int64_t dictionary_size() const override { return basis_x_.cols(); }
   int64_t dictionary_points_refused() const override { return stats_.skipped_full; }
+  double kors_mu() const override { return options_.kors_mu; }
   // Dictionary points the regression covers (dictionary_size() minus the pending ones).
   int regression_size() const { return chol_m_.size(); }
   // Computes the pending points' rows of M and Gamma now.

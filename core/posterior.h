@@ -98,6 +98,8 @@ class Learner : public Scorer {
   virtual int64_t dictionary_size() const = 0;
   // Points the dictionary would have taken but could not because it was at its cap.
   virtual int64_t dictionary_points_refused() const { return 0; }
+  // KORS's mu (Nystrom learners with KORS; 0 otherwise), as the learner uses it.
+  virtual double kors_mu() const { return 0.0; }
 
   // What the theory-shaped confidence width needs (kernel learners; 0 otherwise): the
   // information gain log det(I + K_t / lambda) of the observations (on the Nystrom

@@ -967,6 +967,26 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
   }
 }
 
+// `rounds` decisions of users u0..u3 among 6 items whose 2 features are on a scale of 10, with a
+// smooth reward of them: the default length-scale 1 is far too short, and the noise standard
+// deviation is 0.1.
+void PlaySmoothTask(Engine& engine, int rounds) {
+  Rng rng(17);
+  for (int round = 0; round < rounds; ++round) {
+    OwnedRequest request;
+    request.user = absl::StrCat("u", round % 4);
+    for (int i = 0; i < 6; ++i) {
+      request.candidates.push_back(
+          {absl::StrCat("item", i), {10.0 * rng.Normal(), 10.0 * rng.Normal()}});
+    }
+    auto decision = engine.SelectArm(request.View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    const std::vector<double>& x = request.candidates[decision->arms[0].candidate_index].second;
+    const double reward = std::sin(x[0] / 8.0) + 0.5 * std::cos(x[1] / 12.0) + 0.1 * rng.Normal();
+    ASSERT_TRUE(engine.ReportReward({decision->event_id, reward, {}, ""}).ok());
+  }
+}
+
 // Hyper-parameters are fitted beside the serving state, logged, and reproduced by recovery
 // (from the log alone, and from the shutdown snapshot); values set in the configuration stay
 // exactly as configured.
@@ -980,25 +1000,7 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   auto engine = OpenEngine({options}, dir.path());
   Model* model = *engine->FindModel("");
   ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}, {"u1", "u2", 1.0}}).ok());
-  // Features on a scale of 10 and a smooth reward of them: the configured length-scale 1 is
-  // far too short, and the noise standard deviation is 0.1.
-  Rng rng(17);
-  auto candidates = [&rng] {
-    OwnedRequest r;
-    for (int i = 0; i < 6; ++i) {
-      r.candidates.push_back({absl::StrCat("item", i), {10.0 * rng.Normal(), 10.0 * rng.Normal()}});
-    }
-    return r;
-  };
-  for (int round = 0; round < 240; ++round) {
-    OwnedRequest request = candidates();
-    request.user = absl::StrCat("u", round % 4);
-    auto decision = engine->SelectArm(request.View());
-    ASSERT_TRUE(decision.ok()) << decision.status();
-    const std::vector<double>& x = request.candidates[decision->arms[0].candidate_index].second;
-    const double reward = std::sin(x[0] / 8.0) + 0.5 * std::cos(x[1] / 12.0) + 0.1 * rng.Normal();
-    ASSERT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok());
-  }
+  PlaySmoothTask(*engine, 240);
   model->WaitForFits();
   const std::shared_ptr<const ModelView> view = model->View();
   ASSERT_TRUE(view->hyperparameters.has_value());
@@ -1052,6 +1054,32 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   EXPECT_EQ(again->recovery().records_replayed, 0);
   EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
   EXPECT_EQ(Probe(**restarted, probed), before);
+}
+
+// A KORS mu set in the configuration is what the learner uses, through fits (which change the
+// noise variance mu would otherwise follow) and after a restart from the shutdown snapshot.
+TEST(EngineTest, AConfiguredKorsMuStaysThroughFitsAndRestarts) {
+  TempDir dir;
+  ModelOptions options;
+  options.kors_mu = 0.05;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  {
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}, {"u1", "u2", 1.0}}).ok());
+    PlaySmoothTask(*engine, 240);
+    model->WaitForFits();
+    const std::shared_ptr<const ModelView> view = model->View();
+    ASSERT_GE(view->hyperparameters->fits_applied, 1);
+    ASSERT_NE(view->hyperparameters->values.noise_variance, 0.05);
+    EXPECT_EQ(view->hyperparameters->kors_mu, 0.05);  // read from the learner
+    engine->Shutdown();
+  }
+  auto engine = OpenEngine({options}, dir.path());
+  const std::shared_ptr<const ModelView> view = (*engine->FindModel(""))->View();
+  EXPECT_GT((*engine->FindModel(""))->recovery().snapshot_seq, 0u);
+  EXPECT_EQ(view->hyperparameters->kors_mu, 0.05);
 }
 
 // After a configuration change, values the new configuration fixes win over the snapshot's.

@@ -47,11 +47,15 @@ ALPHAS = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 
 def load_stubs(workdir):
+    plugin = shutil.which("grpc_python_plugin")
+    if shutil.which("protoc") is None or plugin is None:
+        raise SystemExit("needs protoc and grpc_python_plugin: apt-get install "
+                         "protobuf-compiler protobuf-compiler-grpc")
     proto_root = os.path.join(ROOT, "proto")
     out = os.path.join(workdir, "stubs")
     os.makedirs(out)
     subprocess.run(["protoc", "-I" + proto_root, "--python_out=" + out, "--grpc_out=" + out,
-                    "--plugin=protoc-gen-grpc=" + shutil.which("grpc_python_plugin"),
+                    "--plugin=protoc-gen-grpc=" + plugin,
                     os.path.join(proto_root, "graphbandit/v1/bandit.proto"),
                     os.path.join(proto_root, "graphbandit/v1/config.proto")], check=True)
     sys.path.insert(0, out)
@@ -143,6 +147,14 @@ def random_choice(task, seed):
     return [mean.max() - mean[rng.integers(0, len(mean))] for _, _, mean, _ in task.rounds]
 
 
+def read_ports(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
 def play_server(task, policy, args, rpc, workdir):
     grpc, pb, pbg = rpc
     run_dir = tempfile.mkdtemp(prefix="run-", dir=workdir)
@@ -161,11 +173,11 @@ def play_server(task, policy, args, rpc, workdir):
     server = subprocess.Popen(command, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 30
-        while not (os.path.exists(ports) and open(ports).read().strip()):
+        while not read_ports(ports):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("server did not start; see " + log.name)
             time.sleep(0.05)
-        channel = grpc.insecure_channel("127.0.0.1:" + open(ports).read().split()[0])
+        channel = grpc.insecure_channel("127.0.0.1:" + read_ports(ports)[0])
         bandit, admin = pbg.BanditServiceStub(channel), pbg.AdminServiceStub(channel)
         admin.AddUsers(pb.AddUsersRequest(user_ids=["u%d" % u for u in range(task.users)]))
         if task.edges:
@@ -195,6 +207,9 @@ def play_server(task, policy, args, rpc, workdir):
             if description.rewards_learned >= acknowledged or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
+        if len(regret) < len(task.rounds):
+            print("warning: stopped after %d of %d rounds (--max_seconds); ratios compare the "
+                  "same rounds" % (len(regret), len(task.rounds)), file=sys.stderr)
         return dict(regret=float(np.sum(regret)), rounds=len(regret), windows=windows(regret),
                     acknowledged=acknowledged, learned=description.rewards_learned,
                     refused=refused, dictionary=description.dictionary_size, seconds=seconds)
@@ -241,12 +256,14 @@ def main():
             task = Task(args, seed)
             tuned = {alpha: linucb(task, alpha) for alpha in ALPHAS}
             best = min(tuned, key=lambda a: sum(tuned[a]))
-            baseline = dict(linucb=float(np.sum(tuned[best])), linucb_alpha=best,
-                            linucb_windows=windows(tuned[best]),
-                            random=float(np.sum(random_choice(task, seed))))
+            random_regret = random_choice(task, seed)
             for policy in args.policies.split(",") if args.policies else [""]:
                 run = play_server(task, policy, args, rpc, workdir)
-                run.update(baseline, seed=seed, policy=policy or "default")
+                played = run["rounds"]  # the baselines over the same rounds
+                run.update(linucb=float(np.sum(tuned[best][:played])), linucb_alpha=best,
+                           linucb_windows=windows(tuned[best][:played]),
+                           random=float(np.sum(random_regret[:played])), seed=seed,
+                           policy=policy or "default")
                 results.append(run)
                 print("%5d %-22s %9.1f %9.1f %9.1f %9.3f %9.3f %6d %7d/%-7d%s" % (
                     seed, run["policy"], run["regret"], run["linucb"], run["random"],
