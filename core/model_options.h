@@ -105,7 +105,8 @@ struct ModelOptions {
   // Whether this model fits hyper-parameters: a kernel policy with fitting on.
   bool refits_hyperparameters() const { return refit.enabled && kernel_policy(); }
   bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
-  double effective_kors_mu() const { return kors_mu > 0.0 ? kors_mu : ridge; }
+  // KORS mu before any fit (core/refit.h, KorsMu).
+  double effective_kors_mu() const { return KorsMu(kors_mu, refit.kors_mu_factor, ridge); }
   int64_t effective_max_tombstones() const {
     return max_tombstones > 0 ? max_tombstones : max_decisions;
   }

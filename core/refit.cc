@@ -89,10 +89,12 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
 std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, bool fits,
                                                   const KernelShape& shape) {
   const FitSpec spec = MakeFitSpec(options, shape);
-  // A length-scale kind is fitted when any of its dimensions is; with no such dimension, when
-  // the options would fit it.
-  auto lengthscales_fitted = [&spec](int begin, int end, bool option) {
-    if (begin >= end) return option;
+  // A length-scale kind is fitted when any of its dimensions is. Before the model's first
+  // request fixes the dimensions, as it would be once they are: the linear kernel fits a
+  // length-scale only per dimension (shared, it only rescales the variance).
+  const bool linear = shape.kernel == KernelType::kLinear;
+  auto lengthscales_fitted = [&spec, &options, linear](int begin, int end, bool option) {
+    if (begin >= end) return option && (options.per_dimension || !linear);
     for (int d = begin; d < end; ++d) {
       if (spec.fit_lengthscale[spec.lengthscale_group[d]]) return true;
     }
@@ -108,8 +110,7 @@ std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, b
         {"context_lengthscale", lengthscales_fitted(0, shape.context_dim,
                                                     options.fit_context_lengthscale)},
         {"arm_lengthscale", lengthscales_fitted(shape.context_dim, dim,
-                                                options.fit_arm_lengthscale &&
-                                                    shape.kernel != KernelType::kLinear)},
+                                                options.fit_arm_lengthscale)},
         {"noise_variance", spec.fit_noise_variance},
         {"rho", spec.fit_rho},
         {"prior_mean", spec.fit_prior_mean}}) {

@@ -530,6 +530,12 @@ TEST(RefitSchedule, FixedNamesFollowWhatFitsDo) {
               ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
   options.per_dimension = true;  // relative relevance per dimension is fitted
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("linear_variance", "rho"));
+  // Before the first request fixes the dimensions, the same answers.
+  shape.context_dim = shape.arm_dim = 0;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("linear_variance", "rho"));
+  options.per_dimension = false;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
+              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
 }
 
 TEST(RefitSchedule, ValidationNamesTheFieldAndTheValue) {

@@ -179,7 +179,7 @@ PolicySpec EkPolicyFromModel(const std::string& name, const ModelOptions& o) {
   spec.context_lengthscale = o.context_lengthscale;
   spec.user_kernel = o.user_kernel_options();
   spec.nystrom.ridge = o.ridge;
-  spec.nystrom.kors_mu = KorsMu(o.kors_mu, o.refit.kors_mu_factor, o.ridge);  // as the server
+  spec.nystrom.kors_mu = o.effective_kors_mu();
   spec.nystrom.kors_epsilon = o.kors_epsilon;
   spec.nystrom.kors_gamma = o.kors_gamma;
   spec.nystrom.max_dictionary_size = o.max_dictionary_size;
