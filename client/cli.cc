@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/connection.h"
 #include "google/protobuf/util/json_util.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -65,6 +66,8 @@ constexpr int kExitUsage = 64;
 constexpr char kUsage[] = R"(one graphbandit RPC from the command line.
 
 Usage: graphbandit-cli [--target=HOST:PORT] [--deadline_ms=N] COMMAND [ARGS]
+       TLS and tokens: [--tls_ca_file=PEM [--tls_cert_file=PEM --tls_key_file=PEM]
+       [--tls_server_name=NAME]] [--token_file=FILE] [--admin_token_file=FILE]
 
 Commands:
   METHOD [JSON | -]
@@ -193,12 +196,13 @@ const Method* FindMethod(absl::string_view name) {
   return nullptr;
 }
 
-int Invoke(const std::shared_ptr<grpc::Channel>& channel, const Method& method,
+int Invoke(const graphbandit::client::Connection& connection, const Method& method,
            const Message& request) {
   std::unique_ptr<Message> response(method.response_prototype->New());
   grpc::ClientContext context;
   SetDeadline(&context);
-  const grpc::Status status = method.call(channel, &context, request, response.get());
+  connection.Authorize(&context, method.service);
+  const grpc::Status status = method.call(connection.channel, &context, request, response.get());
   if (!status.ok()) return RpcError(status);
 
   google::protobuf::util::JsonPrintOptions options;
@@ -217,7 +221,7 @@ int Invoke(const std::shared_ptr<grpc::Channel>& channel, const Method& method,
   return 0;
 }
 
-int RunMethod(const std::shared_ptr<grpc::Channel>& channel, const Method& method,
+int RunMethod(const graphbandit::client::Connection& connection, const Method& method,
               const std::vector<std::string>& args) {
   if (args.size() > 1) return UsageError(absl::StrCat(method.name, " takes at most one JSON argument"));
   std::string json;
@@ -235,7 +239,7 @@ int RunMethod(const std::shared_ptr<grpc::Channel>& channel, const Method& metho
     return UsageError(absl::StrCat("bad JSON for ", request->GetDescriptor()->full_name(), ": ",
                                    std::string(parsed.message())));
   }
-  return Invoke(channel, method, *request);
+  return Invoke(connection, method, *request);
 }
 
 // ---- The select and reward shortcuts --------------------------------------------------------
@@ -251,7 +255,7 @@ bool ParseNumbers(absl::string_view text, google::protobuf::RepeatedField<double
   return true;
 }
 
-int RunSelect(const std::shared_ptr<grpc::Channel>& channel,
+int RunSelect(const graphbandit::client::Connection& connection,
               const std::vector<std::string>& args) {
   gbv1::SelectArmRequest request;
   const auto user = absl::GetFlag(FLAGS_user);
@@ -277,10 +281,10 @@ int RunSelect(const std::shared_ptr<grpc::Channel>& channel,
     }
     arm->set_id(arg.substr(0, colon));
   }
-  return Invoke(channel, *FindMethod("SelectArm"), request);
+  return Invoke(connection, *FindMethod("SelectArm"), request);
 }
 
-int RunReward(const std::shared_ptr<grpc::Channel>& channel,
+int RunReward(const graphbandit::client::Connection& connection,
               const std::vector<std::string>& args) {
   gbv1::ReportRewardRequest request;
   const auto event_id = absl::GetFlag(FLAGS_event_id);
@@ -302,7 +306,7 @@ int RunReward(const std::shared_ptr<grpc::Channel>& channel,
     arm_reward->set_arm_id(arg.substr(0, equals));
     arm_reward->set_reward(value);
   }
-  return Invoke(channel, *FindMethod("ReportReward"), request);
+  return Invoke(connection, *FindMethod("ReportReward"), request);
 }
 
 // The shortcut options are global absl flags, so `DescribeModel --model=x` would parse fine and
@@ -403,7 +407,8 @@ std::vector<char*> ParseFlags(int argc, char** argv) {
   absl::FlagsUsageConfig usage_config;
   // --help lists this file's flags (absl would otherwise look for a file named after the binary).
   usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "client/cli.cc");
+    return absl::EndsWith(path, "client/cli.cc") ||
+           graphbandit::client::IsConnectionFlagFile(std::string(path).c_str());
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
@@ -425,13 +430,15 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_deadline_ms) <= 0) return UsageError("--deadline_ms must be > 0");
   const std::string target = absl::GetFlag(FLAGS_target);
   if (target.empty()) return UsageError("--target must not be empty");
-  const auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  const absl::StatusOr<graphbandit::client::Connection> connection =
+      graphbandit::client::ConnectFromFlags(target);
+  if (!connection.ok()) return UsageError(std::string(connection.status().message()));
 
-  if (command == "select") return RunSelect(channel, args);
-  if (command == "reward") return RunReward(channel, args);
-  if (command == "health") return RunHealth(channel, args);
-  if (command == "services") return RunServices(channel, args);
-  if (const Method* method = FindMethod(command)) return RunMethod(channel, *method, args);
+  if (command == "select") return RunSelect(*connection, args);
+  if (command == "reward") return RunReward(*connection, args);
+  if (command == "health") return RunHealth(connection->channel, args);
+  if (command == "services") return RunServices(connection->channel, args);
+  if (const Method* method = FindMethod(command)) return RunMethod(*connection, *method, args);
   std::string known;
   for (const Method& method : Methods()) absl::StrAppend(&known, method.name, ", ");
   return UsageError(absl::StrCat("unknown command '", command, "' (commands: ", known,

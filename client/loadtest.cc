@@ -33,6 +33,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "client/connection.h"
 #include "client/sim/environment.h"
 #include "client/sim/presets.h"
 #include "client/sim/robustness.h"
@@ -146,7 +147,8 @@ std::string StatusText(const grpc::Status& status) {
 int main(int argc, char** argv) {
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "client/loadtest.cc");
+    return absl::EndsWith(path, "client/loadtest.cc") ||
+           graphbandit::client::IsConnectionFlagFile(std::string(path).c_str());
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
@@ -227,7 +229,10 @@ int main(int argc, char** argv) {
   const std::string target = absl::GetFlag(FLAGS_target);
   const std::string model = absl::GetFlag(FLAGS_model);
 
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  const absl::StatusOr<graphbandit::client::Connection> connection =
+      graphbandit::client::ConnectFromFlags(target);
+  if (!connection.ok()) return Fail(std::string(connection.status().message()));
+  const std::shared_ptr<grpc::Channel>& channel = connection->channel;
   if (!channel->WaitForConnected(Deadline())) {
     return Fail(absl::StrFormat("cannot reach a server at %s", target));
   }
@@ -238,6 +243,7 @@ int main(int argc, char** argv) {
   uint64_t learned_before = 0;
   {
     grpc::ClientContext context;
+    connection->Authorize(&context, "graphbandit.v1.AdminService");
     context.set_deadline(Deadline());
     v1::DescribeModelRequest request;
     request.set_model(model);
@@ -258,6 +264,7 @@ int main(int argc, char** argv) {
   // Register the environment's user graph.
   {
     grpc::ClientContext context;
+    connection->Authorize(&context, "graphbandit.v1.AdminService");
     context.set_deadline(Deadline());
     v1::AddUsersRequest request;
     request.set_model(model);
@@ -269,6 +276,7 @@ int main(int argc, char** argv) {
   constexpr size_t kEdgesPerCall = 10000;
   for (size_t start = 0; start < env.edges().size(); start += kEdgesPerCall) {
     grpc::ClientContext context;
+    connection->Authorize(&context, "graphbandit.v1.AdminService");
     context.set_deadline(Deadline() + std::chrono::seconds(60));  // may trigger a rebuild
     v1::AddEdgesRequest request;
     request.set_model(model);
@@ -325,6 +333,7 @@ int main(int argc, char** argv) {
         v1::SelectArmResponse decision;
         auto t0 = std::chrono::steady_clock::now();
         grpc::ClientContext select_context;
+        connection->Authorize(&select_context, "graphbandit.v1.BanditService");
         select_context.set_deadline(Deadline());
         grpc::Status status = bandit->SelectArm(&select_context, select, &decision);
         samples[r].select_ms = elapsed_ms(t0);
@@ -340,6 +349,7 @@ int main(int argc, char** argv) {
         v1::ReportRewardResponse outcome;
         t0 = std::chrono::steady_clock::now();
         grpc::ClientContext reward_context;
+        connection->Authorize(&reward_context, "graphbandit.v1.BanditService");
         reward_context.set_deadline(Deadline());
         status = bandit->ReportReward(&reward_context, report, &outcome);
         samples[r].reward_ms = elapsed_ms(t0);
@@ -381,6 +391,7 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(1000 * absl::GetFlag(FLAGS_learn_wait_seconds)));
   for (;;) {
     grpc::ClientContext context;
+    connection->Authorize(&context, "graphbandit.v1.AdminService");
     context.set_deadline(Deadline());
     v1::DescribeModelRequest request;
     request.set_model(model);

@@ -40,6 +40,20 @@ ABSL_FLAG(std::string, port_file, "",
           "If set, once serving, write 'GRPC_PORT METRICS_PORT' to this file (for --listen with "
           "port 0).");
 
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain for TLS on the gRPC port (with --tls_key_file). Without it the "
+          "gRPC port is plaintext: keep it on a private network.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key matching --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: turns on mutual TLS; every client must present a certificate signed "
+          "by one of these CAs.");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "File holding a bearer token; when set, every AdminService call must carry the "
+          "metadata 'authorization: Bearer <token>' (else UNAUTHENTICATED).");
+ABSL_FLAG(std::string, bandit_token_file, "",
+          "File holding a bearer token required the same way on BanditService calls "
+          "(SelectArm, ReportReward). Health checks and reflection need no token.");
+
 namespace {
 
 int Fail(const absl::Status& status) {
@@ -75,7 +89,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "online graph-kernel bandit decisions over gRPC.\n"
       "Usage: graphbandit-server [--listen=HOST:PORT] [--metrics_listen=HOST:PORT]\n"
-      "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]");
+      "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]\n"
+      "                          [--tls_cert_file=PEM --tls_key_file=PEM [--tls_client_ca_file=PEM]]\n"
+      "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]");
   absl::ParseCommandLine(argc, argv);
 
   graphbandit::v1::ServerConfig config;
@@ -126,9 +142,32 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
+    auto token = graphbandit::server::ReadTokenFile(path, "admin_token_file");
+    if (!token.ok()) return Fail(token.status());
+    options.admin_token = *std::move(token);
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_bandit_token_file); !path.empty()) {
+    auto token = graphbandit::server::ReadTokenFile(path, "bandit_token_file");
+    if (!token.ok()) return Fail(token.status());
+    options.bandit_token = *std::move(token);
+  }
+  if (!options.tls.enabled() && (!options.admin_token.empty() || !options.bandit_token.empty())) {
+    std::fprintf(stderr,
+                 "graphbandit-server: WARNING: bearer tokens without TLS travel in clear text; "
+                 "add --tls_cert_file and --tls_key_file\n");
+  }
   auto server = graphbandit::server::GraphbanditServer::Start(options, *std::move(engine));
   if (!server.ok()) return Fail(server.status());
-  std::fprintf(stderr, "graphbandit-server: serving gRPC on %s",
+  std::string security = options.tls.enabled()
+                             ? (options.tls.client_ca_file.empty() ? "TLS" : "mutual TLS")
+                             : "plaintext";
+  if (!options.admin_token.empty()) security += ", admin token required";
+  if (!options.bandit_token.empty()) security += ", bandit token required";
+  std::fprintf(stderr, "graphbandit-server: serving gRPC (%s) on %s", security.c_str(),
                WithPort(options.listen, (*server)->grpc_port()).c_str());
   if (!options.metrics_listen.empty()) {
     std::fprintf(stderr, ", metrics on http://%s/metrics",

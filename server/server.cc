@@ -23,8 +23,13 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   std::unique_ptr<GraphbanditServer> server(new GraphbanditServer());
   server->engine_ = std::move(engine);
   server->metrics_ = std::make_unique<ServerMetrics>(server->engine_.get());
-  server->bandit_ = std::make_unique<BanditServiceImpl>(server->engine_.get(), server->metrics_.get());
-  server->admin_ = std::make_unique<AdminServiceImpl>(server->engine_.get(), server->metrics_.get());
+  server->bandit_ = std::make_unique<BanditServiceImpl>(server->engine_.get(), server->metrics_.get(),
+                                                        BearerToken(options.bandit_token));
+  server->admin_ = std::make_unique<AdminServiceImpl>(server->engine_.get(), server->metrics_.get(),
+                                                      BearerToken(options.admin_token));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
 
   if (!options.metrics_listen.empty()) {
     try {
@@ -44,7 +49,7 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  builder.AddListeningPort(options.listen, *credentials, &server->grpc_port_);
   builder.RegisterService(server->bandit_.get());
   builder.RegisterService(server->admin_.get());
   // gRPC sets SO_REUSEPORT by default, which lets a second server silently share a busy port.

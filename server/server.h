@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "core/engine.h"
 #include "server/metrics.h"
+#include "server/security.h"
 #include "server/services.h"
 
 namespace graphbandit::server {
@@ -21,6 +22,9 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";          // port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464";   // empty: no metrics endpoint
   int max_message_bytes = 8 << 20;
+  TlsOptions tls;             // the gRPC port's transport security (plaintext by default)
+  std::string admin_token;    // non-empty: AdminService calls need 'Bearer <admin_token>'
+  std::string bandit_token;   // non-empty: BanditService calls need 'Bearer <bandit_token>'
 };
 
 class GraphbanditServer {

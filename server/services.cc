@@ -43,6 +43,7 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
                                           const v1::SelectArmRequest* request,
                                           v1::SelectArmResponse* response) {
   RpcRecorder rpc(metrics_, "SelectArm");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
   DecisionRequest decision_request;
   decision_request.model = request->model();
@@ -80,6 +81,7 @@ grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
                                              const v1::ReportRewardRequest* request,
                                              v1::ReportRewardResponse* response) {
   RpcRecorder rpc(metrics_, "ReportReward");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
   RewardRequest reward_request;
   reward_request.event_id = request->event_id();
@@ -108,6 +110,7 @@ grpc::Status AdminServiceImpl::AddUsers(grpc::ServerContext* context,
                                         const v1::AddUsersRequest* request,
                                         v1::AddUsersResponse* response) {
   RpcRecorder rpc(metrics_, "AddUsers");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   absl::StatusOr<Model*> model = engine_->FindModel(request->model());
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   std::vector<std::string> users(request->user_ids().begin(), request->user_ids().end());
@@ -123,6 +126,7 @@ grpc::Status AdminServiceImpl::AddEdges(grpc::ServerContext* context,
                                         const v1::AddEdgesRequest* request,
                                         v1::AddEdgesResponse* response) {
   RpcRecorder rpc(metrics_, "AddEdges");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   absl::StatusOr<Model*> model = engine_->FindModel(request->model());
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   std::vector<EdgeEdit> edges;
@@ -143,6 +147,7 @@ grpc::Status AdminServiceImpl::RemoveEdges(grpc::ServerContext* context,
                                            const v1::RemoveEdgesRequest* request,
                                            v1::RemoveEdgesResponse* response) {
   RpcRecorder rpc(metrics_, "RemoveEdges");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   absl::StatusOr<Model*> model = engine_->FindModel(request->model());
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -159,6 +164,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
                                              const v1::DescribeModelRequest* request,
                                              v1::ModelDescription* response) {
   RpcRecorder rpc(metrics_, "DescribeModel");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   absl::StatusOr<Model*> model = engine_->FindModel(request->model());
   if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
   const ModelStats stats = (*model)->Stats();
@@ -222,6 +228,7 @@ grpc::Status AdminServiceImpl::ListModels(grpc::ServerContext* context,
                                           const v1::ListModelsRequest* request,
                                           v1::ListModelsResponse* response) {
   RpcRecorder rpc(metrics_, "ListModels");
+  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
   for (const std::string& name : engine_->ModelNames()) response->add_models(name);
   response->set_default_model(engine_->default_model());
   return rpc.Finish(grpc::Status::OK);

@@ -6,12 +6,15 @@
 #include "core/engine.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "server/metrics.h"
+#include "server/security.h"
 
 namespace graphbandit::server {
 
 class BanditServiceImpl final : public v1::BanditService::Service {
  public:
-  BanditServiceImpl(Engine* engine, ServerMetrics* metrics) : engine_(engine), metrics_(metrics) {}
+  // Every method first checks `token` (an empty token admits every call).
+  BanditServiceImpl(Engine* engine, ServerMetrics* metrics, BearerToken token = {})
+      : engine_(engine), metrics_(metrics), token_(std::move(token)) {}
 
   grpc::Status SelectArm(grpc::ServerContext* context, const v1::SelectArmRequest* request,
                          v1::SelectArmResponse* response) override;
@@ -21,11 +24,14 @@ class BanditServiceImpl final : public v1::BanditService::Service {
  private:
   Engine* engine_;
   ServerMetrics* metrics_;
+  BearerToken token_;
 };
 
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  AdminServiceImpl(Engine* engine, ServerMetrics* metrics) : engine_(engine), metrics_(metrics) {}
+  // Every method first checks `token` (an empty token admits every call).
+  AdminServiceImpl(Engine* engine, ServerMetrics* metrics, BearerToken token = {})
+      : engine_(engine), metrics_(metrics), token_(std::move(token)) {}
 
   grpc::Status AddUsers(grpc::ServerContext* context, const v1::AddUsersRequest* request,
                         v1::AddUsersResponse* response) override;
@@ -41,6 +47,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
  private:
   Engine* engine_;
   ServerMetrics* metrics_;
+  BearerToken token_;
 };
 
 }  // namespace graphbandit::server

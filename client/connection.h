@@ -1,0 +1,36 @@
+// How the command-line programs reach a server: plaintext, TLS or mutual TLS, with the bearer
+// tokens the server may require (see server/security.h). Shared by graphbandit-cli and
+// graphbandit-loadtest, which both take the flags defined in connection.cc.
+#ifndef GRAPHBANDIT_CLIENT_CONNECTION_H_
+#define GRAPHBANDIT_CLIENT_CONNECTION_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include "absl/status/statusor.h"
+
+namespace graphbandit::client {
+
+struct Connection {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string bandit_token;  // sent on BanditService calls when non-empty
+  std::string admin_token;   // sent on AdminService calls when non-empty
+
+  // Adds 'authorization: Bearer ...' for a call to `service` (a full name such as
+  // "graphbandit.v1.AdminService"); other services (health, reflection) get nothing.
+  void Authorize(grpc::ClientContext* context, const std::string& service) const;
+};
+
+// Opens a channel to `target` as the connection flags say (--tls_ca_file, --tls_cert_file,
+// --tls_key_file, --tls_server_name, --token_file, --admin_token_file). Errors name the flag.
+absl::StatusOr<Connection> ConnectFromFlags(const std::string& target);
+
+// For --help: true for this file's flags.
+bool IsConnectionFlagFile(const char* path);
+
+}  // namespace graphbandit::client
+
+#endif  // GRAPHBANDIT_CLIENT_CONNECTION_H_

@@ -1,0 +1,135 @@
+#include "server/security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/security/server_credentials.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+
+namespace graphbandit::server {
+namespace {
+
+constexpr size_t kMaxSecretFileBytes = 1 << 20;
+constexpr char kBearerPrefix[] = "Bearer ";
+
+// Equal-length compare whose time does not depend on where the inputs differ.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: cannot read %s", flag, path));
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(absl::StrFormat("--%s: error reading %s", flag, path));
+  }
+  std::string text = content.str();
+  if (text.size() > kMaxSecretFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: %s is larger than %d bytes", flag, path, kMaxSecretFileBytes));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag) {
+  absl::StatusOr<std::string> content = ReadSecretFile(path, flag);
+  if (!content.ok()) return content.status();
+  std::string token(absl::StripAsciiWhitespace(*content));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("--%s: %s holds no token", flag, path));
+  }
+  for (const char c : token) {
+    // Visible ASCII only: what an HTTP/2 header value can carry and a person can paste.
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s: the token in %s must be one line of visible ASCII characters (no spaces)", flag,
+          path));
+    }
+  }
+  return token;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const TlsOptions& options) {
+  if (!options.enabled()) {
+    if (!options.client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca_file needs --tls_cert_file and --tls_key_file (mutual TLS is TLS "
+          "with client certificates)");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.cert_file.empty() || options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both --tls_cert_file and --tls_key_file");
+  }
+  absl::StatusOr<std::string> cert = ReadSecretFile(options.cert_file, "tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadSecretFile(options.key_file, "tls_key_file");
+  if (!key.ok()) return key.status();
+  if (!absl::StrContains(*cert, "-----BEGIN CERTIFICATE-----")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--tls_cert_file: %s is not a PEM certificate", options.cert_file));
+  }
+  if (!absl::StrContains(*key, "PRIVATE KEY-----")) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--tls_key_file: %s is not a PEM private key", options.key_file));
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadSecretFile(options.client_ca_file, "tls_client_ca_file");
+    if (!ca.ok()) return ca.status();
+    if (!absl::StrContains(*ca, "-----BEGIN CERTIFICATE-----")) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--tls_client_ca_file: %s is not a PEM certificate bundle", options.client_ca_file));
+    }
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+grpc::Status BearerToken::Check(const grpc::ServerContext& context) const {
+  if (!required()) return grpc::Status::OK;
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find("authorization");
+  if (found == metadata.end()) return CheckHeader(nullptr);
+  const std::string header(found->second.data(), found->second.size());
+  return CheckHeader(&header);
+}
+
+grpc::Status BearerToken::CheckHeader(const std::string* header) const {
+  if (!required()) return grpc::Status::OK;
+  if (header == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this service needs 'authorization: Bearer <token>' metadata");
+  }
+  if (!absl::StartsWith(*header, kBearerPrefix)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "the authorization metadata must be 'Bearer <token>'");
+  }
+  const std::string presented = header->substr(sizeof(kBearerPrefix) - 1);
+  if (!ConstantTimeEquals(presented, token_)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the bearer token is not valid");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace graphbandit::server
