@@ -104,6 +104,24 @@ class ModelCollector : public prometheus::Collectable {
       freshness.metric.push_back(std::move(metric));
     }
     families.push_back(std::move(freshness));
+    // Ledger capacity (ledger.max_decisions), labelled with the reward aggregation because it
+    // decides what fills the ledger for good: with FIRST a completed decision gives its slot up
+    // to a new one, so only graphbandit_pending_decisions can exhaust it; with SUM/MAX/LAST every
+    // decision holds its slot until its window ends, so graphbandit_ledger_decisions can.
+    prometheus::MetricFamily capacity{
+        "graphbandit_ledger_capacity",
+        "Decisions the ledger can hold (ledger.max_decisions); SelectArm fails with "
+        "RESOURCE_EXHAUSTED when no slot can be freed.",
+        prometheus::MetricType::Gauge, {}};
+    for (const std::string& name : names) {
+      const ModelOptions& options = (*engine_->FindModel(name))->options();
+      prometheus::ClientMetric metric;
+      metric.label = {{"model", name},
+                      {"aggregation", std::string(AggregationName(options.aggregation))}};
+      metric.gauge.value = static_cast<double>(options.max_decisions);
+      capacity.metric.push_back(std::move(metric));
+    }
+    families.push_back(std::move(capacity));
     // Hyper-parameters in use (kernel models), one series per parameter; length-scales per
     // input dimension up to kMaxPerDimensionLengthscales dimensions (the most a fit gives
     // separate values), else one series for the context and one for the arm features: the

@@ -2,8 +2,12 @@
 # The two commands of the README, for a fresh Debian 12 machine:
 #   tools/dev.sh serve [SERVER FLAGS...]  install what is missing, build, start graphbandit-server
 #   tools/dev.sh test                     install what is missing, build, run the whole ctest suite
-# and two helpers: `tools/dev.sh deps` (only install) and `tools/dev.sh build` (deps + build).
+# and helpers: `tools/dev.sh deps` (only install), `tools/dev.sh build` (deps + build) and
+# `tools/dev.sh container-test` (build the Dockerfile's image with podman and test it end to end;
+# see tools/container_test.sh).
 # Every dependency is a Debian package; nothing is downloaded from anywhere else.
+# GRAPHBANDIT_BUILD_DIR (default build) and GRAPHBANDIT_CMAKE_ARGS (extra words for the cmake
+# configure step, e.g. -DGRAPHBANDIT_TSAN_TEST=OFF) adjust `build`, `serve` and `test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,8 +15,11 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
-  curl
+  curl python3 python3-grpcio python3-protobuf openssl prometheus
 )
+# COMMAND:PACKAGE pairs: PACKAGE is installed only when COMMAND is not already on PATH (some
+# machines carry their own kubectl or node, which Debian's packages would conflict with).
+COMMAND_PACKAGES=(kubectl:kubernetes-client node:nodejs npm:npm)
 BUILD_DIR=${GRAPHBANDIT_BUILD_DIR:-build}
 
 install_missing_packages() {
@@ -20,6 +27,10 @@ install_missing_packages() {
   for package in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
       || missing+=("$package")
+  done
+  local pair
+  for pair in "${COMMAND_PACKAGES[@]}"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
   done
   if ((${#missing[@]} == 0)); then return; fi
   local sudo=()
@@ -31,7 +42,9 @@ install_missing_packages() {
 }
 
 build() {
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  local extra=()
+  read -r -a extra <<<"${GRAPHBANDIT_CMAKE_ARGS:-}"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
@@ -54,8 +67,20 @@ case "${1:-}" in
     install_missing_packages
     build
     ;;
+  container-test)
+    shift
+    exec tools/container_test.sh "$@"
+    ;;
   *)
-    echo "usage: tools/dev.sh serve [server flags] | test | deps | build" >&2
+    cat >&2 <<'USAGE'
+usage: tools/dev.sh COMMAND
+  serve [server flags]  install what is missing, build, start graphbandit-server
+  test                  install what is missing, build, run the whole ctest suite
+  deps                  only install the Debian packages the build and the tests need
+  build                 deps + build (into $GRAPHBANDIT_BUILD_DIR, default build/)
+  container-test        build the container image with podman (Debian base made with
+                        debootstrap) and test it end to end: tools/container_test.sh
+USAGE
     exit 64
     ;;
 esac
