@@ -325,6 +325,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     MutexLock lock(&model->queue_mu_);
     model->next_seq_ = next;
     model->applied_seq_ = next - 1;
+    model->decided_seq_ = next - 1;
     model->rewards_held_ = model->learner_ != nullptr ? model->learner_->history_size() : 0;
     if (!dir.empty()) {
       if (absl::Status s = model->StartSegment(next); !s.ok()) return s;
@@ -1250,6 +1251,7 @@ void Model::WriterLoop() {
     }
     ApplyBatch(&batch);
     AfterBatch();
+    MarkDecided();
     const bool due = durability_.snapshot_every_records > 0 &&
                      static_cast<int64_t>(applied_for_snapshot_) >= durability_.snapshot_every_records;
     if (!snapshot && !due) continue;
@@ -1266,6 +1268,9 @@ void Model::WriterLoop() {
       std::fprintf(stderr, "model \"%s\": snapshot failed: %s\n", options_.name.c_str(),
                    std::string(taken.status().message()).c_str());
     }
+    // The snapshot applied what was logged up to its point: decide fits for that too.
+    AfterBatch();
+    MarkDecided();
     std::vector<std::shared_ptr<OpCompletion>> waiters;
     {
       MutexLock lock(&queue_mu_);
@@ -1958,16 +1963,24 @@ ModelStats Model::Stats() const {
   return stats;
 }
 
+void Model::MarkDecided() {
+  MutexLock lock(&queue_mu_);
+  decided_seq_ = applied_seq_;
+  queue_cv_.SignalAll();
+}
+
 void Model::WaitForFits() {
+  MutexLock lock(&queue_mu_);
   for (;;) {
-    {
-      MutexLock lock(&queue_mu_);
-      queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return fits_in_flight_ == 0 || stopping_;
-      });
-    }
-    WaitForWriter();
-    MutexLock lock(&queue_mu_);
+    queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return fits_in_flight_ == 0 || stopping_;
+    });
+    // Not only applied: the writer must also have decided, after applying, whether a fit is
+    // due (AfterBatch), or a fit about to start would be missed here.
+    const uint64_t target = next_seq_ - 1;
+    queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return decided_seq_ >= target || (stopping_ && queue_.empty());
+    });
     if (fits_in_flight_ == 0 || stopping_) return;
   }
 }

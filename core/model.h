@@ -245,6 +245,7 @@ class Model {
   // Writer, after each batch: picks up a finished fit (logging it when its values changed) and
   // starts the next one when it is due.
   void AfterBatch();
+  void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
   // AfterBatch's decisions: coarsen a full dictionary, log a finished fit, start a due one.
   void DecideFits();
   // Logs a hyper-parameter record (ledger lock held); false if it could not be logged.
@@ -350,6 +351,8 @@ class Model {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // Applied and past AfterBatch (fit decisions taken); WaitForFits waits on it.
+  uint64_t decided_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   int64_t rewards_held_ ABSL_GUARDED_BY(queue_mu_) = 0;
   Dimensions dims_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
