@@ -58,10 +58,12 @@ VOLUME /var/lib/graphbandit
 EXPOSE 50051 9464
 STOPSIGNAL SIGTERM
 # The health check asks grpc.health.v1 through the CLI; set GRAPHBANDIT_HEALTH_TARGET when the
-# server is told to listen elsewhere (e.g. --listen=127.0.0.1:PORT with host networking).
-ENV GRAPHBANDIT_HEALTH_TARGET=127.0.0.1:50051
+# server is told to listen elsewhere (e.g. --listen=127.0.0.1:PORT with host networking), and
+# GRAPHBANDIT_HEALTH_FLAGS when it serves TLS (e.g. "--tls_ca_file=/etc/graphbandit/ca.pem
+# --tls_server_name=graphbandit", plus --tls_cert_file/--tls_key_file for mutual TLS).
+ENV GRAPHBANDIT_HEALTH_TARGET=127.0.0.1:50051 GRAPHBANDIT_HEALTH_FLAGS=
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-  CMD graphbandit-cli --target="$GRAPHBANDIT_HEALTH_TARGET" --deadline_ms=3000 health || exit 1
+  CMD graphbandit-cli --target="$GRAPHBANDIT_HEALTH_TARGET" --deadline_ms=3000 $GRAPHBANDIT_HEALTH_FLAGS health || exit 1
 ENTRYPOINT ["graphbandit-server", "--listen=0.0.0.0:50051", "--metrics_listen=0.0.0.0:9464", \
             "--state_dir=/var/lib/graphbandit"]
 CMD []
