@@ -37,7 +37,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-SCRAPE_SECONDS = 1
+SCRAPE_SECONDS = 2  # interval and timeout: one slow scrape on a busy machine must not fail
 JOB = "graphbandit"
 
 
@@ -230,9 +230,14 @@ scrape_configs:
         return float(result[0]["value"][1])
 
     def wait_for_scrape_after(self, when):
-        """Waits until Prometheus holds a scrape of the server that started after `when`."""
-        expr = f'timestamp(up{{job="{JOB}"}})'
-        wait_for(f"a scrape after t={when:.3f}", lambda: self.value(expr) > when, 30)
+        """Waits until Prometheus holds a successful scrape of the server that started after
+        `when` (a scrape that timed out on a busy machine does not count)."""
+        # timestamp() must take the raw series: after `== 1` it would give the query's time.
+        up = f'up{{job="{JOB}"}}'
+
+        def scraped():
+            return self.value(f"timestamp({up})") > when and self.value(up) == 1
+        wait_for(f"a successful scrape after t={when:.3f}", scraped, 30)
 
     def scrape(self):
         return http_get(self.metrics_url)
