@@ -121,7 +121,8 @@ grpc::Status BearerToken::CheckHeader(const std::string* header) const {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "this service needs 'authorization: Bearer <token>' metadata");
   }
-  if (!absl::StartsWith(*header, kBearerPrefix)) {
+  // The scheme name is case-insensitive (RFC 7235 section 2.1); the token is not.
+  if (!absl::StartsWithIgnoreCase(*header, kBearerPrefix)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "the authorization metadata must be 'Bearer <token>'");
   }

@@ -52,11 +52,12 @@ TEST(BearerTokenTest, EmptyTokenAdmitsEverything) {
 TEST(BearerTokenTest, OnlyTheExactTokenPasses) {
   const BearerToken token("s3cr3t-Token");
   EXPECT_TRUE(token.required());
-  const std::string good = "Bearer s3cr3t-Token";
-  EXPECT_TRUE(token.CheckHeader(&good).ok());
+  for (const std::string good : {"Bearer s3cr3t-Token", "bearer s3cr3t-Token", "BEARER s3cr3t-Token"}) {
+    EXPECT_TRUE(token.CheckHeader(&good).ok()) << good;
+  }
   for (const std::string bad :
        {"Bearer s3cr3t-token", "Bearer s3cr3t-Token ", "Bearer s3cr3t-Toke", "Bearer s3cr3t-TokenX",
-        "bearer s3cr3t-Token", "Basic s3cr3t-Token", "s3cr3t-Token", "Bearer ", ""}) {
+        "Bearer  s3cr3t-Token", "Basic s3cr3t-Token", "s3cr3t-Token", "Bearer ", ""}) {
     const grpc::Status status = token.CheckHeader(&bad);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << bad;
     EXPECT_THAT(status.error_message(), Not(HasSubstr("s3cr3t"))) << bad;
