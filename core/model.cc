@@ -2047,6 +2047,7 @@ void Model::Shutdown() {
       }
       MutexLock lock(&queue_mu_);
       stopping_ = true;
+      queue_cv_.SignalAll();  // waiters (WaitForFits, WaitForWriter) see stopping_ again
     }
   }
   {
