@@ -51,6 +51,9 @@ RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/graphbandit --
       --shell /usr/sbin/nologin graphbandit \
  && install -d -o graphbandit -g graphbandit -m 0750 /var/lib/graphbandit
 COPY --from=build /out/bin/ /usr/local/bin/
+# Every shared library the programs need is here (a library whose package was not found above
+# would otherwise only show when the server starts).
+RUN if ldd /usr/local/bin/graphbandit-* | grep "not found"; then exit 1; fi
 USER 10001:10001
 WORKDIR /var/lib/graphbandit
 VOLUME /var/lib/graphbandit
