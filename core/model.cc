@@ -1239,6 +1239,7 @@ void Model::WriterLoop() {
   for (;;) {
     std::deque<Pending> batch;
     bool snapshot = false;
+    std::shared_ptr<const std::function<void()>> hook;
     {
       MutexLock lock(&queue_mu_);
       queue_cv_.Wait(&queue_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -1248,8 +1249,10 @@ void Model::WriterLoop() {
       batch.swap(queue_);
       snapshot = snapshot_requested_;
       fit_ready_ = false;
+      hook = after_apply_hook_;
     }
     ApplyBatch(&batch);
+    if (hook != nullptr) (*hook)();
     AfterBatch();
     MarkDecided();
     const bool due = durability_.snapshot_every_records > 0 &&
@@ -1961,6 +1964,12 @@ ModelStats Model::Stats() const {
   stats.fits_failed = fits_failed_;
   stats.fit_seconds = fit_seconds_;
   return stats;
+}
+
+void Model::SetAfterApplyHookForTesting(std::function<void()> hook) {
+  MutexLock lock(&queue_mu_);
+  after_apply_hook_ = hook ? std::make_shared<const std::function<void()>>(std::move(hook))
+                           : nullptr;
 }
 
 void Model::MarkDecided() {

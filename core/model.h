@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -209,6 +210,9 @@ class Model {
   // logged is applied (for tests and tools that need a quiescent model; fits start only as
   // rewards arrive).
   void WaitForFits() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Tests only: the writer runs `hook` after applying each batch and before deciding whether a
+  // fit is due (widens that window, which WaitForFits must cover). Null removes it.
+  void SetAfterApplyHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Takes a snapshot now (and starts a new log segment); returns its sequence number.
   absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
@@ -353,6 +357,7 @@ class Model {
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   // Applied and past AfterBatch (fit decisions taken); WaitForFits waits on it.
   uint64_t decided_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  std::shared_ptr<const std::function<void()>> after_apply_hook_ ABSL_GUARDED_BY(queue_mu_);
   int64_t rewards_held_ ABSL_GUARDED_BY(queue_mu_) = 0;
   Dimensions dims_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;

@@ -987,6 +987,29 @@ void PlaySmoothTask(Engine& engine, int rounds) {
   }
 }
 
+// WaitForFits covers the moment between the writer applying a batch and deciding that a fit is
+// due (the writer is held in that moment here; before the fix WaitForFits returned in it with
+// no fit started, and fits_* below were all 0).
+TEST(EngineTest, WaitForFitsSeesAFitDueOnTheLastBatch) {
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  auto engine = OpenEngine({options}, "");
+  Model* model = *engine->FindModel("");
+  PlaySmoothTask(*engine, 19);
+  model->WaitForFits();
+  ModelStats stats = model->Stats();
+  EXPECT_EQ(stats.fits_applied + stats.fits_unchanged + stats.fits_skipped + stats.fits_failed, 0);
+
+  model->SetAfterApplyHookForTesting(
+      [] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  PlaySmoothTask(*engine, 1);  // the 20th reward: a fit is due once it is applied
+  model->WaitForFits();
+  stats = model->Stats();
+  EXPECT_EQ(stats.fits_applied + stats.fits_unchanged + stats.fits_skipped + stats.fits_failed, 1);
+  model->SetAfterApplyHookForTesting(nullptr);
+}
+
 // Hyper-parameters are fitted beside the serving state, logged, and reproduced by recovery
 // (from the log alone, and from the shutdown snapshot); values set in the configuration stay
 // exactly as configured.
