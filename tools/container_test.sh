@@ -231,7 +231,9 @@ stop_container() {  # stop_container NAME: SIGTERM, exit status 0 before the gra
             "$t0" "$(date +%s.%N)")
   code=$(podman inspect -f '{{.State.ExitCode}}' "$1")
   [[ $code == 0 ]] || fail "$1 exited with status $code after SIGTERM (137 = killed at the grace)"
-  podman logs "$1" 2>&1 | grep -q "stopped cleanly" || fail "$1: no clean stop in its log"
+  # grep without -q reads all of its input: with -q it may exit first, and podman logs' SIGPIPE
+  # would fail the pipeline under pipefail.
+  podman logs "$1" 2>&1 | grep "stopped cleanly" >/dev/null || fail "$1: no clean stop in its log"
   say "$1 stopped with status 0 in $elapsed s (grace $grace s)"
 }
 
@@ -321,7 +323,7 @@ run_container "$second"
 after=$(describe_counters)
 say "DescribeModel after the restart:  $(tr '\n' ' ' <<<"$after")"
 [[ $before == "$after" ]] || fail "counters changed across the restart: $(diff <(echo "$before") <(echo "$after"))"
-podman logs "$second" 2>&1 | grep -qE "snapshot at record [1-9][0-9]*, 0 log records replayed" \
+podman logs "$second" 2>&1 | grep -E "snapshot at record [1-9][0-9]*, 0 log records replayed" >/dev/null \
   || fail "the new container did not start from the shutdown snapshot"
 stop_container "$second"
 
