@@ -72,39 +72,32 @@ def _encode_health_request(service):
     return b"\x0a" + _varint(len(data)) + data if data else b""
 
 
+def _read_varint(data, i):
+    """The varint starting at data[i], and the index after it."""
+    value, shift = 0, 0
+    while True:
+        if i >= len(data):
+            raise ValueError("malformed health response")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
 def _decode_health_status(data):
     # HealthCheckResponse { ServingStatus status = 1; }: the value of field 1 (varint).
     i, status = 0, 0
     while i < len(data):
-        key, shift = 0, 0
-        while True:
-            b = data[i]
-            i += 1
-            key |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        key, i = _read_varint(data, i)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            value, shift = 0, 0
-            while True:
-                b = data[i]
-                i += 1
-                value |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            value, i = _read_varint(data, i)
             if field == 1:
                 status = value
         elif wire == 2:
-            length, shift = 0, 0
-            while True:
-                b = data[i]
-                i += 1
-                length |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
+            length, i = _read_varint(data, i)
             i += length
         elif wire == 1:
             i += 8
