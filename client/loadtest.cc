@@ -1,5 +1,5 @@
-// graphbandit-loadtest: plays a synthetic graph environment (client/sim/environment.h, or with
-// --task one of the robustness tasks of client/sim/task_environment.h) against a running server
+// graphbandit-loadtest: plays a synthetic graph environment (sim/environment.h, or with
+// --task one of the robustness tasks of sim/task_environment.h) against a running server
 // and reports throughput, latency percentiles, regret, and whether the model learned every
 // reward it acknowledged.
 //
@@ -34,10 +34,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/connection.h"
-#include "client/sim/environment.h"
-#include "client/sim/presets.h"
-#include "client/sim/robustness.h"
-#include "client/sim/task_environment.h"
+#include "sim/environment.h"
+#include "sim/presets.h"
+#include "sim/robustness.h"
+#include "sim/task_environment.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "HOST:PORT of the graphbandit server.");

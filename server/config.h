@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/engine.h"
-#include "core/model_options.h"
+#include "core/model/engine.h"
+#include "core/model/model_options.h"
 #include "graphbandit/v1/config.pb.h"
 
 namespace graphbandit::server {

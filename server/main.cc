@@ -15,7 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "core/engine.h"
+#include "core/model/engine.h"
 #include "server/config.h"
 #include "server/server.h"
 

@@ -5,8 +5,8 @@
 
 #include <prometheus/metric_family.h>
 
-#include "core/model.h"
-#include "core/refit.h"
+#include "core/model/model.h"
+#include "core/fit/refit.h"
 
 namespace graphbandit::server {
 namespace {

@@ -23,7 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/engine.h"
+#include "core/model/engine.h"
 
 namespace graphbandit::server {
 

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/engine.h"
+#include "core/model/engine.h"
 #include "server/metrics.h"
 #include "server/security.h"
 #include "server/services.h"

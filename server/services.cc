@@ -3,7 +3,7 @@
 #include <chrono>
 #include <climits>
 
-#include "core/refit.h"
+#include "core/fit/refit.h"
 #include "server/config.h"
 #include "server/status_util.h"
 

@@ -3,7 +3,7 @@
 #ifndef GRAPHBANDIT_SERVER_SERVICES_H_
 #define GRAPHBANDIT_SERVER_SERVICES_H_
 
-#include "core/engine.h"
+#include "core/model/engine.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "server/metrics.h"
 #include "server/security.h"

@@ -7,7 +7,7 @@
 
 #include <Eigen/Dense>
 
-#include "core/random.h"
+#include "core/base/random.h"
 
 namespace graphbandit::testing {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "core/engine.h"
-#include "core/model.h"
+#include "core/model/engine.h"
+#include "core/model/model.h"
 #include "core/storage/log_reader.h"
 #include "core/storage/log_writer.h"
 #include "core/storage/snapshot_file.h"

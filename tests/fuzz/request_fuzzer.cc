@@ -1,4 +1,4 @@
-// Fuzz target: the service's request validation, in-process (core/engine.h). Bytes become a
+// Fuzz target: the service's request validation, in-process (core/model/engine.h). Bytes become a
 // sequence of SelectArm / ReportReward / graph-edit calls with hostile values (NaN, infinities,
 // wrong dimensions, duplicate and oversized ids, slates out of range, unknown models and
 // events). Checked on every call:
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/engine.h"
+#include "core/model/engine.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace graphbandit::fuzz {

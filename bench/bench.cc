@@ -1,0 +1,414 @@
+// graphbandit-bench: measures, in-process on the engine (no gRPC), the two costs that issue 4's
+// design trades:
+//
+//  --mode=reward_rate   SelectArm latency while one stream of rewards arrives at increasing
+//                       rates. Decision callers run closed-loop the whole time; in each phase
+//                       the reward stream is paced at a target rate (0 = none, "max" = as fast
+//                       as the engine accepts). Printed per phase: SelectArm p50/p99/max, the
+//                       decision rate, the reward rate reached, and state freshness (from
+//                       acknowledging a reward to serving a state that learned it).
+//  --mode=durability    ReportReward throughput and latency under each fsync policy (every
+//                       record, group commit, none), closed-loop reporters on a real disk.
+//  --mode=refit         What hyper-parameter fitting costs (core/fit/refit.h): one fit on the
+//                       default max_points observations (helper thread), and the rebuild of
+//                       the Nystrom posterior with the fitted values (writer thread, learning
+//                       paused meanwhile) after t observations, for each --refit_history.
+//
+// Each prints a table; figures come from one run, side by side.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "core/model/engine.h"
+#include "absl/strings/numbers.h"
+#include "core/graph/green_function.h"
+#include "core/learner/learner_factory.h"
+#include "core/learner/nystrom_posterior.h"
+#include "core/base/random.h"
+#include "core/fit/refit.h"
+
+ABSL_FLAG(std::string, mode, "all", "reward_rate, durability, refit or all.");
+ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
+          "--mode=refit: observations learned before the fit and the rebuild, one row each.");
+ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
+          "Reward rates per second for --mode=reward_rate, one phase each; max = unpaced.");
+ABSL_FLAG(double, phase_seconds, 4.0, "Length of each phase.");
+ABSL_FLAG(int32_t, deciders, 2, "Closed-loop SelectArm callers.");
+ABSL_FLAG(int32_t, reporters, 4, "Closed-loop ReportReward callers in --mode=durability.");
+ABSL_FLAG(int32_t, candidates, 20, "Candidates per SelectArm.");
+ABSL_FLAG(int32_t, users, 50, "Distinct users.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Where to keep the benchmark's state (a fresh directory under it; default: a temporary "
+          "directory on the disk that holds /tmp).");
+
+namespace graphbandit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// CPU seconds used by the whole process so far (all threads).
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+struct Items {
+  std::vector<std::string> ids;
+  std::vector<std::vector<double>> features;
+};
+
+Items MakeItems(int n) {
+  Items items;
+  for (int i = 0; i < n; ++i) {
+    items.ids.push_back(absl::StrCat("item", i));
+    items.features.push_back({std::cos(i * 0.7), std::sin(i * 0.7), std::cos(i * 0.3), 0.1 * (i % 5)});
+  }
+  return items;
+}
+
+DecisionRequest Request(const Items& items, const std::string& user, const std::string& event_id) {
+  DecisionRequest request;
+  request.user_id = user;
+  for (size_t i = 0; i < items.ids.size(); ++i) request.candidates.push_back({items.ids[i], items.features[i]});
+  request.event_id = event_id;
+  return request;
+}
+
+std::string FreshDir(const std::string& base, const std::string& name) {
+  std::string root = base.empty() ? "/tmp" : base;
+  std::string pattern = absl::StrCat(root, "/graphbandit-bench-", name, ".XXXXXX");
+  return mkdtemp(pattern.data());
+}
+
+std::unique_ptr<Engine> Open(const std::string& dir, Durability durability) {
+  EngineOptions options;
+  options.state_dir = dir;
+  options.durability = durability;
+  ModelOptions model;
+  model.max_decisions = 2'000'000;
+  options.models = {model};
+  auto engine = Engine::Open(options);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "cannot open the engine: %s\n", engine.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *std::move(engine);
+}
+
+// Freshness quantile from the histogram difference between two readings.
+double FreshnessQuantile(const FreshnessStats& before, const FreshnessStats& after, double q) {
+  const int64_t n = after.count - before.count;
+  if (n <= 0) return std::nan("");
+  for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
+    if (after.buckets[b] - before.buckets[b] >= static_cast<int64_t>(std::ceil(q * n))) {
+      return FreshnessStats::kBounds[b];
+    }
+  }
+  return INFINITY;
+}
+
+void RewardRate() {
+  const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "rate");
+  Durability durability;  // the defaults: a (shared) sync per reward, snapshots every 100k records
+  auto engine = Open(dir, durability);
+  Model* model = *engine->FindModel("");
+  const Items items = MakeItems(absl::GetFlag(FLAGS_candidates));
+  const int users = absl::GetFlag(FLAGS_users);
+  const int deciders = absl::GetFlag(FLAGS_deciders);
+  const double phase_seconds = absl::GetFlag(FLAGS_phase_seconds);
+
+  // Warm up: a model that has learned something, so decisions do real work.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string user = absl::StrCat("u", i % users), id = absl::StrCat("warm", i);
+    auto d = engine->SelectArm(Request(items, user, id));
+    if (d.ok()) engine->ReportReward({id, 0.1 * (i % 9), {}, ""}).IgnoreError();
+  }
+  model->WaitForWriter();
+
+  std::printf("SelectArm latency against the reward rate (in-process, %d closed-loop deciders, %d "
+              "candidates, EK-UCB, default durability; %.0f s per phase)\n",
+              deciders, static_cast<int>(items.ids.size()), phase_seconds);
+  std::printf("%-12s %12s %12s %10s %10s %10s %14s %14s %8s %6s\n", "target/s", "rewards/s",
+              "decisions/s", "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms", "CPU %", "m");
+  int phase_index = 0;
+  for (absl::string_view rate_text : absl::StrSplit(absl::GetFlag(FLAGS_reward_rates), ',')) {
+    const bool unpaced = rate_text == "max";
+    double rate = 0;
+    if (!unpaced && !absl::SimpleAtod(rate_text, &rate)) {
+      std::fprintf(stderr, "bad --reward_rates entry \"%s\"\n", std::string(rate_text).c_str());
+      std::exit(2);
+    }
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<double> latencies;
+    std::atomic<int64_t> rewards{0};
+    const FreshnessStats fresh_before = model->Stats().freshness;
+    const double cpu_before = CpuSeconds();
+    std::vector<std::thread> threads;
+    for (int t = 0; t < deciders; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<double> mine;
+        for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          const std::string user = absl::StrCat("u", (i * 7 + t) % users);
+          const auto start = Clock::now();
+          auto d = engine->SelectArm(Request(items, user, ""));
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          if (d.ok()) mine.push_back(ms);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+    }
+    // The reward stream: decide (not timed; one candidate, so that the stream's own decisions
+    // are cheap and it can reach its rate) then report, paced to the target rate.
+    threads.emplace_back([&] {
+      if (!unpaced && rate <= 0) return;
+      const auto start = Clock::now();
+      for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        if (!unpaced) {
+          const auto due = start + std::chrono::duration<double>(static_cast<double>(i) / rate);
+          std::this_thread::sleep_until(due);
+        }
+        const std::string user = absl::StrCat("u", i % users);
+        const std::string id = absl::StrCat("p", phase_index, "-", i);
+        DecisionRequest one = Request(items, user, id);
+        one.candidates = {one.candidates[static_cast<size_t>(i) % one.candidates.size()]};
+        auto d = engine->SelectArm(one);
+        if (!d.ok()) continue;
+        auto r = engine->ReportReward({id, 0.1 * static_cast<double>((i * 13) % 9), {}, ""});
+        if (r.ok() && r->outcome == RewardOutcome::kAccepted) ++rewards;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    const double cpu_percent = 100.0 * (CpuSeconds() - cpu_before) / phase_seconds;
+    model->WaitForWriter();
+    const FreshnessStats fresh_after = model->Stats().freshness;
+    const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
+    const double p50 = Percentile(latencies, 0.50), p99 = Percentile(latencies, 0.99);
+    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g %8.0f %6lld\n",
+                std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
+                decisions_per_s, p50, p99, max,
+                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.5),
+                1000 * FreshnessQuantile(fresh_before, fresh_after, 0.99), cpu_percent,
+                static_cast<long long>(model->View()->dictionary_size));
+    std::fflush(stdout);
+    ++phase_index;
+  }
+  std::printf("(freshness figures are histogram bucket bounds: 'at most'; CPU %% is the whole "
+              "process over the phase, %u hardware threads = %u%%)\n\n",
+              std::thread::hardware_concurrency(), 100 * std::thread::hardware_concurrency());
+  engine->Shutdown();
+  std::filesystem::remove_all(dir);
+}
+
+void DurabilityCost() {
+  const int reporters = absl::GetFlag(FLAGS_reporters);
+  const double phase_seconds = absl::GetFlag(FLAGS_phase_seconds);
+  const Items items = MakeItems(5);
+  std::printf("ReportReward under each fsync policy (in-process, %d closed-loop reporters, each "
+              "round = SelectArm + ReportReward; %.0f s each; state under %s)\n",
+              reporters, phase_seconds,
+              absl::GetFlag(FLAGS_state_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_state_dir).c_str());
+  std::printf("%-22s %12s %12s %12s %12s %12s\n", "sync", "rewards/s", "p50 ms", "p99 ms", "max ms",
+              "fsyncs/s");
+  struct Policy {
+    const char* name;
+    Durability::Sync sync;
+  };
+  for (const Policy& policy : {Policy{"every_record", Durability::Sync::kEveryRecord},
+                               Policy{"group_commit (2 ms)", Durability::Sync::kGroupCommit},
+                               Policy{"os (no fsync)", Durability::Sync::kOs}}) {
+    const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "sync");
+    Durability durability;
+    durability.sync = policy.sync;
+    auto engine = Open(dir, durability);
+    Model* model = *engine->FindModel("");
+    const int64_t syncs_before = model->Stats().log_syncs;
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<double> latencies;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < reporters; ++t) {
+      threads.emplace_back([&, t] {
+        std::vector<double> mine;
+        for (int i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+          const std::string user = absl::StrCat("u", (i + t) % 20);
+          const std::string id = absl::StrCat("t", t, "-", i);
+          auto d = engine->SelectArm(Request(items, user, id));
+          if (!d.ok()) continue;
+          const auto start = Clock::now();
+          auto r = engine->ReportReward({id, 0.5, {}, ""});
+          const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          if (r.ok()) mine.push_back(ms);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    const double syncs = static_cast<double>(model->Stats().log_syncs - syncs_before);
+    const double count = static_cast<double>(latencies.size());
+    const double p50 = Percentile(latencies, 0.5), p99 = Percentile(latencies, 0.99);
+    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds, p50,
+                p99, max, syncs / phase_seconds);
+    std::fflush(stdout);
+    engine->Shutdown();
+    engine.reset();
+    std::filesystem::remove_all(dir);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace graphbandit
+
+namespace graphbandit {
+
+// Peak resident set of the process so far, in KiB.
+long PeakRssKb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// A learner as the server builds one for EK_UCB (8 arm features, 30 users in 3 groups of
+// friends, cap 1,000), fed `history` rewards of a smooth function with noise; then one fit with
+// the default options and the rebuild with its values, each timed.
+void RefitCost() {
+  constexpr int kDim = 8, kUsers = 30;
+  UserGraph graph;
+  graph.EnsureUsers(kUsers);
+  for (int u = 0; u < kUsers; ++u) graph.SetEdge(u, (u + 3) % kUsers, 1.0);  // 3 rings of 10
+  std::printf("# refit cost: EK_UCB learner, %d features, %d users, dictionary cap 1000, fit on "
+              "up to %d points\n",
+              kDim, kUsers, RefitOptions().max_points);
+  std::printf("%9s %6s %10s %12s %13s %12s %10s\n", "history", "m", "fit s", "evaluations",
+              "fit MB (RSS)", "rebuild s", "applied");
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_refit_history), ',')) {
+    int history = 0;
+    if (!absl::SimpleAtoi(text, &history) || history < 2) {
+      std::fprintf(stderr, "bad --refit_history entry \"%s\"\n", std::string(text).c_str());
+      std::exit(2);
+    }
+    ModelOptions model;
+    RefitOptions refit = ModelOptions::DefaultRefit();
+    KernelShape shape;
+    shape.arm_dim = kDim;
+    std::shared_ptr<const UserKernel> users = *GreenFunction::Build(graph, model.rho);
+    NystromOptions options;
+    options.ridge = options.kors_mu = model.ridge;
+    options.growth_batch_divisor = kServedGrowthBatchDivisor;
+    NystromPosterior learner(kDim, ArmKernel(KernelType::kRbf, 1.0), users, options);
+    FeatureScaling scaling{0, kDim, 1.0, 1.0, Eigen::VectorXd()};
+    Rng rng(7);
+    // The reward: 8 tanh units of all features, weighted per group of friends (the
+    // robustness preset's kind of task, which fills the dictionary within a few thousand).
+    Eigen::MatrixXd units(kDim, 8), weights(3, 8);
+    for (int k = 0; k < 8; ++k) {
+      for (int d = 0; d < kDim; ++d) units(d, k) = rng.Normal() * 0.5;
+      for (int g = 0; g < 3; ++g) weights(g, k) = rng.Normal();
+    }
+    for (int i = 0; i < history; ++i) {
+      Eigen::VectorXd x(kDim);
+      for (int d = 0; d < kDim; ++d) x(d) = rng.Normal();
+      const int32_t user = static_cast<int32_t>(rng.UniformInt(kUsers));
+      const Eigen::VectorXd hidden = (units.transpose() * x).array().tanh().matrix();
+      const double reward = weights.row(user % 3).dot(hidden) + 0.3 * rng.Normal();
+      if (absl::Status s = learner.Observe(user, x, reward); !s.ok()) {
+        std::fprintf(stderr, "observe: %s\n", std::string(s.message()).c_str());
+        std::exit(1);
+      }
+    }
+    const Hyperparameters start =
+        InitialHyperparameters(shape, model.kernel_variance, scaling, model.ridge);
+    const FitData data = SpreadRawObservations(learner, scaling, refit.max_points);
+    const long rss_before = PeakRssKb();
+    const auto fit_started = Clock::now();
+    auto fit = FitHyperparameters(data, MakeFitUsers(shape, refit, graph, users), start,
+                                  MakeFitSpec(refit, shape));
+    const double fit_seconds = std::chrono::duration<double>(Clock::now() - fit_started).count();
+    if (!fit.ok()) {
+      std::fprintf(stderr, "fit: %s\n", std::string(fit.status().message()).c_str());
+      std::exit(1);
+    }
+    const long rss_after = PeakRssKb();
+    // As the writer does (Model::SwitchHyperparameters): a backup of the learner's state, then
+    // the rebuild.
+    const auto rebuild_started = Clock::now();
+    storage::Encoder backup;
+    learner.SaveState(&backup);
+    if (absl::Status s = ApplyHyperparameters(fit->values, shape, 1.0, graph, &scaling, &users,
+                                              &learner);
+        !s.ok()) {
+      std::fprintf(stderr, "rebuild: %s\n", std::string(s.message()).c_str());
+      std::exit(1);
+    }
+    const double rebuild_seconds =
+        std::chrono::duration<double>(Clock::now() - rebuild_started).count();
+    std::printf("%9d %6lld %10.2f %12d %13.0f %12.2f %10s\n", history,
+                static_cast<long long>(learner.dictionary_size()), fit_seconds, fit->evaluations,
+                (rss_after - rss_before) / 1024.0, rebuild_seconds,
+                FitImproves(*fit, refit) &&
+                        MateriallyDifferent(start, fit->values, refit.min_change)
+                    ? "yes"
+                    : "no");
+    std::fflush(stdout);
+  }
+  std::printf("(fit MB: growth of the peak resident set during the fit; 0 when an earlier, "
+              "larger row already reached it. rebuild s: the writer's pause, timed as if the fit "
+              "were applied; applied: whether the server would apply it)\n\n");
+}
+
+}  // namespace graphbandit
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Measures SelectArm latency against the reward rate, and ReportReward cost per fsync "
+      "policy.\nExample: graphbandit-bench --mode=all --phase_seconds=4");
+  absl::ParseCommandLine(argc, argv);
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "all") {
+    std::fprintf(stderr, "--mode must be reward_rate, durability, refit or all\n");
+    return 2;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::printf("graphbandit-bench on %s, %u hardware threads\n\n", host,
+              std::thread::hardware_concurrency());
+  if (mode == "reward_rate" || mode == "all") graphbandit::RewardRate();
+  if (mode == "durability" || mode == "all") graphbandit::DurabilityCost();
+  if (mode == "refit" || mode == "all") graphbandit::RefitCost();
+  return 0;
+}

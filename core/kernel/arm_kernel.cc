@@ -1,0 +1,86 @@
+#include "core/kernel/arm_kernel.h"
+
+#include <cmath>
+
+namespace graphbandit {
+
+absl::string_view KernelTypeName(KernelType type) {
+  switch (type) {
+    case KernelType::kRbf:
+      return "RBF";
+    case KernelType::kMatern32:
+      return "MATERN32";
+    case KernelType::kMatern52:
+      return "MATERN52";
+    case KernelType::kLinear:
+      return "LINEAR";
+  }
+  return "UNKNOWN";
+}
+
+double ArmKernel::operator()(const Eigen::Ref<const Eigen::VectorXd>& a,
+                             const Eigen::Ref<const Eigen::VectorXd>& b) const {
+  if (type_ == KernelType::kLinear) return (variance_ + linear_) * a.dot(b) + offset_;
+  Eigen::MatrixXd sq(1, 1);
+  sq(0, 0) = (a - b).squaredNorm();
+  ProfileInPlace(sq);
+  return sq(0, 0) + linear_ * a.dot(b) + offset_;
+}
+
+double ArmKernel::Diagonal(const Eigen::Ref<const Eigen::VectorXd>& a) const {
+  return (type_ == KernelType::kLinear ? variance_ * a.squaredNorm() : variance_) +
+         linear_ * a.squaredNorm() + offset_;
+}
+
+Eigen::VectorXd ArmKernel::Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const {
+  if (type_ == KernelType::kLinear || linear_ != 0.0) {
+    const double scale = type_ == KernelType::kLinear ? variance_ + linear_ : linear_;
+    const double constant = type_ == KernelType::kLinear ? offset_ : variance_ + offset_;
+    return (scale * points.colwise().squaredNorm().transpose()).array() + constant;
+  }
+  return Eigen::VectorXd::Constant(points.cols(), variance_ + offset_);
+}
+
+void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
+                      const Eigen::Ref<const Eigen::MatrixXd>& b, Eigen::MatrixXd* out) const {
+  out->resize(a.cols(), b.cols());
+  if (a.cols() == 0 || b.cols() == 0) return;
+  out->noalias() = a.transpose() * b;
+  if (type_ == KernelType::kLinear) {
+    *out *= variance_ + linear_;
+    if (offset_ != 0.0) out->array() += offset_;
+    return;
+  }
+  Eigen::MatrixXd inner;
+  if (linear_ != 0.0) inner = *out;
+  // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b; clamp the round-off below zero.
+  const Eigen::VectorXd na = a.colwise().squaredNorm().transpose();
+  const Eigen::RowVectorXd nb = b.colwise().squaredNorm();
+  out->array() = ((-2.0 * out->array()).colwise() + na.array()).rowwise() + nb.array();
+  *out = out->cwiseMax(0.0);
+  ProfileInPlace(*out);
+  if (linear_ != 0.0) *out += linear_ * inner;
+  if (offset_ != 0.0) out->array() += offset_;
+}
+
+void ArmKernel::ProfileInPlace(Eigen::Ref<Eigen::MatrixXd> sq) const {
+  switch (type_) {
+    case KernelType::kRbf:
+      sq = variance_ * (-0.5 * sq.array()).exp();
+      return;
+    case KernelType::kMatern32: {
+      const Eigen::ArrayXXd r = std::sqrt(3.0) * sq.array().sqrt();
+      sq = variance_ * (1.0 + r) * (-r).exp();
+      return;
+    }
+    case KernelType::kMatern52: {
+      const Eigen::ArrayXXd r = std::sqrt(5.0) * sq.array().sqrt();
+      sq = variance_ * (1.0 + r + r.square() / 3.0) * (-r).exp();
+      return;
+    }
+    case KernelType::kLinear:
+      return;  // not a stationary profile; handled by the callers
+  }
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,57 @@
+// The Laplacian multi-user kernel K((s,u),(s',u')) = G[u,u'] * k_x(s,s') (LK eq. 2), evaluated
+// block-wise: arm-kernel blocks come from one matrix product, user factors from cached columns
+// of the user kernel (e.g. the Green's function). With a user variance eta > 0, each user also
+// has a function of its own, independent of the graph:
+//   K((s,u),(s',u')) = (G[u,u'] + eta [u = u']) k_x(s,s'),
+// i.e. the user kernel G + eta I: what the graph shares plus each user's own deviation.
+#ifndef GRAPHBANDIT_CORE_KERNEL_MULTI_USER_KERNEL_H_
+#define GRAPHBANDIT_CORE_KERNEL_MULTI_USER_KERNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/kernel/arm_kernel.h"
+#include "core/graph/user_kernel.h"
+
+namespace graphbandit {
+
+class MultiUserKernel {
+ public:
+  MultiUserKernel(ArmKernel arm, std::shared_ptr<const UserKernel> users,
+                  double user_variance = 0.0)
+      : arm_(arm), users_(std::move(users)), eta_(user_variance) {}
+
+  const ArmKernel& arm() const { return arm_; }
+  const std::shared_ptr<const UserKernel>& users() const { return users_; }
+  void set_users(std::shared_ptr<const UserKernel> users) { users_ = std::move(users); }
+  double user_variance() const { return eta_; }
+
+  // G[users[i], user] for every i.
+  Eigen::VectorXd UserFactors(const std::vector<int32_t>& users, int32_t user) const;
+
+  // out(i, j) = K((x_i, users[i]), (q_j, user)).
+  void CrossForUser(const Eigen::Ref<const Eigen::MatrixXd>& x, const std::vector<int32_t>& users,
+                    int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,
+                    Eigen::MatrixXd* out) const;
+
+  // K((q_j, user), (q_j, user)) for every column j.
+  Eigen::VectorXd Diagonal(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q) const;
+
+  // out(i, j) = K((a_i, users_a[i]), (b_j, users_b[j])), for columns [b_begin, b_begin + b_count)
+  // of b. Fetches one Green's-function column per distinct user of `a`.
+  void Cross(const Eigen::Ref<const Eigen::MatrixXd>& a, const std::vector<int32_t>& users_a,
+             const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
+             Eigen::MatrixXd* out) const;
+
+ private:
+  ArmKernel arm_;
+  std::shared_ptr<const UserKernel> users_;
+  double eta_ = 0.0;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_KERNEL_MULTI_USER_KERNEL_H_

@@ -1,0 +1,80 @@
+#include "core/learner/learner_factory.h"
+
+#include "core/learner/batched_nystrom_posterior.h"
+#include "core/learner/exact_gp_posterior.h"
+#include "core/learner/linear_posterior.h"
+#include "core/learner/nystrom_posterior.h"
+#include "core/fit/refit.h"
+
+namespace graphbandit {
+
+absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
+                                                     const UserGraph& graph,
+                                                     std::shared_ptr<const UserKernel> kernel,
+                                                     const Hyperparameters* values,
+                                                     double kors_mu_factor) {
+  const ArmKernel arm =
+      values != nullptr
+          ? ArmKernel(options.kernel, values->signal_variance, values->offset_variance,
+                      values->linear_variance)
+          : ArmKernel(options.kernel, options.kernel_variance);
+  const double ridge = values != nullptr ? values->noise_variance : options.ridge;
+  const double prior_mean = values != nullptr ? values->prior_mean : 0.0;
+  const double eta = values != nullptr ? values->user_variance : 0.0;
+  std::unique_ptr<Learner> learner;
+  switch (options.policy) {
+    case PolicyKind::kEkUcb:
+    case PolicyKind::kEkTs: {
+      NystromOptions nystrom;
+      nystrom.ridge = ridge;
+      nystrom.kors_mu = KorsMu(options.kors_mu, kors_mu_factor, ridge);
+      nystrom.prior_mean = prior_mean;
+      // Served: the dictionary's rows of M are computed in batches (one history pass per batch).
+      nystrom.growth_batch_divisor = kServedGrowthBatchDivisor;
+      nystrom.kors_epsilon = options.kors_epsilon;
+      nystrom.kors_gamma = options.kors_gamma;
+      nystrom.max_dictionary_size = options.max_dictionary_size;
+      nystrom.max_history = options.max_history;
+      nystrom.forget_evicted = options.forget_evicted;
+      nystrom.seed = options.seed;
+      learner = std::make_unique<NystromPosterior>(dim, arm, kernel, nystrom, eta);
+      break;
+    }
+    case PolicyKind::kGpUcb:
+    case PolicyKind::kGpTs:
+      learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, ridge, prior_mean, eta);
+      break;
+    case PolicyKind::kBatchedNystromUcb: {
+      BatchedNystromOptions batched;
+      batched.ridge = options.ridge;
+      batched.threshold = options.batched_threshold;
+      batched.oversampling = options.batched_oversampling;
+      batched.seed = options.seed;
+      // Served, the re-draws are bounded so that the writer keeps up (see the options).
+      batched.min_growth = kServedBatchedMinGrowth;
+      batched.max_dictionary_size = options.max_dictionary_size;
+      learner = std::make_unique<BatchedNystromPosterior>(dim, arm, kernel, batched);
+      break;
+    }
+    case PolicyKind::kLinUcbPerUser:
+    case PolicyKind::kLinUcbPooled:
+    case PolicyKind::kGraphUcb:
+    case PolicyKind::kGobLin: {
+      LinearOptions linear;
+      linear.lambda = options.linear_lambda;
+      linear.rho = options.rho;
+      linear.prior = options.policy == PolicyKind::kLinUcbPerUser ? LinearOptions::Prior::kPerUser
+                     : options.policy == PolicyKind::kLinUcbPooled ? LinearOptions::Prior::kPooled
+                                                                   : LinearOptions::Prior::kGraph;
+      if (options.policy == PolicyKind::kGobLin) linear.lambda = linear.rho = 1.0;
+      if (absl::Status s = linear.Validate(); !s.ok()) return s;
+      learner = std::make_unique<LinearUcbPosterior>(dim, linear);
+      break;
+    }
+  }
+  // Attach the graph (a no-op rebuild for an empty learner; the linear graph prior needs it).
+  if (absl::Status s = learner->SetGraph(graph, std::move(kernel)); !s.ok()) return s;
+  return learner;
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,535 @@
+#include "core/learner/nystrom_posterior.h"
+
+#include "core/linalg/nystrom_math.h"
+#include "core/storage/state_coding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+
+struct NystromPosterior::Basis {
+  Eigen::MatrixXd x;
+  std::vector<int32_t> users;
+  Eigen::MatrixXd chol_zz;
+};
+
+class NystromPosterior::FrozenScorer final : public Scorer {
+ public:
+  FrozenScorer(MultiUserKernel kernel, double ridge, double prior_mean,
+               std::shared_ptr<const Basis> basis, Eigen::MatrixXd chol_m,
+               Eigen::VectorXd weights)
+      : kernel_(std::move(kernel)),
+        ridge_(ridge),
+        prior_mean_(prior_mean),
+        basis_(std::move(basis)),
+        chol_m_(std::move(chol_m)),
+        weights_(std::move(weights)) {}
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override {
+    ScoreNystrom(kernel_, ridge_, basis_->x, basis_->users, chol_m_, basis_->chol_zz, weights_,
+                 user, points, mean, stddev, prior_mean_);
+  }
+
+ private:
+  MultiUserKernel kernel_;
+  double ridge_;
+  double prior_mean_;
+  std::shared_ptr<const Basis> basis_;
+  Eigen::MatrixXd chol_m_;
+  Eigen::VectorXd weights_;
+};
+
+NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
+                                   std::shared_ptr<const UserKernel> users,
+                                   const NystromOptions& options, double user_variance)
+    : dim_(dim),
+      kernel_(arm, std::move(users), user_variance),
+      options_(options),
+      rng_(options.seed),
+      history_(dim, options.max_history),
+      basis_x_(dim) {}
+
+void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                             Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
+  const std::shared_ptr<const Basis> basis = BasisSnapshot();
+  ScoreNystrom(kernel_, options_.ridge, basis->x, basis->users, chol_m_.matrix(), basis->chol_zz,
+               Weights(), user, points, mean, stddev, options_.prior_mean);
+}
+
+const Eigen::VectorXd& NystromPosterior::Weights() const {
+  if (weights_dirty_) {
+    weights_ = regression_size() > 0 ? chol_m_.Solve(gamma_) : Eigen::VectorXd();
+    weights_dirty_ = false;
+  }
+  return weights_;
+}
+
+Eigen::VectorXd NystromPosterior::DictionaryColumn(int32_t user,
+                                                   const Eigen::Ref<const Eigen::VectorXd>& point,
+                                                   double* k_ss) const {
+  *k_ss = kernel_.Diagonal(user, point)(0);
+  Eigen::MatrixXd cross;
+  kernel_.CrossForUser(basis_x_.view(), basis_users_, user, point, &cross);
+  if (cross.cols() == 0) return Eigen::VectorXd::Zero(dictionary_size());
+  return cross.col(0);
+}
+
+double NystromPosterior::KorsScore(int32_t user,
+                                   const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  double k_ss = 0.0;
+  Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);
+  double u = 0.0;
+  if (kz.size() > 0) {
+    chol_kors_.ForwardSolveInPlace(kz);
+    u = kz.squaredNorm();
+  }
+  const double r = std::max(k_ss - u, 0.0);
+  return (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+}
+
+uint64_t NystromPosterior::PointHash(int32_t user,
+                                     const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(user)) * 0x9E3779B97F4A7C15ULL;
+  for (Eigen::Index i = 0; i < point.size(); ++i) {
+    uint64_t bits;
+    const double value = point(i) == 0.0 ? 0.0 : point(i);  // -0.0 and 0.0 are the same point
+    std::memcpy(&bits, &value, sizeof bits);
+    h ^= bits + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+int NystromPosterior::FindDuplicate(int32_t user,
+                                    const Eigen::Ref<const Eigen::VectorXd>& point) const {
+  auto it = basis_by_hash_.find(PointHash(user, point));
+  if (it == basis_by_hash_.end()) return -1;
+  for (int j : it->second) {
+    if (basis_users_[j] == user && basis_x_.col(j) == point) return j;
+  }
+  return -1;
+}
+
+absl::Status NystromPosterior::Observe(int32_t user,
+                                       const Eigen::Ref<const Eigen::VectorXd>& point,
+                                       double reward) {
+  if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
+  double k_ss = 0.0;
+  const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);  // every dictionary point
+  const int m = static_cast<int>(dictionary_size());
+  const int mr = regression_size();  // the points M and Gamma cover (pending ones excluded)
+
+  // KORS decision, on the dictionary as it was before this point (EK Algorithm 2, step 5).
+  double p = 1.0;
+  if (m > 0 && !force_accept_) {
+    Eigen::VectorXd b = kz;
+    chol_kors_.ForwardSolveInPlace(b);
+    const double r = std::max(k_ss - b.squaredNorm(), 0.0);
+    const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+    p = std::min(1.0, options_.kors_gamma * tau);
+  }
+  // Always draw, so that the stream position depends only on the number of observations.
+  const bool accept = rng_.Uniform() < p;
+  force_accept_ = false;
+
+  // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += (y - m0) kz.
+  if (mr > 0) {
+    chol_m_.RankOneUpdate(kz.head(mr));
+    gamma_ += (reward - options_.prior_mean) * kz.head(mr);
+  }
+  HistoryBuffer::Entry evicted;
+  if (history_.Append(point, user, reward, &evicted)) {
+    ++stats_.evicted;
+    if (options_.forget_evicted && mr > 0) {
+      // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
+      double unused = 0.0;
+      const Eigen::VectorXd old =
+          DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
+      gamma_ -= (evicted.reward - options_.prior_mean) * old;
+      if (!chol_m_.RankOneDowndate(old).ok()) {
+        ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
+        Eigen::MatrixXd kzz;
+        kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
+        if (absl::Status s = RefactorFromHistory(kzz); !s.ok()) return s;
+      }
+    }
+  }
+  weights_dirty_ = true;
+
+  if (!accept) return absl::OkStatus();
+  ++stats_.kors_accepted;
+  const int duplicate = FindDuplicate(user, point);
+  if (duplicate >= 0) {
+    // Same feature map as an existing dictionary point: its KORS weight grows by 1/p, i.e. the
+    // diagonal entry mu / w of K_ZZ + mu W^-1 shrinks (a rank-one downdate).
+    const double w_old = basis_weights_[duplicate];
+    const double w_new = w_old + 1.0 / p;
+    Eigen::VectorXd v = Eigen::VectorXd::Zero(m);
+    v(duplicate) = std::sqrt(options_.kors_mu * (1.0 / w_old - 1.0 / w_new));
+    if (!chol_kors_.RankOneDowndate(v).ok()) {
+      // Cannot happen in exact arithmetic (the matrix stays positive definite); refactor.
+      Eigen::MatrixXd kzz;
+      kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
+      basis_weights_[duplicate] = w_new;
+      kzz.diagonal().array() +=
+          options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), m);
+      return chol_kors_.Reset(kzz);
+    }
+    basis_weights_[duplicate] = w_new;
+    ++stats_.merged_duplicates;
+    return absl::OkStatus();
+  }
+  if (m >= options_.max_dictionary_size) {
+    ++stats_.skipped_full;
+    return absl::OkStatus();
+  }
+  return AdmitPending(point, user, kz, k_ss, p);
+}
+
+int NystromPosterior::GrowthBatch() const {
+  if (options_.growth_batch_divisor <= 0) return 1;
+  return std::clamp(regression_size() / options_.growth_batch_divisor, 1, kMaxGrowthBatch);
+}
+
+absl::Status NystromPosterior::AdmitPending(const Eigen::VectorXd& z, int32_t z_user,
+                                            const Eigen::VectorXd& kz, double k_ss, double p) {
+  const int m = static_cast<int>(dictionary_size());
+  // K_ZZ grows first: its Schur complement is z's Nystrom residual, which the guard checks.
+  if (!chol_zz_.Append(kz, k_ss, options_.min_relative_residual * k_ss).ok()) {
+    ++stats_.skipped_dependent;
+    return absl::OkStatus();
+  }
+  // KORS matrix K_ZZ + mu W^-1 with the new point's weight w = 1/p: later leverage scores see
+  // the point at once, so that the points pending beside it are not redundant with it.
+  absl::Status status = chol_kors_.Append(kz, k_ss + options_.kors_mu * p);
+  if (!status.ok()) {
+    chol_zz_.Truncate(m);
+    return absl::InternalError(absl::StrCat("KORS factor lost definiteness: ", status.message()));
+  }
+  basis_x_.Append(z);
+  basis_users_.push_back(z_user);
+  basis_weights_.push_back(1.0 / p);
+  basis_by_hash_[PointHash(z_user, z)].push_back(m);
+  if (dictionary_size() - regression_size() >= GrowthBatch()) return FlushPendingDictionary();
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::FlushPendingDictionary() {
+  const int mr = regression_size();
+  const int m = static_cast<int>(dictionary_size());
+  const int k = m - mr;
+  if (k == 0) return absl::OkStatus();
+  // The new rows of M = K_ZS K_SZ + lambda K_ZZ and of Gamma = K_ZS (Y - m0), over the retained
+  // history (which contains the observations learned while the points were pending): one pass
+  // over the history for the whole batch (EK §4.6 step 7, k rows at once).
+  Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(k, m);
+  Eigen::VectorXd gamma_new = Eigen::VectorXd::Zero(k);
+  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
+                                           const double* block_rewards, int64_t len) {
+    Eigen::MatrixXd k_bs;  // m x len
+    kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
+    rows.noalias() += k_bs.bottomRows(k) * k_bs.transpose();
+    gamma_new.noalias() +=
+        k_bs.bottomRows(k) *
+        (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
+            .matrix();
+  });
+  Eigen::MatrixXd kzz_new;  // k x m
+  const std::vector<int32_t> new_users(basis_users_.begin() + mr, basis_users_.end());
+  kernel_.Cross(basis_x_.view().rightCols(k), new_users, basis_x_.view(), basis_users_.data(),
+                &kzz_new);
+  rows += options_.ridge * kzz_new;
+  for (int j = 0; j < k; ++j) {
+    const int index = mr + j;
+    const double residual = chol_zz_.matrix()(index, index) * chol_zz_.matrix()(index, index);
+    // The Schur complement of M is at least lambda * residual in exact arithmetic.
+    if (!chol_m_.Append(rows.row(j).head(index).transpose(), rows(j, index),
+                        1e-3 * options_.ridge * residual)
+             .ok()) {
+      // Round-off made a pending point dependent: rebuild the whole state without such points.
+      return Readmit(/*thin=*/false);
+    }
+  }
+  gamma_.conservativeResize(m);
+  gamma_.tail(k) = gamma_new;
+  weights_dirty_ = true;
+  basis_snapshot_.reset();
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
+  kernel_.set_users(std::move(users));
+  return Readmit(/*thin=*/false);
+}
+
+void NystromPosterior::RebuildHashIndex() {
+  basis_by_hash_.clear();
+  for (int j = 0; j < static_cast<int>(dictionary_size()); ++j) {
+    basis_by_hash_[PointHash(basis_users_[j], basis_x_.col(j))].push_back(j);
+  }
+}
+
+absl::Status NystromPosterior::Readmit(bool thin, double guard) {
+  basis_snapshot_.reset();
+  weights_dirty_ = true;
+  const int m = static_cast<int>(dictionary_size());
+  if (m == 0) return absl::OkStatus();
+
+  // Re-admit the dictionary in order under the current kernel, dropping points that became
+  // (numerically) dependent, with the same guard as growth; when thinning, a point is also
+  // kept only with KORS's probability given the points kept before it (the first always is).
+  Eigen::MatrixXd kzz_all;
+  kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz_all);
+  std::vector<int> kept;
+  std::vector<double> kept_weights;
+  chol_zz_.Clear();
+  CholeskyFactor kors;  // K_kept + mu W^-1, for the thinning draws
+  for (int j = 0; j < m; ++j) {
+    Eigen::VectorXd border(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) border(i) = kzz_all(kept[i], j);
+    double weight = basis_weights_[j];
+    if (thin && !kept.empty()) {
+      Eigen::VectorXd b = border;
+      kors.ForwardSolveInPlace(b);
+      const double r = std::max(kzz_all(j, j) - b.squaredNorm(), 0.0);
+      const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+      const double p = std::min(1.0, options_.kors_gamma * tau);
+      if (!(rng_.Uniform() < p)) {
+        ++stats_.thinned;
+        continue;
+      }
+      weight /= p;
+    }
+    if (!chol_zz_.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
+      ++stats_.skipped_dependent;
+      continue;
+    }
+    if (thin && !kors.Append(border, kzz_all(j, j) + options_.kors_mu / weight).ok()) {
+      return absl::InternalError("KORS factor lost definiteness while re-admitting");
+    }
+    kept.push_back(j);
+    kept_weights.push_back(weight);
+  }
+  if (static_cast<int>(kept.size()) < m) {
+    basis_x_.Select(kept);
+    std::vector<int32_t> users;
+    for (int j : kept) users.push_back(basis_users_[j]);
+    basis_users_ = std::move(users);
+  }
+  basis_weights_ = std::move(kept_weights);
+  RebuildHashIndex();
+  const int mk = static_cast<int>(kept.size());
+  Eigen::MatrixXd kzz(mk, mk);
+  for (int a = 0; a < mk; ++a) {
+    for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
+  }
+  absl::Status status = RefactorFromHistory(kzz);
+  if (!status.ok() && guard * 100.0 <= kMaxReadmitGuard) {
+    return Readmit(/*thin=*/false, guard * 100.0);
+  }
+  return status;
+}
+
+double NystromPosterior::InformationGain() const {
+  const int mr = regression_size();
+  if (mr == 0) return 0.0;
+  const double log_det_zz =
+      2.0 * chol_zz_.matrix().diagonal().head(mr).array().log().sum();
+  return std::max(0.0, chol_m_.LogDeterminant() - mr * std::log(options_.ridge) - log_det_zz);
+}
+
+double NystromPosterior::MeanNormSquared() const {
+  const int mr = regression_size();
+  if (mr == 0) return 0.0;
+  // w^T K_ZZ w = |L_ZZ^T w|^2 over the points the regression covers.
+  const Eigen::MatrixXd factor = chol_zz_.matrix().topLeftCorner(mr, mr);
+  const Eigen::VectorXd projected =
+      factor.triangularView<Eigen::Lower>().transpose() * Weights();
+  return projected.squaredNorm();
+}
+
+FitData NystromPosterior::SpreadObservations(int64_t max) const {
+  FitData data;
+  const std::vector<int64_t> indices = SpreadIndices(history_.size(), max);
+  const int64_t n = static_cast<int64_t>(indices.size());
+  data.x.resize(dim_, n);
+  data.users.resize(n);
+  data.y.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    data.x.col(i) = history_.point(indices[i]);
+    data.users[i] = history_.user(indices[i]);
+    data.y(i) = history_.reward(indices[i]);
+  }
+  return data;
+}
+
+absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
+  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
+  if (!(refit.ridge > 0.0) || !(refit.kors_mu > 0.0) || !std::isfinite(refit.prior_mean)) {
+    return absl::InvalidArgumentError("refit needs ridge > 0, KORS mu > 0 and a finite mean");
+  }
+  if (refit.rescale.size() > 0) {
+    if (refit.rescale.size() != dim_ || !(refit.rescale.array() > 0.0).all() ||
+        !refit.rescale.allFinite()) {
+      return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
+    }
+    history_.ScaleRows(refit.rescale);
+    basis_x_.ScaleRows(refit.rescale);
+  }
+  kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_variance);
+  options_.ridge = refit.ridge;
+  options_.kors_mu = refit.kors_mu;
+  options_.prior_mean = refit.prior_mean;
+  ++stats_.refits;
+  return Readmit(/*thin=*/true);
+}
+
+absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
+  const int m = static_cast<int>(dictionary_size());
+  Eigen::MatrixXd m_matrix = options_.ridge * kzz;
+  AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma_,
+                    options_.prior_mean);
+  weights_dirty_ = true;
+  absl::Status status = chol_m_.Reset(m_matrix);  // reads the lower triangle
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("rebuilding the Nystrom factor: ", status.message()));
+  }
+  Eigen::MatrixXd kors = kzz;
+  kors.diagonal().array() +=
+      options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), m);
+  return chol_kors_.Reset(kors);
+}
+
+std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot() const {
+  if (basis_snapshot_ == nullptr) {
+    // The points the regression covers: pending ones join once their rows of M are computed.
+    const int mr = regression_size();
+    auto basis = std::make_shared<Basis>();
+    basis->x = basis_x_.view().leftCols(mr);
+    basis->users.assign(basis_users_.begin(), basis_users_.begin() + mr);
+    basis->chol_zz = chol_zz_.matrix().topLeftCorner(mr, mr);
+    basis_snapshot_ = std::move(basis);
+  }
+  return basis_snapshot_;
+}
+
+std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
+  return std::make_shared<FrozenScorer>(kernel_, options_.ridge, options_.prior_mean,
+                                        BasisSnapshot(),
+                                        Eigen::MatrixXd(chol_m_.matrix()), Weights());
+}
+
+// Payload, version 2: rng, u8 force_accept, counts kors_accepted merged_duplicates
+// skipped_dependent skipped_full evicted downdate_failures thinned refits, history, columns basis_x, users
+// basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors,
+// vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and gamma,
+// bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
+// snapshot shared with frozen scorers.
+namespace {
+constexpr uint8_t kNystromStateVersion = 2;  // 1: without the thinned and refits counts
+}  // namespace
+
+void NystromPosterior::SaveState(storage::Encoder* out) const {
+  storage::Encoder s;
+  PutRngState(&s, rng_.state());
+  s.PutU8(force_accept_ ? 1 : 0);
+  for (int64_t count : {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
+                        stats_.skipped_full, stats_.evicted, stats_.downdate_failures,
+                        stats_.thinned, stats_.refits}) {
+    PutCount(&s, count);
+  }
+  PutHistory(&s, history_);
+  PutColumns(&s, basis_x_);
+  PutUsers(&s, basis_users_);
+  PutDoubleVector(&s, basis_weights_);
+  PutCholesky(&s, chol_m_);
+  PutCholesky(&s, chol_zz_);
+  PutCholesky(&s, chol_kors_);
+  PutVector(&s, gamma_);
+  PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
+}
+
+absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
+  std::string payload;
+  uint8_t version = 0;
+  if (absl::Status status = GetStateFrame(in, LearnerStateTag::kNystrom, kNystromStateVersion,
+                                          &payload, /*oldest=*/1, &version);
+      !status.ok()) {
+    return status;
+  }
+  storage::Decoder d(payload);
+  const auto malformed = [](absl::string_view what) { return MalformedState("Nystrom", what); };
+
+  // Decoded into locals and committed at the end: on failure the learner is unchanged.
+  Rng::State rng_state;
+  if (!GetRngState(&d, &rng_state)) return malformed("random state");
+  uint8_t force_accept = 0;
+  if (!d.GetU8(&force_accept) || force_accept > 1) return malformed("force_accept");
+  NystromStats stats;
+  for (int64_t* count : {&stats.kors_accepted, &stats.merged_duplicates, &stats.skipped_dependent,
+                         &stats.skipped_full, &stats.evicted, &stats.downdate_failures}) {
+    if (!GetCount(&d, count)) return malformed("statistics");
+  }
+  if (version >= 2) {
+    for (int64_t* count : {&stats.thinned, &stats.refits}) {
+      if (!GetCount(&d, count)) return malformed("statistics");
+    }
+  }
+  HistoryBuffer history(dim_, options_.max_history);
+  if (!GetHistory(&d, &history)) return malformed("history");
+  GrowableColumns basis_x(dim_);
+  if (!GetColumns(&d, &basis_x)) return malformed("dictionary points");
+  const int64_t m = basis_x.cols();
+  // Every dictionary point was an observation, and the dictionary never exceeds its cap.
+  const int64_t max_m = std::min<int64_t>(std::max(options_.max_dictionary_size, 0), history.total());
+  if (m > max_m) return malformed("dictionary larger than its cap or the observations");
+  std::vector<int32_t> basis_users;
+  if (!GetUsers(&d, m, &basis_users) || static_cast<int64_t>(basis_users.size()) != m) {
+    return malformed("dictionary users");
+  }
+  std::vector<double> basis_weights;
+  if (!GetDoubleVector(&d, m, &basis_weights) || static_cast<int64_t>(basis_weights.size()) != m) {
+    return malformed("dictionary weights");
+  }
+  // A factor's storage never exceeds max(8, twice the largest size it ever had).
+  const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
+  CholeskyFactor chol_m, chol_zz, chol_kors;
+  // M covers the dictionary but for the points still pending: at most a growth batch.
+  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() > m ||
+      m - chol_m.size() > kMaxGrowthBatch) {
+    return malformed("factor of M");
+  }
+  if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
+    return malformed("factor of K_ZZ");
+  }
+  if (!GetCholesky(&d, max_capacity, &chol_kors) || chol_kors.size() != m) {
+    return malformed("KORS factor");
+  }
+  Eigen::VectorXd gamma;
+  if (!GetVector(&d, &gamma) || gamma.size() != chol_m.size()) return malformed("Gamma");
+  if (!d.done()) return malformed("trailing bytes");
+
+  rng_.set_state(rng_state);
+  force_accept_ = force_accept != 0;
+  stats_ = stats;
+  history_ = std::move(history);
+  basis_x_ = std::move(basis_x);
+  basis_users_ = std::move(basis_users);
+  basis_weights_ = std::move(basis_weights);
+  RebuildHashIndex();
+  chol_m_ = std::move(chol_m);
+  chol_zz_ = std::move(chol_zz);
+  chol_kors_ = std::move(chol_kors);
+  gamma_ = std::move(gamma);
+  weights_.resize(0);
+  weights_dirty_ = true;
+  basis_snapshot_.reset();
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,201 @@
+// EK-UCB's incremental Nyström posterior with KORS dictionary growth (ALGORITHMS.md §4.4-4.6,
+// from "Efficient Kernel UCB for Contextual Bandits"), over any kernel and in particular over
+// the Laplacian multi-user kernel (our combination of that paper with the Laplacian Kernelized
+// Bandit paper).
+//
+// With dictionary Z (m points) and history S (t points, rewards Y), the projected ridge
+// regression gives, for a point s with kz = K_Z(s) and k_ss = K(s,s):
+//
+//   mean(s)     = kz^T M^-1 Gamma,                 M = K_ZS K_SZ + lambda K_ZZ,  Gamma = K_ZS Y
+//   variance(s) = lambda kz^T M^-1 kz + (k_ss - kz^T K_ZZ^-1 kz)
+//
+// which is lambda times EK's sigma~^2, i.e. the GP-posterior variance with noise variance
+// lambda; with Z = S it equals the exact GP posterior. Instead of EK's explicit inverses we keep
+// Cholesky factors of M, K_ZZ and the KORS matrix K_ZZ + mu W^-1, updated in O(m^2) per reward
+// (rank-one update of M) and bordered when Z grows. Both variance terms are then sums of
+// squares, so round-off cannot make them negative.
+//
+// KORS (EK eq. 41, the paper's formula, not the reference code's): an observed point joins Z
+// with probability p = min(1, gamma * tau), tau = (1+eps)(k_ss - u)/(k_ss - u + mu),
+// u = kz^T (K_ZZ + mu W^-1)^-1 kz, where W holds each dictionary point's weight 1/p. Two
+// deliberate refinements, both documented in the README:
+//  * an accepted point identical to a dictionary point (same user, same features) adds its
+//    weight 1/p to that point instead of a second copy: the weighted KORS operator
+//    sum_z phi_z phi_z^T / p_z is unchanged, and K_ZZ stays non-singular;
+//  * an accepted point whose Nyström residual k_ss - kz^T K_ZZ^-1 kz is below
+//    min_relative_residual * k_ss is not added (it would not change the span, only the
+//    conditioning).
+// The first observation always seeds the dictionary (EK's initialisation).
+//
+// Memory: the history (t points) plus O(m^2). K_ZS is not stored; the border a growth step
+// needs is recomputed from the history in blocked matrix products, O(t m d) per growth.
+#ifndef GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
+#define GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/linalg/cholesky_factor.h"
+#include "core/learner/history_buffer.h"
+#include "core/linalg/growable_columns.h"
+#include "core/kernel/multi_user_kernel.h"
+#include "core/learner/posterior.h"
+#include "core/base/random.h"
+
+namespace graphbandit {
+
+struct NystromOptions {
+  double ridge = 0.1;          // lambda
+  double kors_mu = 0.1;        // mu
+  double kors_epsilon = 0.5;   // eps
+  double kors_gamma = 1.0;     // gamma
+  int max_dictionary_size = 1000;
+  double min_relative_residual = 1e-8;
+  uint64_t seed = 1;           // KORS coin flips
+  // Bounded memory: keep only the last max_history observations (0 = all). They are what a
+  // growing dictionary's new row is computed from. Evicted observations either stay in the
+  // regression as they were (a new dictionary point never sees them: they count with zeros in
+  // its coordinates), or, with forget_evicted, are removed from it exactly (rank-one downdate),
+  // which makes the posterior a sliding-window regression for drifting rewards.
+  int64_t max_history = 0;
+  bool forget_evicted = false;
+  // Constant prior mean of the rewards: the posterior models reward - prior_mean (set by
+  // hyper-parameter refits; 0 reproduces the papers).
+  double prior_mean = 0.0;
+  // Batched dictionary growth: an accepted point joins K_ZZ and the KORS matrix at once (so
+  // later leverage scores see it), but its rows of M and Gamma, which need a pass over the whole
+  // retained history (O(t m d)), are computed for a batch of points at once, when
+  // max(1, m / growth_batch_divisor) points are pending (at most kMaxGrowthBatch). Exact: M's
+  // rows do not depend on when they are computed; until then the pending points' observations
+  // are learned on the dictionary without them. 0: every point at once (EK Algorithm 2, the
+  // papers' presets).
+  int growth_batch_divisor = 0;
+};
+
+inline constexpr int kMaxGrowthBatch = 16;
+inline constexpr double kMaxReadmitGuard = 1e-2;
+
+// Counters describing how the dictionary evolved.
+struct NystromStats {
+  int64_t kors_accepted = 0;      // coin flips that came up "add"
+  int64_t merged_duplicates = 0;  // accepted points merged into an identical dictionary point
+  int64_t skipped_dependent = 0;  // accepted points refused by the residual guard
+  int64_t skipped_full = 0;       // accepted points refused because Z was at its cap
+  int64_t evicted = 0;            // observations dropped from the retained history
+  int64_t downdate_failures = 0;  // forgetting fell back to refactoring from the history
+  int64_t thinned = 0;            // dictionary points dropped by a refit's KORS re-admission
+  int64_t refits = 0;             // hyper-parameter refits applied
+};
+
+class NystromPosterior final : public Learner {
+ public:
+  NystromPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
+                   const NystromOptions& options, double user_variance = 0.0);
+
+  void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+             Eigen::VectorXd* stddev) const override;
+  absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                       double reward) override;
+  absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
+  std::shared_ptr<const Scorer> Freeze() const override;
+  // A refit rescales the stored points, switches to the new kernel, ridge, KORS mu and prior
+  // mean, re-admits the dictionary in order with KORS under the new values (a point is kept
+  // with probability min(1, gamma * tau), its weight divided by that probability, and points
+  // that became numerically dependent are dropped), and rebuilds M and Gamma from the retained
+  // history: O(m^3 + t m^2). Observations evicted from the retained history are not in the
+  // rebuilt posterior (as after a graph edit).
+  // log det(I + K_SZ K_ZZ^-1 K_ZS / lambda) = log det M - m log lambda - log det K_ZZ, and
+  // w^T K_ZZ w for the mean function sum_z w_z k(z, .), w = M^-1 Gamma.
+  double InformationGain() const override;
+  double MeanNormSquared() const override;
+  bool SupportsRefit() const override { return true; }
+  FitData SpreadObservations(int64_t max) const override;
+  absl::Status Refit(const LearnerRefit& refit) override;
+  bool SupportsState() const override { return true; }
+  void SaveState(storage::Encoder* out) const override;
+  absl::Status LoadState(storage::Decoder* in) override;
+
+  int64_t history_size() const override { return history_.size(); }
+  // Observations learned in total (history_size() counts only the retained ones).
+  int64_t observations() const { return history_.total(); }
+  int64_t dictionary_size() const override { return basis_x_.cols(); }
+  int64_t dictionary_points_refused() const override { return stats_.skipped_full; }
+  double kors_mu() const override { return options_.kors_mu; }
+  // Dictionary points the regression covers (dictionary_size() minus the pending ones).
+  int regression_size() const { return chol_m_.size(); }
+  // Computes the pending points' rows of M and Gamma now.
+  absl::Status FlushPendingDictionary();
+  const NystromStats& stats() const { return stats_; }
+  const NystromOptions& options() const { return options_; }
+  const MultiUserKernel& kernel() const { return kernel_; }
+
+  // Leverage estimate tau (before gamma and the cap at 1) that KORS would give `point` now.
+  double KorsScore(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  // Dictionary contents, for tests and introspection.
+  Eigen::MatrixXd dictionary_points() const { return basis_x_.view(); }
+  const std::vector<int32_t>& dictionary_users() const { return basis_users_; }
+  const std::vector<double>& dictionary_weights() const { return basis_weights_; }
+
+  // Forces the next Observe to add its point to the dictionary with probability p = 1 (used by
+  // tests that need a full dictionary).
+  void set_force_accept(bool force) { force_accept_ = force; }
+
+ private:
+  struct Basis;  // immutable dictionary snapshot shared with frozen scorers
+  class FrozenScorer;
+
+  // K_Z(s) for one point.
+  Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                                   double* k_ss) const;
+  // Adds `point` (just appended to the history) to the dictionary with weight 1/p, pending
+  // until the batch is full.
+  absl::Status AdmitPending(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
+                            double k_ss, double p);
+  int GrowthBatch() const;
+  // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
+  absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
+  // Re-admits the dictionary in order under the current kernel (dropping points whose residual
+  // is below guard * k_ss; with `thin`, also by KORS under the current mu) and refactors from
+  // the history. When M = K_ZS K_SZ + lambda K_ZZ is then not numerically positive definite
+  // (its condition number is about that of K_ZZ squared), re-admits again with a guard 100
+  // times larger, up to kMaxReadmitGuard: nearly dependent points add conditioning problems,
+  // not span.
+  absl::Status Readmit(bool thin, double guard);
+  absl::Status Readmit(bool thin) { return Readmit(thin, options_.min_relative_residual); }
+  void RebuildHashIndex();
+  int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
+  const Eigen::VectorXd& Weights() const;  // M^-1 Gamma, cached
+  std::shared_ptr<const Basis> BasisSnapshot() const;
+
+  int dim_;
+  MultiUserKernel kernel_;
+  NystromOptions options_;
+  Rng rng_;
+  bool force_accept_ = false;
+  NystromStats stats_;
+
+  HistoryBuffer history_;
+
+  GrowableColumns basis_x_;
+  std::vector<int32_t> basis_users_;
+  std::vector<double> basis_weights_;  // W: sum of 1/p over merged KORS acceptances
+  absl::flat_hash_map<uint64_t, std::vector<int>> basis_by_hash_;
+
+  CholeskyFactor chol_m_;     // M = K_ZS K_SZ + lambda K_ZZ
+  CholeskyFactor chol_zz_;    // K_ZZ
+  CholeskyFactor chol_kors_;  // K_ZZ + mu W^-1
+  Eigen::VectorXd gamma_;     // K_ZS Y
+
+  mutable Eigen::VectorXd weights_;
+  mutable bool weights_dirty_ = true;
+  mutable std::shared_ptr<const Basis> basis_snapshot_;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_

@@ -1,0 +1,143 @@
+// Interfaces between the posterior states and their users (the model, the simulator).
+//
+// A Learner owns the mutable state and is driven by a single writer. Freeze() hands out an
+// immutable Scorer that any number of threads may use while the learner moves on; this is how
+// decisions never wait for learning. Points are scaled joint inputs (see FeatureScaling), one
+// per column; all points of one Score call belong to the same user.
+#ifndef GRAPHBANDIT_CORE_LEARNER_POSTERIOR_H_
+#define GRAPHBANDIT_CORE_LEARNER_POSTERIOR_H_
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "core/kernel/arm_kernel.h"
+#include "core/fit/hyperparameter_fit.h"
+#include "core/storage/coding.h"
+#include "core/graph/user_graph.h"
+#include "core/graph/user_kernel.h"
+
+namespace graphbandit {
+
+// What every learner's Observe checks first: a registered user, a point of the learner's
+// dimension, finite values.
+inline absl::Status CheckObservation(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                                     double reward, int64_t dim) {
+  if (user < 0) return absl::InvalidArgumentError("observations need a registered user");
+  if (point.size() != dim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("point has %d values, the posterior expects %d", point.size(), dim));
+  }
+  if (!point.allFinite() || !std::isfinite(reward)) {
+    return absl::InvalidArgumentError("observation contains a non-finite value");
+  }
+  return absl::OkStatus();
+}
+
+// Which of t observations (0 = oldest) a fit of at most `max` of them uses: all when t <= max,
+// else `max` indices spread evenly from the oldest to the most recent, both included. A fit on
+// the most recent observations alone would see little but the arms the policy now prefers (a
+// bandit's recent choices concentrate near the optimum), which leaves the length-scales of the
+// arm features unidentified; the early, exploratory rounds pin them down.
+inline std::vector<int64_t> SpreadIndices(int64_t t, int64_t max) {
+  std::vector<int64_t> indices;
+  if (t <= 0 || max <= 0) return indices;
+  if (t <= max) {
+    for (int64_t i = 0; i < t; ++i) indices.push_back(i);
+    return indices;
+  }
+  if (max == 1) return {t - 1};
+  for (int64_t k = 0; k < max; ++k) {
+    // Exact in integers: strictly increasing because t > max.
+    indices.push_back(k * (t - 1) / (max - 1));
+  }
+  return indices;
+}
+
+// New hyper-parameters for a kernel learner (a refit, core/fit/hyperparameter_fit.h).
+struct LearnerRefit {
+  ArmKernel arm{KernelType::kRbf, 1.0};
+  std::shared_ptr<const UserKernel> users;  // with the new rho, or the current kernel
+  double user_variance = 0.0;               // eta of MultiUserKernel
+  double ridge = 0.1;                       // lambda, the noise variance
+  double kors_mu = 0.1;                     // Nystrom learners: KORS regulariser
+  double prior_mean = 0.0;
+  // Every stored point is multiplied by this, coordinate by coordinate: old length-scale over
+  // new, so that stored points are scaled as new requests will be. Empty: unchanged.
+  Eigen::VectorXd rescale;
+};
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // Posterior mean and standard deviation of f(point, user) for every column of `points`.
+  // `user` may be kUnknownUser (a user with no data and no edges: the prior).
+  virtual void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                     Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const = 0;
+};
+
+class Learner : public Scorer {
+ public:
+  // Learns reward y at (point, user); user must be a registered index (>= 0).
+  virtual absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                               double reward) = 0;
+  // Switches to a new user graph and its user kernel (after a graph edit) and recomputes every
+  // cached quantity from the stored history. The result depends only on the history, the graph
+  // and the kernel. Kernel learners use `kernel`; linear graph learners use `graph`.
+  virtual absl::Status SetGraph(const UserGraph& graph,
+                                std::shared_ptr<const UserKernel> kernel) = 0;
+  // An immutable copy of what scoring needs, safe to share across threads.
+  virtual std::shared_ptr<const Scorer> Freeze() const = 0;
+
+  virtual int64_t history_size() const = 0;
+  virtual int64_t dictionary_size() const = 0;
+  // Points the dictionary would have taken but could not because it was at its cap.
+  virtual int64_t dictionary_points_refused() const { return 0; }
+  // KORS's mu (Nystrom learners with KORS; 0 otherwise), as the learner uses it.
+  virtual double kors_mu() const { return 0.0; }
+
+  // What the theory-shaped confidence width needs (kernel learners; 0 otherwise): the
+  // information gain log det(I + K_t / lambda) of the observations (on the Nystrom
+  // representation for Nystrom learners), and the squared RKHS norm of the posterior mean
+  // function, a plug-in estimate of the unknown norm bound B^2.
+  virtual double InformationGain() const { return 0.0; }
+  virtual double MeanNormSquared() const { return 0.0; }
+
+  // Hyper-parameter refits. A learner that supports them can hand out up to `max` of its
+  // retained observations spread evenly over its history (SpreadIndices; points as stored, i.e.
+  // scaled; oldest first) and rebuild itself under new hyper-parameters from its retained
+  // history. The rebuild is a deterministic function of the
+  // learner's state and `refit`, so replaying a logged refit reproduces it bit for bit.
+  virtual bool SupportsRefit() const { return false; }
+  virtual FitData SpreadObservations(int64_t max) const { return {}; }
+  virtual absl::Status Refit(const LearnerRefit& refit) {
+    return absl::UnimplementedError("this learner has no hyper-parameters to refit");
+  }
+
+  // Snapshots: exact state serialisation (framing and pieces in core/storage/state_coding.h). A learner
+  // restored from SaveState's bytes scores bit-identically to the one that wrote them and keeps
+  // learning identically (random draws, dictionary growth, refresh schedules).
+  //
+  // True when SaveState/LoadState are implemented. Learners without them (LK-GP for now) keep
+  // the defaults: SaveState writes a frame tagged "unsupported" that no LoadState accepts, and
+  // LoadState returns Unimplemented.
+  virtual bool SupportsState() const { return false; }
+  // Appends the complete learning state (not the kernel or options, which the owner restores
+  // by constructing the learner the same way) to `out`.
+  virtual void SaveState(storage::Encoder* out) const { out->PutU8(0); }
+  // Restores a state written by SaveState of a learner constructed with the same options and
+  // kernel. On malformed input returns DataLoss and leaves the learner unusable (the caller
+  // discards it).
+  virtual absl::Status LoadState(storage::Decoder* in) {
+    return absl::UnimplementedError("this learner does not support state snapshots");
+  }
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LEARNER_POSTERIOR_H_

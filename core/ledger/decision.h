@@ -1,0 +1,67 @@
+// A decision as returned to callers and remembered by the ledger.
+#ifndef GRAPHBANDIT_CORE_LEDGER_DECISION_H_
+#define GRAPHBANDIT_CORE_LEDGER_DECISION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace graphbandit {
+
+struct ChosenArm {
+  int candidate_index = 0;
+  std::string arm_id;
+  double mean = 0.0;
+  double stddev = 0.0;
+  double score = 0.0;
+  std::optional<double> probability;
+};
+
+struct Decision {
+  std::string event_id;
+  std::string model;
+  std::string policy;
+  uint64_t model_version = 0;
+  std::vector<ChosenArm> arms;
+  bool replayed = false;  // true when returned for a retried event id
+};
+
+// A candidate as seen by the core: views into the caller's request, valid during the call.
+struct CandidateRef {
+  absl::string_view id;
+  absl::Span<const double> features;
+};
+
+struct DecisionRequest {
+  absl::string_view model;    // empty: the default model
+  absl::string_view user_id;
+  absl::Span<const double> context;
+  std::vector<CandidateRef> candidates;
+  int slate_size = 1;
+  absl::string_view event_id;  // empty: generated
+};
+
+enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };
+absl::string_view RewardOutcomeName(RewardOutcome outcome);
+
+struct RewardRequest {
+  std::string event_id;
+  std::optional<double> reward;                             // single-arm decisions
+  std::vector<std::pair<std::string, double>> arm_rewards;  // (arm id, reward)
+  std::string model;                                        // optional
+};
+
+struct RewardResult {
+  RewardOutcome outcome = RewardOutcome::kUnknownEvent;
+  std::vector<std::pair<std::string, RewardOutcome>> arm_outcomes;
+  std::string model;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LEDGER_DECISION_H_

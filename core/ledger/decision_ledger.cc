@@ -1,0 +1,108 @@
+#include "core/ledger/decision_ledger.h"
+
+#include <algorithm>
+
+namespace graphbandit {
+
+absl::string_view AggregationName(Aggregation aggregation) {
+  switch (aggregation) {
+    case Aggregation::kFirst:
+      return "FIRST";
+    case Aggregation::kSum:
+      return "SUM";
+    case Aggregation::kMax:
+      return "MAX";
+    case Aggregation::kLast:
+      return "LAST";
+  }
+  return "UNKNOWN";
+}
+
+LedgerEntry* DecisionLedger::Find(const std::string& event_id) {
+  auto it = entries_.find(event_id);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+const Tombstone* DecisionLedger::FindClosed(const std::string& event_id) const {
+  auto it = tombstones_.find(event_id);
+  return it == tombstones_.end() ? nullptr : &*it->second;
+}
+
+LedgerEntry* DecisionLedger::Insert(std::unique_ptr<LedgerEntry> entry) {
+  LedgerEntry* raw = entry.get();
+  raw->unreported = 0;
+  for (const LedgerArm& arm : raw->arms) raw->unreported += arm.reports == 0 ? 1 : 0;
+  raw->by_age_ = by_age_.insert(by_age_.end(), raw);
+  if (raw->unreported > 0) {
+    ++pending_;
+  } else if (aggregation_ == Aggregation::kFirst) {  // restored from a snapshot, complete
+    raw->by_completion_ = completed_.insert(completed_.end(), raw);
+    raw->completed_listed_ = true;
+  }
+  // A tombstone of the same id (a reused client id after closing) is superseded.
+  if (auto t = tombstones_.find(raw->event_id); t != tombstones_.end()) {
+    tombstone_order_.erase(t->second);
+    tombstones_.erase(t);
+  }
+  entries_.emplace(raw->event_id, std::move(entry));
+  return raw;
+}
+
+bool DecisionLedger::Report(LedgerEntry* entry, int index, double reward) {
+  LedgerArm& arm = entry->arms[index];
+  if (aggregation_ == Aggregation::kFirst && arm.reports > 0) return false;
+  if (arm.reports == 0) {
+    arm.aggregate = reward;
+  } else if (aggregation_ == Aggregation::kSum) {
+    arm.aggregate += reward;
+  } else if (aggregation_ == Aggregation::kMax) {
+    arm.aggregate = std::max(arm.aggregate, reward);
+  } else {  // kLast
+    arm.aggregate = reward;
+  }
+  if (arm.reports++ == 0 && --entry->unreported == 0) {
+    --pending_;
+    if (aggregation_ == Aggregation::kFirst) {  // final: may give its slot up early
+      entry->by_completion_ = completed_.insert(completed_.end(), entry);
+      entry->completed_listed_ = true;
+    }
+  }
+  return true;
+}
+
+std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now) const {
+  std::vector<LedgerEntry*> due;
+  for (LedgerEntry* entry : by_age_) {
+    if (entry->created + window_ > now) break;  // by_age_ is in creation order
+    due.push_back(entry);
+  }
+  return due;
+}
+
+void DecisionLedger::Close(LedgerEntry* entry, ClosedAs how, absl::Time when) {
+  by_age_.erase(entry->by_age_);
+  if (entry->completed_listed_) completed_.erase(entry->by_completion_);
+  if (entry->unreported > 0) {
+    --pending_;
+    if (how == ClosedAs::kExpired) ++expired_total_;
+  }
+  const std::string event_id = entry->event_id;
+  entries_.erase(event_id);  // destroys the entry
+  RestoreTombstone(Tombstone{event_id, how, when});
+}
+
+void DecisionLedger::RestoreTombstone(Tombstone tombstone) {
+  if (auto t = tombstones_.find(tombstone.event_id); t != tombstones_.end()) {
+    tombstone_order_.erase(t->second);
+    tombstones_.erase(t);
+  }
+  if (tombstone_capacity_ <= 0) return;
+  tombstone_order_.push_back(std::move(tombstone));
+  tombstones_[tombstone_order_.back().event_id] = std::prev(tombstone_order_.end());
+  while (static_cast<int64_t>(tombstone_order_.size()) > tombstone_capacity_) {
+    tombstones_.erase(tombstone_order_.front().event_id);
+    tombstone_order_.pop_front();
+  }
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,135 @@
+// Decisions waiting for their rewards, keyed by event id, and the event ids of recently closed
+// decisions (tombstones), so that a reward after a decision's window is told apart as LATE.
+//
+// Rewards for one arm are combined by an aggregation rule: FIRST keeps the first report (later
+// ones are duplicates and the reward is learned at once), SUM / MAX / LAST combine every report
+// and the result is learned when the decision closes. A decision closes when its reward window
+// ends (then arms without a report may learn a configured default reward), or — FIRST only —
+// once every arm has its reward and the slot is needed for a new decision.
+//
+// Not thread-safe: the model holds its ledger lock around every call, together with the log
+// append that records the change, so that replaying the log rebuilds the same ledger.
+#ifndef GRAPHBANDIT_CORE_LEDGER_DECISION_LEDGER_H_
+#define GRAPHBANDIT_CORE_LEDGER_DECISION_LEDGER_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "core/ledger/decision.h"
+
+namespace graphbandit {
+
+enum class Aggregation { kFirst, kSum, kMax, kLast };
+absl::string_view AggregationName(Aggregation aggregation);
+
+struct LedgerArm {
+  std::string arm_id;
+  std::vector<double> features;  // raw, as the caller sent them
+  int reports = 0;               // rewards accepted for this arm
+  double aggregate = 0.0;        // the combined reward (meaningful when reports > 0)
+};
+
+struct LedgerEntry {
+  std::string event_id;
+  uint64_t fingerprint = 0;  // of the request, to tell a retry from a reused id
+  absl::Time created;
+  std::string user_id;
+  std::vector<double> context;
+  std::vector<LedgerArm> arms;
+  int unreported = 0;  // arms without a report yet
+  Decision decision;
+
+ private:
+  friend class DecisionLedger;
+  std::list<LedgerEntry*>::iterator by_age_;
+  std::list<LedgerEntry*>::iterator by_completion_;
+  bool completed_listed_ = false;
+};
+
+enum class ClosedAs : uint8_t {
+  kCompleted = 1,  // every arm had its reward (FIRST): a repeated reward is a duplicate
+  kExpired = 2,    // the reward window ended: a reward now is late
+};
+
+struct Tombstone {
+  std::string event_id;
+  ClosedAs how = ClosedAs::kExpired;
+  absl::Time closed;
+};
+
+class DecisionLedger {
+ public:
+  DecisionLedger(absl::Duration window, int64_t capacity, int64_t tombstone_capacity,
+                 Aggregation aggregation)
+      : window_(window),
+        capacity_(capacity),
+        tombstone_capacity_(tombstone_capacity),
+        aggregation_(aggregation) {}
+
+  absl::Duration window() const { return window_; }
+  Aggregation aggregation() const { return aggregation_; }
+
+  LedgerEntry* Find(const std::string& event_id);
+  const Tombstone* FindClosed(const std::string& event_id) const;
+
+  // Whether a decision can be inserted without closing one first.
+  bool Full() const { return static_cast<int64_t>(entries_.size()) >= capacity_; }
+  // The completed decision (FIRST only) to close to make room, or null when every slot holds a
+  // decision still waiting for a reward.
+  LedgerEntry* OldestCompleted() const {
+    return completed_.empty() ? nullptr : completed_.front();
+  }
+  // Inserts (REQUIRES !Full() and an unknown event id); returns the stored entry.
+  LedgerEntry* Insert(std::unique_ptr<LedgerEntry> entry);
+
+  // Records a reward for arm `index`: with FIRST, only the arm's first report is accepted.
+  // Returns whether it was accepted.
+  bool Report(LedgerEntry* entry, int index, double reward);
+
+  // Decisions whose window has ended by `now`, oldest first.
+  std::vector<LedgerEntry*> Due(absl::Time now) const;
+
+  // Removes the entry and keeps a tombstone for it.
+  void Close(LedgerEntry* entry, ClosedAs how, absl::Time when);
+
+  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t pending() const { return pending_; }
+  int64_t tombstones() const { return static_cast<int64_t>(tombstones_.size()); }
+  int64_t expired_total() const { return expired_total_; }
+
+  // For snapshots: entries oldest first, tombstones oldest first.
+  template <typename F>
+  void ForEachEntry(F&& f) const {
+    for (const LedgerEntry* entry : by_age_) f(*entry);
+  }
+  template <typename F>
+  void ForEachTombstone(F&& f) const {
+    for (const Tombstone& t : tombstone_order_) f(t);
+  }
+  void set_expired_total(int64_t n) { expired_total_ = n; }
+  // Appends a tombstone (snapshot restore; Close uses it too), evicting the oldest beyond the cap.
+  void RestoreTombstone(Tombstone tombstone);
+
+ private:
+  const absl::Duration window_;
+  const int64_t capacity_;
+  const int64_t tombstone_capacity_;
+  const Aggregation aggregation_;
+  absl::flat_hash_map<std::string, std::unique_ptr<LedgerEntry>> entries_;
+  std::list<LedgerEntry*> by_age_;     // oldest first
+  std::list<LedgerEntry*> completed_;  // first completed first (FIRST aggregation only)
+  int64_t pending_ = 0;                // entries with an arm still unreported
+  int64_t expired_total_ = 0;          // closed by their window with an arm unreported
+  std::list<Tombstone> tombstone_order_;
+  absl::flat_hash_map<std::string, std::list<Tombstone>::iterator> tombstones_;
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LEDGER_DECISION_LEDGER_H_

@@ -1,0 +1,230 @@
+#include "core/model/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/base/random.h"
+#include "core/storage/coding.h"
+
+namespace graphbandit {
+namespace {
+
+// More per-arm rewards than any decision can have returned (slates are at most
+// limits.max_candidates, itself at most this).
+constexpr size_t kMaxArmRewards = 10'000;
+
+absl::Status CheckEventId(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
+  if (id.size() > kMaxEventIdBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "event_id must be 1..%d printable ASCII characters, got %d bytes", kMaxEventIdBytes,
+        id.size()));
+  }
+  for (char c : id) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("event_id %s contains a byte outside printable ASCII", QuoteId(id)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t RequestFingerprint(const DecisionRequest& request) {
+  storage::Encoder encoder;
+  encoder.PutString(request.user_id);
+  encoder.PutDoubles(request.context.data(), request.context.size());
+  encoder.PutVarint64(request.candidates.size());
+  for (const CandidateRef& candidate : request.candidates) {
+    encoder.PutString(candidate.id);
+    encoder.PutDoubles(candidate.features.data(), candidate.features.size());
+  }
+  encoder.PutVarint64(static_cast<uint64_t>(request.slate_size));
+  return StableHash(encoder.data());
+}
+
+std::string NewEventId() {
+  thread_local Rng rng([] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }());
+  return absl::StrFormat("%016x%016x", rng.NextU64(), rng.NextU64());
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
+  std::unique_ptr<Engine> engine(new Engine());
+  engine->default_model_ = options.default_model.empty() ? "default" : options.default_model;
+  bool has_default = false;
+  absl::flat_hash_set<std::string> names;
+  for (const ModelOptions& model : options.models) {
+    if (!names.insert(model.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\" is declared twice", model.name));
+    }
+    has_default |= model.name == engine->default_model_;
+  }
+  if (!has_default) {
+    ModelOptions defaults;
+    defaults.name = engine->default_model_;
+    options.models.push_back(defaults);
+  }
+  for (const ModelOptions& model_options : options.models) {
+    auto model = Model::Open(model_options, options.state_dir, options.durability);
+    if (!model.ok()) return model.status();
+    engine->models_.emplace(model_options.name, *std::move(model));
+  }
+  if (options.run_sweeper) {
+    // Expiry runs a few times per shortest window, between 5 ms and 1 s apart.
+    absl::Duration shortest = absl::InfiniteDuration();
+    for (const ModelOptions& m : options.models) shortest = std::min(shortest, m.reward_window);
+    const absl::Duration period =
+        std::clamp(shortest / 4, absl::Milliseconds(5), absl::Seconds(1));
+    engine->sweeper_ = std::thread([e = engine.get(), period] { e->SweeperLoop(period); });
+  }
+  return engine;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    {
+      MutexLock lock(&sweeper_mu_);
+      sweeper_stop_ = true;
+      sweeper_cv_.SignalAll();
+    }
+    if (sweeper_.joinable()) sweeper_.join();
+    for (auto& [name, model] : models_) model->Shutdown();
+  });
+}
+
+absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {
+  if (name.empty()) name = default_model_;
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    return absl::NotFoundError(absl::StrFormat("unknown model %s; this server hosts: %s",
+                                               QuoteId(name), absl::StrJoin(ModelNames(), ", ")));
+  }
+  return it->second.get();
+}
+
+std::vector<std::string> Engine::ModelNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, model] : models_) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<Decision> Engine::SelectArm(const DecisionRequest& request, absl::Time deadline) {
+  return SelectArmAt(request, absl::Now(), deadline);
+}
+
+absl::StatusOr<RewardResult> Engine::ReportReward(const RewardRequest& request,
+                                                  absl::Time deadline) {
+  return ReportRewardAt(request, absl::Now(), deadline);
+}
+
+absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, absl::Time now,
+                                             absl::Time deadline) {
+  absl::StatusOr<Model*> found = FindModel(request.model);
+  if (!found.ok()) return found.status();
+  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
+  Model* model = *found;
+  if (!request.event_id.empty()) {
+    if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
+    return model->Select(request, std::string(request.event_id), /*client_event_id=*/true,
+                         RequestFingerprint(request), now);
+  }
+  return model->Select(request, NewEventId(), /*client_event_id=*/false, 0, now);
+}
+
+absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,
+                                                    absl::Time deadline) {
+  if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
+  if (request.reward.has_value() == !request.arm_rewards.empty()) {
+    return absl::InvalidArgumentError(
+        request.reward.has_value()
+            ? "set either reward or arm_rewards, not both"
+            : "no reward given: set reward (single-arm decisions) or arm_rewards");
+  }
+  if (request.reward.has_value() && !std::isfinite(*request.reward)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("reward is %s", std::isnan(*request.reward) ? "NaN" : "infinite"));
+  }
+  if (request.arm_rewards.size() > kMaxArmRewards) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "arm_rewards has %d entries; the limit is %d", request.arm_rewards.size(), kMaxArmRewards));
+  }
+  absl::flat_hash_set<absl::string_view> reported;
+  for (size_t i = 0; i < request.arm_rewards.size(); ++i) {
+    const auto& [arm_id, reward] = request.arm_rewards[i];
+    if (arm_id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("arm_rewards[%d].arm_id must not be empty", i));
+    }
+    if (arm_id.size() > kMaxIdBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "arm_rewards[%d].arm_id is %d bytes long; the limit is %d", i, arm_id.size(),
+          kMaxIdBytes));
+    }
+    if (!std::isfinite(reward)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "arm_rewards[%d].reward is %s", i, std::isnan(reward) ? "NaN" : "infinite"));
+    }
+    if (!reported.insert(arm_id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
+    }
+  }
+  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
+
+  // Which model made the decision?
+  Model* owner = nullptr;
+  if (!request.model.empty()) {
+    absl::StatusOr<Model*> model = FindModel(request.model);
+    if (!model.ok()) return model.status();
+    owner = *model;
+  } else {
+    std::vector<Model*> owners;
+    for (const auto& [name, model] : models_) {
+      if (model->Knows(request.event_id)) owners.push_back(model.get());
+    }
+    if (owners.size() > 1) {
+      std::vector<std::string> names;
+      for (Model* m : owners) names.push_back(m->name());
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "event_id %s exists in models %s; set model to say which one",
+          QuoteId(request.event_id), absl::StrJoin(names, ", ")));
+    }
+    if (owners.empty()) return RewardResult{};  // unknown event
+    owner = owners.front();
+  }
+  return owner->Reward(request, now, deadline);
+}
+
+int Engine::ExpireDue(absl::Time now) {
+  int closed = 0;
+  for (auto& [name, model] : models_) closed += model->ExpireDue(now);
+  return closed;
+}
+
+void Engine::SweeperLoop(absl::Duration period) {
+  MutexLock lock(&sweeper_mu_);
+  while (!sweeper_stop_) {
+    sweeper_cv_.WaitFor(&sweeper_mu_, period,
+                        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sweeper_stop_; });
+    if (sweeper_stop_) break;
+    sweeper_mu_.Unlock();
+    ExpireDue(absl::Now());
+    sweeper_mu_.Lock();
+  }
+}
+
+}  // namespace graphbandit

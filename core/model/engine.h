@@ -1,0 +1,86 @@
+// The engine hosts every model of a server and implements the service's semantics over them:
+// event ids, retried decisions, the join of rewards to decisions, and graph administration.
+// The gRPC layer (server/) only converts messages and statuses; tests and tools can drive the
+// whole service in-process through this class.
+#ifndef GRAPHBANDIT_CORE_MODEL_ENGINE_H_
+#define GRAPHBANDIT_CORE_MODEL_ENGINE_H_
+
+#include <map>
+#include <mutex>
+#include <thread>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/ledger/decision.h"
+#include "core/model/model.h"
+#include "core/model/model_options.h"
+#include "core/base/sync.h"
+
+namespace graphbandit {
+
+struct EngineOptions {
+  std::string state_dir;  // empty: nothing is persisted
+  std::vector<ModelOptions> models;
+  std::string default_model = "default";
+  Durability durability;
+  // Run a thread that closes decisions whose reward window ended. Tests that want to drive
+  // expiry themselves (ExpireDue with a chosen clock) turn it off.
+  bool run_sweeper = true;
+};
+
+class Engine {
+ public:
+  // Opens every model (replaying their logs). A model named options.default_model is created
+  // with default options when the list has none.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(EngineOptions options);
+  ~Engine();
+
+  // `now` is the wall-clock time the call arrived; `deadline` the caller's deadline (a reward
+  // waits for durability until then and answers DEADLINE_EXCEEDED after it).
+  absl::StatusOr<Decision> SelectArm(const DecisionRequest& request,
+                                     absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<RewardResult> ReportReward(const RewardRequest& request,
+                                            absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<Decision> SelectArmAt(const DecisionRequest& request, absl::Time now,
+                                       absl::Time deadline);
+  absl::StatusOr<RewardResult> ReportRewardAt(const RewardRequest& request, absl::Time now,
+                                              absl::Time deadline);
+  // Closes, in every model, the decisions whose window ended by `now`; returns how many.
+  int ExpireDue(absl::Time now);
+
+  // NotFound for an unknown name; the empty name is the default model.
+  absl::StatusOr<Model*> FindModel(absl::string_view name) const;
+  std::vector<std::string> ModelNames() const;
+  const std::string& default_model() const { return default_model_; }
+
+  // Stops the sweeper; every model applies what is logged, writes a final snapshot, syncs and
+  // closes its log. Idempotent.
+  void Shutdown();
+
+ private:
+  Engine() = default;
+  void SweeperLoop(absl::Duration period);
+
+  std::string default_model_;
+  std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
+
+  Mutex sweeper_mu_;
+  CondVar sweeper_cv_;
+  bool sweeper_stop_ ABSL_GUARDED_BY(sweeper_mu_) = false;
+  std::thread sweeper_;
+  std::once_flag shutdown_once_;
+};
+
+// Fingerprint of a decision request, to tell a retry from a reused event id.
+uint64_t RequestFingerprint(const DecisionRequest& request);
+// A fresh random event id: 32 hexadecimal characters.
+std::string NewEventId();
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_ENGINE_H_

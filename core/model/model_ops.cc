@@ -1,0 +1,288 @@
+#include "core/model/model_ops.h"
+
+#include "absl/strings/str_format.h"
+#include "core/fit/refit.h"
+#include "core/storage/coding.h"
+
+namespace graphbandit {
+namespace {
+
+using storage::Decoder;
+using storage::Encoder;
+
+// Bounds for decoding: far above anything the server accepts, low enough that a corrupted
+// count cannot drive an absurd loop.
+constexpr uint64_t kMaxItems = uint64_t{1} << 24;
+constexpr size_t kMaxDoubles = size_t{1} << 24;
+
+void PutObserve(Encoder* out, const ObserveOp& op) {
+  out->PutString(op.event_id);
+  out->PutString(op.arm_id);
+  out->PutString(op.user);
+  out->PutDoubles(op.context.data(), op.context.size());
+  out->PutDoubles(op.features.data(), op.features.size());
+  out->PutDouble(op.reward);
+}
+
+bool GetObserve(Decoder* in, ObserveOp* op) {
+  return in->GetString(&op->event_id) && in->GetString(&op->arm_id) && in->GetString(&op->user) &&
+         in->GetDoubles(&op->context, kMaxDoubles) && in->GetDoubles(&op->features, kMaxDoubles) &&
+         in->GetDouble(&op->reward);
+}
+
+void PutObserves(Encoder* out, const std::vector<ObserveOp>& ops) {
+  out->PutVarint64(ops.size());
+  for (const ObserveOp& op : ops) PutObserve(out, op);
+}
+
+bool GetObserves(Decoder* in, std::vector<ObserveOp>* ops) {
+  uint64_t count = 0;
+  if (!in->GetVarint64(&count) || count > in->remaining()) return false;
+  ops->resize(count);
+  for (ObserveOp& op : *ops) {
+    if (!GetObserve(in, &op)) return false;
+  }
+  return true;
+}
+
+struct EncodeVisitor {
+  Encoder* out;
+  void operator()(const FixDimensionsOp& op) const {
+    out->PutVarint64(static_cast<uint32_t>(op.context_dim));
+    out->PutVarint64(static_cast<uint32_t>(op.arm_dim));
+  }
+  void operator()(const AddUsersOp& op) const {
+    out->PutVarint64(op.users.size());
+    for (const auto& user : op.users) out->PutString(user);
+  }
+  void operator()(const SetEdgesOp& op) const {
+    out->PutVarint64(op.edges.size());
+    for (const auto& edge : op.edges) {
+      out->PutString(edge.user_a);
+      out->PutString(edge.user_b);
+      out->PutDouble(edge.weight);
+    }
+  }
+  void operator()(const RemoveEdgesOp& op) const {
+    out->PutVarint64(op.pairs.size());
+    for (const auto& [a, b] : op.pairs) {
+      out->PutString(a);
+      out->PutString(b);
+    }
+  }
+  void operator()(const ObserveOp& op) const { PutObserve(out, op); }
+  void operator()(const DecideOp& op) const {
+    out->PutString(op.event_id);
+    out->PutFixed64(op.fingerprint);
+    out->PutFixed64(static_cast<uint64_t>(op.created_micros));
+    out->PutString(op.user);
+    out->PutDoubles(op.context.data(), op.context.size());
+    out->PutVarint64(op.arms.size());
+    for (const DecideOp::Arm& arm : op.arms) {
+      out->PutString(arm.arm_id);
+      out->PutDoubles(arm.features.data(), arm.features.size());
+      out->PutVarint64(static_cast<uint32_t>(arm.candidate_index));
+      out->PutDouble(arm.mean);
+      out->PutDouble(arm.stddev);
+      out->PutDouble(arm.score);
+      out->PutU8(arm.has_probability ? 1 : 0);
+      out->PutDouble(arm.probability);
+    }
+    out->PutVarint64(op.model_version);
+  }
+  void operator()(const RewardOp& op) const {
+    out->PutString(op.event_id);
+    out->PutVarint64(static_cast<uint32_t>(op.arm));
+    out->PutDouble(op.reward);
+    PutObserves(out, op.learn);
+  }
+  void operator()(const CloseOp& op) const {
+    out->PutString(op.event_id);
+    out->PutU8(op.how);
+    out->PutFixed64(static_cast<uint64_t>(op.closed_micros));
+    PutObserves(out, op.learn);
+  }
+  void operator()(const HyperparametersOp& op) const {
+    out->PutU8(static_cast<uint8_t>(op.reason));
+    out->PutDouble(op.values.signal_variance);
+    out->PutDouble(op.values.offset_variance);
+    out->PutDouble(op.values.linear_variance);
+    out->PutDouble(op.values.user_variance);
+    out->PutDoubles(op.values.lengthscales.data(), op.values.lengthscales.size());
+    out->PutDouble(op.values.noise_variance);
+    out->PutDouble(op.values.rho);
+    out->PutDouble(op.values.prior_mean);
+    out->PutDouble(op.kors_mu_factor);
+    out->PutVarint64(static_cast<uint64_t>(op.fitted_at));
+    out->PutVarint64(static_cast<uint32_t>(op.points));
+    out->PutDouble(op.log_likelihood);
+  }
+};
+
+absl::Status Malformed(OpType type) {
+  return absl::DataLossError(
+      absl::StrFormat("malformed log record of type %d", static_cast<int>(type)));
+}
+
+}  // namespace
+
+std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op) {
+  std::vector<const ObserveOp*> out;
+  if (const auto* observe = std::get_if<ObserveOp>(&op)) out.push_back(observe);
+  if (const auto* reward = std::get_if<RewardOp>(&op)) {
+    for (const ObserveOp& o : reward->learn) out.push_back(&o);
+  }
+  if (const auto* close = std::get_if<CloseOp>(&op)) {
+    for (const ObserveOp& o : close->learn) out.push_back(&o);
+  }
+  return out;
+}
+
+OpType TypeOf(const ModelOp& op) {
+  return static_cast<OpType>(op.index() + 1);  // the variant order follows OpType
+}
+
+std::string EncodeOp(const ModelOp& op) {
+  Encoder encoder;
+  std::visit(EncodeVisitor{&encoder}, op);
+  return encoder.Release();
+}
+
+absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
+  Decoder in(payload);
+  const OpType type = static_cast<OpType>(raw_type);
+  uint64_t count = 0;
+  switch (type) {
+    case OpType::kFixDimensions: {
+      uint64_t context = 0, arm = 0;
+      if (!in.GetVarint64(&context) || !in.GetVarint64(&arm) || context > INT32_MAX ||
+          arm > INT32_MAX || !in.done()) {
+        return Malformed(type);
+      }
+      return FixDimensionsOp{static_cast<int32_t>(context), static_cast<int32_t>(arm)};
+    }
+    case OpType::kAddUsers: {
+      AddUsersOp op;
+      if (!in.GetVarint64(&count) || count > kMaxItems || count > in.remaining()) {
+        return Malformed(type);
+      }
+      op.users.resize(count);
+      for (auto& user : op.users) {
+        if (!in.GetString(&user)) return Malformed(type);
+      }
+      if (!in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kSetEdges: {
+      SetEdgesOp op;
+      if (!in.GetVarint64(&count) || count > kMaxItems || count > in.remaining()) {
+        return Malformed(type);
+      }
+      for (uint64_t i = 0; i < count; ++i) {
+        EdgeEdit edge;
+        if (!in.GetString(&edge.user_a) || !in.GetString(&edge.user_b) ||
+            !in.GetDouble(&edge.weight)) {
+          return Malformed(type);
+        }
+        op.edges.push_back(std::move(edge));
+      }
+      if (!in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kRemoveEdges: {
+      RemoveEdgesOp op;
+      if (!in.GetVarint64(&count) || count > kMaxItems || count > in.remaining()) {
+        return Malformed(type);
+      }
+      for (uint64_t i = 0; i < count; ++i) {
+        std::pair<std::string, std::string> pair;
+        if (!in.GetString(&pair.first) || !in.GetString(&pair.second)) return Malformed(type);
+        op.pairs.push_back(std::move(pair));
+      }
+      if (!in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kObserve: {
+      ObserveOp op;
+      if (!GetObserve(&in, &op) || !in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kDecide: {
+      DecideOp op;
+      uint64_t created = 0, version = 0;
+      if (!in.GetString(&op.event_id) || !in.GetFixed64(&op.fingerprint) ||
+          !in.GetFixed64(&created) || !in.GetString(&op.user) ||
+          !in.GetDoubles(&op.context, kMaxDoubles) || !in.GetVarint64(&count) ||
+          count > in.remaining()) {
+        return Malformed(type);
+      }
+      op.created_micros = static_cast<int64_t>(created);
+      op.arms.resize(count);
+      for (DecideOp::Arm& arm : op.arms) {
+        uint64_t index = 0;
+        uint8_t has_probability = 0;
+        if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, kMaxDoubles) ||
+            !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
+            !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
+            !in.GetU8(&has_probability) || has_probability > 1 ||
+            !in.GetDouble(&arm.probability)) {
+          return Malformed(type);
+        }
+        arm.candidate_index = static_cast<int32_t>(index);
+        arm.has_probability = has_probability == 1;
+      }
+      if (!in.GetVarint64(&version) || !in.done()) return Malformed(type);
+      op.model_version = version;
+      return op;
+    }
+    case OpType::kReward: {
+      RewardOp op;
+      uint64_t arm = 0;
+      if (!in.GetString(&op.event_id) || !in.GetVarint64(&arm) || arm > INT32_MAX ||
+          !in.GetDouble(&op.reward) || !GetObserves(&in, &op.learn) || op.learn.size() > 1 ||
+          !in.done()) {
+        return Malformed(type);
+      }
+      op.arm = static_cast<int32_t>(arm);
+      return op;
+    }
+    case OpType::kClose: {
+      CloseOp op;
+      uint64_t closed = 0;
+      if (!in.GetString(&op.event_id) || !in.GetU8(&op.how) || op.how < 1 || op.how > 2 ||
+          !in.GetFixed64(&closed) || !GetObserves(&in, &op.learn) || !in.done()) {
+        return Malformed(type);
+      }
+      op.closed_micros = static_cast<int64_t>(closed);
+      return op;
+    }
+    case OpType::kHyperparameters: {
+      HyperparametersOp op;
+      std::vector<double> lengthscales;
+      uint64_t fitted_at = 0, points = 0;
+      uint8_t reason = 0;
+      if (!in.GetU8(&reason) || reason > 1 || !in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
+          !in.GetDouble(&op.values.linear_variance) || !in.GetDouble(&op.values.user_variance) ||
+          !in.GetDoubles(&lengthscales, kMaxDoubles) || !in.GetDouble(&op.values.noise_variance) ||
+          !in.GetDouble(&op.values.rho) || !in.GetDouble(&op.values.prior_mean) ||
+          !in.GetDouble(&op.kors_mu_factor) || !in.GetVarint64(&fitted_at) ||
+          fitted_at > INT64_MAX || !in.GetVarint64(&points) || points > INT32_MAX ||
+          !in.GetDouble(&op.log_likelihood) || !in.done()) {
+        return Malformed(type);
+      }
+      op.values.lengthscales =
+          Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+      op.reason = static_cast<HyperparametersOp::Reason>(reason);
+      op.fitted_at = static_cast<int64_t>(fitted_at);
+      op.points = static_cast<int32_t>(points);
+      // Values out of range are refused when applied, live and in replay alike (not damage).
+      if (!(op.kors_mu_factor > 0.0) || op.kors_mu_factor > kMaxKorsMuFactor) {
+        return Malformed(type);
+      }
+      return op;
+    }
+  }
+  return absl::DataLossError(absl::StrFormat("unknown log record type %d", raw_type));
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,136 @@
+// The state-changing operations of a model. Each is one record in the model's append-only log
+// (core/storage); replaying the records in order rebuilds the model exactly, because every
+// operation is applied by a single writer in log order and the learner's only randomness (the
+// KORS coin flips) comes from a seeded stream.
+#ifndef GRAPHBANDIT_CORE_MODEL_MODEL_OPS_H_
+#define GRAPHBANDIT_CORE_MODEL_MODEL_OPS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/fit/hyperparameter_fit.h"
+
+namespace graphbandit {
+
+// Fixes the feature dimensions of a model whose configuration left them open.
+struct FixDimensionsOp {
+  int32_t context_dim = 0;
+  int32_t arm_dim = 0;
+};
+
+struct AddUsersOp {
+  std::vector<std::string> users;
+};
+
+struct EdgeEdit {
+  std::string user_a;
+  std::string user_b;
+  double weight = 1.0;
+};
+
+// Adds edges or replaces their weights.
+struct SetEdgesOp {
+  std::vector<EdgeEdit> edges;
+};
+
+struct RemoveEdgesOp {
+  std::vector<std::pair<std::string, std::string>> pairs;
+};
+
+// One learned reward: the user, the raw (unscaled) context and arm features, the reward, and
+// for auditing the decision it came from.
+struct ObserveOp {
+  std::string event_id;
+  std::string arm_id;
+  std::string user;
+  std::vector<double> context;
+  std::vector<double> features;
+  double reward = 0.0;
+};
+
+// A decision entered the ledger (SelectArm). Carries everything a retry must return and a
+// reward will need.
+struct DecideOp {
+  std::string event_id;
+  uint64_t fingerprint = 0;
+  int64_t created_micros = 0;  // Unix time
+  std::string user;
+  std::vector<double> context;
+  struct Arm {
+    std::string arm_id;
+    std::vector<double> features;
+    int32_t candidate_index = 0;
+    double mean = 0.0, stddev = 0.0, score = 0.0;
+    bool has_probability = false;
+    double probability = 0.0;
+  };
+  std::vector<Arm> arms;
+  uint64_t model_version = 0;
+};
+
+// A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at
+// once (`learn` holds the observation); with SUM / MAX / LAST it only updates the aggregate.
+struct RewardOp {
+  std::string event_id;
+  int32_t arm = 0;
+  double reward = 0.0;
+  std::vector<ObserveOp> learn;  // empty or one
+};
+
+// A decision left the ledger; `learn` holds what it teaches now (aggregates of SUM / MAX / LAST,
+// and default rewards of arms without a report).
+struct CloseOp {
+  std::string event_id;
+  uint8_t how = 0;            // ClosedAs
+  int64_t closed_micros = 0;  // Unix time
+  std::vector<ObserveOp> learn;
+};
+
+// New hyper-parameters for the model's kernel, fitted beside the serving state (core/fit/refit.h)
+// and applied by the writer at this point of the log; replay applies the same values at the
+// same point, so recovery reproduces the fit without running it again.
+struct HyperparametersOp {
+  enum class Reason : uint8_t {
+    kFit = 0,                // a fit on the helper thread
+    kDictionaryFull = 1,     // the same values, a coarser KORS mu (core/fit/refit.h)
+  };
+  Reason reason = Reason::kFit;
+  Hyperparameters values;
+  double kors_mu_factor = 1.0;
+  int64_t fitted_at = 0;        // rewards learned when the fit started (schedules the next one)
+  int32_t points = 0;           // observations the fit used
+  double log_likelihood = 0.0;  // per point, at the fitted values
+};
+
+using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
+                             DecideOp, RewardOp, CloseOp, HyperparametersOp>;
+
+// Log record types (never reuse a number; 0 is invalid in the log format).
+enum class OpType : uint8_t {
+  kFixDimensions = 1,
+  kAddUsers = 2,
+  kSetEdges = 3,
+  kRemoveEdges = 4,
+  kObserve = 5,
+  kDecide = 6,
+  kReward = 7,
+  kClose = 8,
+  kHyperparameters = 9,
+};
+
+// The observations an operation teaches the learner (rewards learned now), or empty.
+std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op);
+
+OpType TypeOf(const ModelOp& op);
+std::string EncodeOp(const ModelOp& op);
+// Fails with DataLoss on a malformed payload or an unknown type.
+absl::StatusOr<ModelOp> DecodeOp(uint8_t type, absl::string_view payload);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_MODEL_OPS_H_

@@ -1,0 +1,153 @@
+#include "core/model/model_options.h"
+
+#include <cmath>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace graphbandit {
+
+absl::string_view PolicyName(PolicyKind policy) {
+  switch (policy) {
+    case PolicyKind::kEkUcb:
+      return "EK_UCB";
+    case PolicyKind::kEkTs:
+      return "EK_TS";
+    case PolicyKind::kGpUcb:
+      return "GP_UCB";
+    case PolicyKind::kGpTs:
+      return "GP_TS";
+    case PolicyKind::kLinUcbPerUser:
+      return "LINUCB_PER_USER";
+    case PolicyKind::kLinUcbPooled:
+      return "LINUCB_POOLED";
+    case PolicyKind::kGraphUcb:
+      return "GRAPH_UCB";
+    case PolicyKind::kGobLin:
+      return "GOB_LIN";
+    case PolicyKind::kBatchedNystromUcb:
+      return "BATCHED_NYSTROM_UCB";
+  }
+  return "UNKNOWN";
+}
+
+std::string QuoteId(absl::string_view id) {
+  return absl::StrCat("\"", absl::CHexEscape(id.substr(0, 64)), id.size() > 64 ? "...\"" : "\"");
+}
+
+bool IsValidModelName(absl::string_view name) {
+  if (name.empty() || name.size() > 64 || name == "." || name == "..") return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateModelOptions(const ModelOptions& o) {
+  auto positive = [&o](double value, absl::string_view field) -> absl::Status {
+    if (std::isfinite(value) && value > 0.0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": %s must be a finite number > 0, got %g", o.name, field, value));
+  };
+  if (!IsValidModelName(o.name)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model name \"%s\" must be 1..64 characters from [A-Za-z0-9_.-]", o.name));
+  }
+  for (auto [value, field] : {std::pair<double, absl::string_view>{o.kernel_variance, "arm_kernel.variance"},
+                              {o.arm_lengthscale, "arm_kernel.arm_lengthscale"},
+                              {o.context_lengthscale, "arm_kernel.context_lengthscale"},
+                              {o.rho, "graph.rho"},
+                              {o.ridge, "ridge"},
+                              {o.effective_kors_mu(), "nystrom.kors_mu"},
+                              {o.kors_epsilon, "nystrom.kors_epsilon"},
+                              {o.kors_gamma, "nystrom.kors_gamma"},
+                              {o.reward_bound, "limits.reward_bound"},
+                              {o.heat_tau, "graph.heat_tau"},
+                              {o.linear_lambda, "linear.lambda"},
+                              {o.batched_threshold, "batched.threshold"},
+                              {o.batched_oversampling, "batched.oversampling"}}) {
+    if (absl::Status s = positive(value, field); !s.ok()) return s;
+  }
+  if (o.refit.enabled) {
+    if (absl::Status s = o.refit.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": hyperparameters: %s", o.name, s.message()));
+    }
+  }
+  // Below one reward the tracker would absorb each reward's whole prediction error.
+  if (!std::isfinite(o.baseline_half_life) ||
+      !(o.baseline_half_life == 0.0 || o.baseline_half_life >= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": baseline_half_life must be 0 (off) or a finite number >= 1 (rewards), "
+        "got %g",
+        o.name, o.baseline_half_life));
+  }
+  if (o.exploration_width == ExplorationWidth::kAmm && !o.kernel_policy()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": exploration_width AMM needs a kernel policy (EK_UCB, EK_TS, GP_UCB, "
+        "GP_TS); %s has no information gain to grow it",
+        o.name, PolicyName(o.policy)));
+  }
+  if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));
+  }
+  auto at_least_one = [&o](int64_t value, absl::string_view field) -> absl::Status {
+    if (value >= 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": %s must be >= 1, got %d", o.name, field, value));
+  };
+  for (auto [value, field] : {std::pair<int64_t, absl::string_view>{o.max_dictionary_size, "nystrom.max_dictionary_size"},
+                              {o.exact_max_observations, "exact_gp.max_observations"},
+                              {o.max_candidates, "limits.max_candidates"},
+                              {o.max_feature_dim, "limits.max_feature_dim"},
+                              {o.max_users, "limits.max_users"},
+                              {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
+                              {o.max_decisions, "ledger.max_decisions"},
+                              {o.spectral_dims, "graph.spectral_dims"}}) {
+    if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
+  }
+  if (o.default_reward.has_value() &&
+      (!std::isfinite(*o.default_reward) || std::abs(*o.default_reward) > o.reward_bound)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": ledger.default_reward must be finite and within limits.reward_bound",
+        o.name));
+  }
+  if (o.exact() && (o.aggregation != Aggregation::kFirst || o.default_reward.has_value())) {
+    // Their capacity (exact_gp.max_observations) is checked when a reward arrives; rewards
+    // learned when a window closes would bypass it.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": GP_UCB / GP_TS learn only with ledger.aggregation FIRST and no "
+        "ledger.default_reward (use an EK policy for those)",
+        o.name));
+  }
+  if (o.max_tombstones < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": ledger.max_tombstones must be >= 0", o.name));
+  }
+  if (o.max_history < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": nystrom.max_history must be >= 0", o.name));
+  }
+  if (o.reward_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": ledger.reward_window_seconds must be >= 1", o.name));
+  }
+  if (o.arm_dim == 0 && o.context_dim != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": context_dim is set but arm_feature_dim is 0; set both, or neither to let "
+        "the first request fix them", o.name));
+  }
+  if (o.arm_dim < 0 || o.context_dim < 0 || o.arm_dim > o.max_feature_dim ||
+      o.context_dim > o.max_feature_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": feature dimensions must be within 0..limits.max_feature_dim (%d)", o.name,
+        o.max_feature_dim));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

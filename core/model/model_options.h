@@ -1,0 +1,145 @@
+// Everything that defines one model, in core's own terms (the server maps its protobuf
+// configuration onto this; see server/config.cc). Defaults are the documented defaults of
+// proto/graphbandit/v1/config.proto.
+#ifndef GRAPHBANDIT_CORE_MODEL_MODEL_OPTIONS_H_
+#define GRAPHBANDIT_CORE_MODEL_MODEL_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include <optional>
+
+#include "core/kernel/arm_kernel.h"
+#include "core/ledger/decision_ledger.h"
+#include "core/fit/refit.h"
+#include "core/policy/selection.h"
+#include "core/graph/user_kernel.h"
+
+namespace graphbandit {
+
+inline constexpr double kDefaultBaselineHalfLife = 50.0;
+
+enum class PolicyKind {
+  kEkUcb,
+  kEkTs,
+  kGpUcb,
+  kGpTs,
+  kLinUcbPerUser,
+  kLinUcbPooled,
+  kGraphUcb,
+  kGobLin,
+  kBatchedNystromUcb,
+};
+
+absl::string_view PolicyName(PolicyKind policy);
+
+struct ModelOptions {
+  std::string name = "default";
+  PolicyKind policy = PolicyKind::kEkUcb;
+
+  // The kernel's hyper-parameters: the values a model starts with; those that refit.fit_*
+  // leaves free are then fitted from the data (core/fit/refit.h).
+  KernelType kernel = KernelType::kRbf;
+  double kernel_variance = 1.0;
+  double arm_lengthscale = 1.0;
+  double context_lengthscale = 1.0;
+
+  double rho = 0.1;             // Laplacian regulariser of the user kernel
+  UserKernelKind user_kernel = UserKernelKind::kLaplacianInverse;
+  double heat_tau = 1.0;        // heat user kernel exp(-tau L)
+  int spectral_dims = 8;        // spectral RBF user kernel: eigenvectors used
+  std::string edge_list_file;   // applied as an AddEdges at every start
+  double ridge = 0.1;           // lambda, the GP noise variance
+  double exploration = 0.5;     // beta (UCB) or nu (Thompson sampling), times the width
+  ExplorationWidth exploration_width = ExplorationWidth::kStddev;
+  // Half-life in rewards of the drifting-baseline tracker (core/learner/baseline_tracker.h); 0: off.
+  double baseline_half_life = kDefaultBaselineHalfLife;
+  // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
+  RefitOptions refit = DefaultRefit();
+
+  double kors_mu = 0.0;         // 0: use ridge
+  double kors_epsilon = 0.5;
+  double kors_gamma = 1.0;
+  int max_dictionary_size = 1000;
+  // EK policies: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h). Off by default:
+  // within 5,000 rounds it cost regret on every robustness task that reached the cap.
+  bool coarsen_full_dictionary = false;
+  int64_t max_history = 0;       // EK policies: retained observations (0 = all)
+  bool forget_evicted = false;   // EK policies: sliding window
+  int exact_max_observations = 2000;
+  double linear_lambda = 1.0;    // linear policies
+  double batched_threshold = 10.0;
+  double batched_oversampling = 10.0;
+
+  // arm_dim > 0 fixes the dimensions; arm_dim == 0 (and context_dim == 0) lets the model's
+  // first valid decision fix them.
+  int context_dim = 0;
+  int arm_dim = 0;
+  uint64_t seed = 1;
+
+  int max_candidates = 1000;
+  int max_feature_dim = 4096;
+  int64_t max_users = 10'000'000;
+  double reward_bound = 1e9;
+  int max_graph_edits_per_call = 100'000;
+
+  absl::Duration reward_window = absl::Minutes(10);
+  int64_t max_decisions = 1'000'000;
+  int64_t max_tombstones = 0;  // closed decisions remembered (LATE/DUPLICATE); 0 = max_decisions
+  Aggregation aggregation = Aggregation::kFirst;
+  std::optional<double> default_reward;  // learned for arms without a reward when a window ends
+
+  static RefitOptions DefaultRefit() {
+    RefitOptions r;
+    r.enabled = true;
+    return r;
+  }
+
+  bool exact() const { return policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs; }
+  bool kernel_policy() const {
+    return policy == PolicyKind::kEkUcb || policy == PolicyKind::kEkTs || exact();
+  }
+  // Whether this model fits hyper-parameters: a kernel policy with fitting on.
+  bool refits_hyperparameters() const { return refit.enabled && kernel_policy(); }
+  bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
+  // KORS mu before any fit (core/fit/refit.h, KorsMu).
+  double effective_kors_mu() const { return KorsMu(kors_mu, refit.kors_mu_factor, ridge); }
+  int64_t effective_max_tombstones() const {
+    return max_tombstones > 0 ? max_tombstones : max_decisions;
+  }
+  UserKernelOptions user_kernel_options() const {
+    UserKernelOptions o;
+    o.kind = user_kernel;
+    o.rho = rho;
+    o.heat_tau = heat_tau;
+    o.spectral_dims = spectral_dims;
+    return o;
+  }
+};
+
+// Checks ranges (positive length-scales, rho, ridge...). Messages name the field.
+absl::Status ValidateModelOptions(const ModelOptions& options);
+
+// Model names double as directory names: 1..64 characters from [A-Za-z0-9_.-], not "." or "..".
+bool IsValidModelName(absl::string_view name);
+
+// An id quoted for an error message: C-escaped, cut after 64 bytes.
+std::string QuoteId(absl::string_view id);
+
+// Ids (users, arms): 1..256 bytes.
+inline constexpr size_t kMaxIdBytes = 256;
+// Edge weights: the Laplacian stays well conditioned (and its factorisation meaningful) when
+// weights lie within twelve orders of magnitude of each other.
+inline constexpr double kMinEdgeWeight = 1e-6;
+inline constexpr double kMaxEdgeWeight = 1e6;
+// Feature and context values: beyond this, kernels and scaling lose all precision.
+inline constexpr double kMaxFeatureMagnitude = 1e6;
+// Client event ids: 1..128 printable ASCII characters.
+inline constexpr size_t kMaxEventIdBytes = 128;
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_MODEL_OPTIONS_H_

@@ -1,0 +1,64 @@
+// Turning posterior means and standard deviations into a ranked slate.
+//
+// UCB ranks by mean + beta * stddev (LK eq. 6; EK's index with beta expressed on the GP scale).
+// Thompson sampling ranks by mean + nu * stddev * z with an independent z ~ N(0,1) per
+// candidate (LK eq. 7: marginal, not joint, perturbations). A slate of k arms is the top k by
+// index, which is the exact optimum for additive slate value (ALGORITHMS.md §2.2). Exact ties
+// are broken uniformly at random with the caller's stream.
+#ifndef GRAPHBANDIT_CORE_POLICY_SELECTION_H_
+#define GRAPHBANDIT_CORE_POLICY_SELECTION_H_
+
+#include <optional>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/base/random.h"
+
+namespace graphbandit {
+
+enum class SelectionRule { kUcb, kThompson };
+
+// How the width multiplying `exploration` is set.
+//  * kStddev: 1, i.e. the index is mean + exploration * stddev with stddev the posterior standard
+//    deviation under the (fitted) kernel and noise;
+//  * kAmm: the Kernel AMM-UCB radius of the tighter-confidence-bounds paper (ALGORITHMS.md
+//    §3.5) with alpha = lambda (c = 1, the fitted noise variance as sigma^2):
+//    sqrt(log det(I + K_t / lambda) + 2 log(1/delta) + B^2), delta = 0.01, with the posterior
+//    mean's squared RKHS norm as a plug-in for the unknown bound B^2. It grows like
+//    sqrt(information gain) as data arrive.
+enum class ExplorationWidth { kStddev, kAmm };
+
+inline constexpr double kAmmDelta = 0.01;
+
+// The width for a learner's current information gain and mean norm.
+double ExplorationWidthFor(ExplorationWidth width, double information_gain,
+                           double mean_norm_squared);
+
+struct RankedChoice {
+  int candidate = 0;   // index into the scored candidates
+  double score = 0.0;  // the index it was ranked by
+  // Probability that the rule, in this state, puts this candidate in the slate.
+  std::optional<double> probability;
+};
+
+// Number of Monte Carlo draws behind Thompson-sampling inclusion probabilities of slates.
+inline constexpr int kSlateProbabilityDraws = 1000;
+
+// Chooses slate_size (1..mean.size()) candidates, best first. Consumes `rng` for the tie-break
+// shuffle, the Thompson draws and (Thompson slates only) the probability estimate. Without
+// `probabilities` the choices are the same and carry no probability (simulations skip the cost).
+std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
+                                      const Eigen::VectorXd& mean, const Eigen::VectorXd& stddev,
+                                      int slate_size, Rng& rng, bool probabilities = true);
+
+// P(candidate `i` has the largest value) when value j ~ N(mean_j, spread_j^2) independently
+// (spread 0 = deterministic; deterministic ties split evenly). Exposed for tests.
+double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::VectorXd& spread);
+
+// Standard normal CDF.
+double NormalCdf(double x);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_POLICY_SELECTION_H_

@@ -1,0 +1,165 @@
+#include "sim/runner.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "core/base/random.h"
+
+namespace graphbandit::sim {
+namespace {
+
+std::string Duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+}  // namespace
+
+RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
+  const double heap_at_start = static_cast<double>(mallinfo2().uordblks);
+  RunOutput out;
+  out.result.environment = spec.environment;
+  out.result.policy = spec.policy.name;
+  out.result.seed = spec.seed;
+  auto env = spec.make_environment(spec.seed);
+  if (!env.ok()) {
+    out.error = std::string(env.status().message());
+    return out;
+  }
+  auto policy = MakeRunPolicy(spec.policy, **env, spec.rounds, spec.seed);
+  if (!policy.ok()) {
+    out.error = std::string(policy.status().message());
+    return out;
+  }
+  // Tie-breaks and Thompson draws: a stream per seed, independent of the environment and shared
+  // by every policy (common random numbers: two names for one algorithm make the same choices).
+  uint64_t mix = spec.seed * 0x9E3779B97F4A7C15ULL ^ 0x5EED5EED5EED5EEDULL;
+  Rng rng(SplitMix64(mix));
+  const bool ek_like = spec.policy.family == Family::kEk || spec.policy.family == Family::kBatched;
+
+  int next_sample = 1;
+  auto sample_step = [&spec](int k) {  // the k-th sampled round (1-based), same grid for all runs
+    return static_cast<int64_t>(std::ceil(static_cast<double>(k) * spec.rounds / spec.sample_points));
+  };
+  double cumulative = 0.0, total_seconds = 0.0, window_total = 0.0;
+  int64_t window_steps = 0;
+  Eigen::MatrixXd points;
+  Eigen::VectorXd mean, stddev;
+  for (int64_t t = 0; t < spec.rounds; ++t) {
+    const Round round = (*env)->MakeRound(static_cast<uint64_t>(t));
+    const int n = static_cast<int>(round.arms.cols());
+    points.resize(policy->scaling.joint_dim() + (policy->intercept ? 1 : 0), n);
+    for (int k = 0; k < n; ++k) {
+      policy->scaling.Apply(round.context.data(), round.arms.col(k).data(), points.col(k).data());
+      if (policy->intercept) points(points.rows() - 1, k) = 1.0;
+    }
+    const int32_t user = policy->pooled ? 0 : round.user;
+    const auto start = std::chrono::steady_clock::now();
+    policy->learner->Score(user, points, &mean, &stddev);
+    const double width =
+        policy->width == ExplorationWidth::kStddev
+            ? 1.0
+            : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
+                                  policy->learner->MeanNormSquared());
+    const std::vector<RankedChoice> slate = SelectSlate(
+        policy->rule, policy->exploration * width, mean, stddev, 1, rng, /*probabilities=*/false);
+    const int chosen = slate[0].candidate;
+    // As the server: a drifting baseline is taken out before learning (the learner's mean at
+    // the chosen point is its prediction before learning).
+    const double target = policy->baseline.Target((*env)->Reward(round, chosen));
+    absl::Status status = policy->learner->Observe(user, points.col(chosen), target);
+    if (status.ok()) policy->baseline.Update(target, mean(chosen));
+    if (status.ok() && policy->refitter != nullptr) {
+      status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!status.ok() || !std::isfinite(mean(chosen))) {
+      out.error = absl::StrFormat("round %d: %s", t,
+                                  status.ok() ? "non-finite posterior" : status.message());
+      return out;
+    }
+    total_seconds += seconds;
+    cumulative += (*env)->Regret(round, chosen);
+    if (spec.timing_window > 0) {
+      window_total += seconds;
+      if (++window_steps == spec.timing_window) {
+        out.window_seconds.push_back(window_total / static_cast<double>(window_steps));
+        window_total = 0.0;
+        window_steps = 0;
+      }
+    }
+    while (next_sample <= spec.sample_points && sample_step(next_sample) == t + 1) {
+      out.result.steps.push_back(t + 1);
+      out.result.cumulative_regret.push_back(cumulative);
+      if (ek_like) out.result.auxiliary.push_back(static_cast<double>(policy->learner->dictionary_size()));
+      ++next_sample;
+    }
+    if (steps_done != nullptr) steps_done->fetch_add(1, std::memory_order_relaxed);
+  }
+  out.result.seconds_per_step = total_seconds / static_cast<double>(spec.rounds);
+  out.heap_growth_bytes = static_cast<double>(mallinfo2().uordblks) - heap_at_start;
+  return out;
+}
+
+std::vector<RunOutput> RunAll(const std::vector<RunSpec>& specs, int jobs, bool show_progress) {
+  std::vector<RunOutput> outputs(specs.size());
+  int64_t total_steps = 0;
+  for (const RunSpec& spec : specs) total_steps += spec.rounds;
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> finished{0};
+  std::atomic<int64_t> steps{0};
+  std::atomic<bool> done{false};
+  const auto start = std::chrono::steady_clock::now();
+
+  std::thread monitor([&] {
+    if (!show_progress) return;
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    auto last_line = start;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      const double fraction = total_steps > 0 ? double(steps.load()) / double(total_steps) : 1.0;
+      const int width = 30, filled = static_cast<int>(fraction * width);
+      const std::string bar = std::string(filled, '=') + std::string(width - filled, ' ');
+      const std::string line = absl::StrFormat(
+          "[%s] %5.1f%%  %d/%d runs  %s elapsed, ~%s left", bar, 100.0 * fraction,
+          finished.load(), specs.size(), Duration(elapsed),
+          Duration(fraction > 0 ? elapsed * (1.0 - fraction) / fraction : NAN));
+      if (tty) {
+        std::fprintf(stderr, "\r%s", line.c_str());
+      } else if (now - last_line > std::chrono::seconds(30)) {  // logs: a line now and then
+        std::fprintf(stderr, "%s\n", line.c_str());
+        last_line = now;
+      }
+    }
+    if (tty) std::fprintf(stderr, "\n");
+  });
+
+  std::vector<std::thread> workers;
+  for (int j = 0; j < std::max(1, jobs); ++j) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < specs.size();) {
+        outputs[i] = Run(specs[i], &steps);
+        finished.fetch_add(1);
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  done.store(true);
+  monitor.join();
+  return outputs;
+}
+
+}  // namespace graphbandit::sim

@@ -1,0 +1,51 @@
+// Plays policies against environments in-process and records regret over time and the cost of
+// each step. One run = (environment, policy, seed); RunAll spreads runs over threads and shows
+// progress.
+#ifndef GRAPHBANDIT_SIM_RUNNER_H_
+#define GRAPHBANDIT_SIM_RUNNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/environment.h"
+#include "sim/policy_spec.h"
+#include "sim/report.h"
+
+namespace graphbandit::sim {
+
+using EnvironmentFactory =
+    std::function<absl::StatusOr<std::unique_ptr<SimEnvironment>>(uint64_t seed)>;
+
+struct RunSpec {
+  std::string environment;  // label
+  EnvironmentFactory make_environment;
+  PolicySpec policy;
+  uint64_t seed = 0;
+  int64_t rounds = 1000;
+  int sample_points = 100;    // cumulative-regret samples per run
+  int64_t timing_window = 0;  // > 0: also record the mean step time of each window of rounds
+};
+
+struct RunOutput {
+  RunResult result;                    // regret over time (and dictionary size as auxiliary)
+  std::vector<double> window_seconds;  // mean seconds per step in each timing window
+  // Heap in use at the end of the run minus at its start (glibc's mallinfo2): the memory the
+  // run's learner and environment hold. Meaningful only when runs do not overlap (--jobs=1).
+  double heap_growth_bytes = 0.0;
+  std::string error;                   // empty when the run succeeded
+};
+
+// Runs one spec; adds each finished round to *steps_done (may be null).
+RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done);
+
+// Runs every spec on `jobs` threads, in order of the specs; prints a progress bar on stderr.
+std::vector<RunOutput> RunAll(const std::vector<RunSpec>& specs, int jobs, bool show_progress);
+
+}  // namespace graphbandit::sim
+
+#endif  // GRAPHBANDIT_SIM_RUNNER_H_

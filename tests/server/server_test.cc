@@ -1,0 +1,677 @@
+// The server over a real gRPC channel on loopback: learning, status codes and messages of every
+// invalid request, health checking, reflection, and the Prometheus endpoint.
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "graphbandit/v1/bandit.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "server/config.h"
+
+namespace graphbandit::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer({}, /*with_metrics=*/false); }
+  void TearDown() override {
+    bandit_.reset();
+    admin_.reset();
+    channel_.reset();
+    if (server_) server_->Shutdown(absl::Seconds(2));
+  }
+
+  // The metrics endpoint costs ~2 s at shutdown (CivetWeb's poll quantum): only when needed.
+  void StartServer(std::vector<ModelOptions> models, bool with_metrics) {
+    if (server_) server_->Shutdown(absl::Seconds(2));
+    EngineOptions options;
+    options.models = std::move(models);
+    auto engine = Engine::Open(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    ServerOptions server_options;
+    server_options.listen = "127.0.0.1:0";
+    server_options.metrics_listen = with_metrics ? "127.0.0.1:0" : "";
+    auto server = GraphbanditServer::Start(server_options, *std::move(engine));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+    bandit_ = v1::BanditService::NewStub(channel_);
+    admin_ = v1::AdminService::NewStub(channel_);
+  }
+
+  static void WithDeadline(grpc::ClientContext* context) {
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  }
+
+  grpc::Status Select(const v1::SelectArmRequest& request, v1::SelectArmResponse* response) {
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    return bandit_->SelectArm(&context, request, response);
+  }
+  grpc::Status Reward(const v1::ReportRewardRequest& request, v1::ReportRewardResponse* response) {
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    return bandit_->ReportReward(&context, request, response);
+  }
+  v1::ModelDescription Describe(const std::string& model = "") {
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    v1::DescribeModelRequest request;
+    request.set_model(model);
+    v1::ModelDescription description;
+    EXPECT_TRUE(admin_->DescribeModel(&context, request, &description).ok());
+    return description;
+  }
+
+  // Three candidates with 2 features each.
+  static v1::SelectArmRequest ThreeArms(const std::string& user = "alice") {
+    v1::SelectArmRequest request;
+    request.set_user_id(user);
+    const double features[3][2] = {{1.0, 0.0}, {0.0, 1.0}, {0.6, 0.8}};
+    const char* ids[3] = {"a", "b", "c"};
+    for (int i = 0; i < 3; ++i) {
+      v1::Arm* arm = request.add_candidates();
+      arm->set_id(ids[i]);
+      arm->add_features(features[i][0]);
+      arm->add_features(features[i][1]);
+    }
+    return request;
+  }
+
+  // GET /metrics over a plain socket.
+  std::string ScrapeMetrics() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server_->metrics_port()));
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+    std::string body;
+    char buffer[4096];
+    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) body.append(buffer, n);
+    close(fd);
+    return body;
+  }
+
+  std::unique_ptr<GraphbanditServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::BanditService::Stub> bandit_;
+  std::unique_ptr<v1::AdminService::Stub> admin_;
+};
+
+TEST_F(ServerTest, SelectRewardAndLearnOverGrpc) {
+  // True rewards: a -> 0.9, b -> 0.1, c -> 0.4 (the same for everyone).
+  const std::map<std::string, double> truth = {{"a", 0.9}, {"b", 0.1}, {"c", 0.4}};
+  double first_mean_of_a = NAN;
+  for (int round = 0; round < 80; ++round) {
+    v1::SelectArmResponse decision;
+    ASSERT_TRUE(Select(ThreeArms(), &decision).ok());
+    ASSERT_EQ(decision.arms_size(), 1);
+    EXPECT_EQ(decision.model(), "default");
+    EXPECT_EQ(decision.policy(), "EK_UCB");
+    EXPECT_EQ(decision.event_id().size(), 32u);
+    const v1::RankedArm& arm = decision.arms(0);
+    EXPECT_TRUE(arm.has_selection_probability());
+    EXPECT_GT(arm.stddev(), 0.0);
+    if (arm.arm_id() == "a" && std::isnan(first_mean_of_a)) first_mean_of_a = arm.mean();
+    v1::ReportRewardRequest report;
+    report.set_event_id(decision.event_id());
+    report.set_reward(truth.at(arm.arm_id()));
+    v1::ReportRewardResponse outcome;
+    ASSERT_TRUE(Reward(report, &outcome).ok());
+    EXPECT_EQ(outcome.outcome(), v1::ACCEPTED);
+  }
+  server_->engine().FindModel("").value()->WaitForWriter();
+  v1::SelectArmRequest all = ThreeArms();
+  all.set_slate_size(3);
+  v1::SelectArmResponse ranked;
+  ASSERT_TRUE(Select(all, &ranked).ok());
+  ASSERT_EQ(ranked.arms_size(), 3);
+  EXPECT_EQ(ranked.arms(0).arm_id(), "a");
+  for (const v1::RankedArm& arm : ranked.arms()) {
+    EXPECT_NEAR(arm.mean(), truth.at(arm.arm_id()), 0.15) << arm.arm_id();
+    EXPECT_EQ(arm.candidate_index(), arm.arm_id() == "a" ? 0u : arm.arm_id() == "b" ? 1u : 2u);
+  }
+  EXPECT_GT(ranked.model_version(), 0u);
+  const v1::ModelDescription description = Describe();
+  EXPECT_EQ(description.rewards_learned(), 80u);
+  EXPECT_GT(description.dictionary_size(), 0u);
+  EXPECT_EQ(description.pending_decisions(), 1u);  // the ranking request above
+  EXPECT_EQ(description.decisions(), 81u);
+  EXPECT_TRUE(description.dimensions_fixed());
+  EXPECT_EQ(description.arm_feature_dim(), 2u);
+  EXPECT_EQ(description.config().policy(), v1::EK_UCB);
+  // By default the kernel's hyper-parameters are fitted: the configuration leaves them unset
+  // and the values in use are described beside it.
+  EXPECT_EQ(description.config().ridge(), 0.0);
+  EXPECT_EQ(description.config().graph().rho(), 0.0);
+  EXPECT_TRUE(description.config().hyperparameters().fit());
+  EXPECT_TRUE(description.has_hyperparameters());
+  EXPECT_EQ(description.hyperparameters().arm_lengthscales_size(), 2);
+  EXPECT_EQ(description.hyperparameters().context_lengthscales_size(), 0);
+  EXPECT_GT(description.hyperparameters().noise_variance(), 0.0);
+  EXPECT_GT(description.hyperparameters().rho(), 0.0);
+  EXPECT_EQ(description.hyperparameters().kors_mu(),
+            description.hyperparameters().noise_variance());
+  EXPECT_EQ(description.hyperparameters().fixed_size(), 0);
+}
+
+TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
+  v1::SelectArmResponse ignored;
+  ASSERT_TRUE(Select(ThreeArms(), &ignored).ok());  // fixes the dimensions: 0 context, 2 arms
+
+  struct Case {
+    const char* name;
+    std::function<void(v1::SelectArmRequest&)> mutate;
+    grpc::StatusCode code;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"NaN feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_features(0, NAN); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[1] (\"b\") features[0] is NaN"},
+      {"infinite feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(2)->set_features(1, INFINITY); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[2] (\"c\") features[1] is infinite"},
+      {"infinite context", [](v1::SelectArmRequest& r) { r.add_context(-INFINITY); },
+       grpc::StatusCode::INVALID_ARGUMENT, "context has 1 values; model \"default\" expects 0"},
+      {"wrong dimension", [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->add_features(3.0); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
+      {"no candidates", [](v1::SelectArmRequest& r) { r.clear_candidates(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates must not be empty"},
+      {"duplicate arm ids", [](v1::SelectArmRequest& r) { r.mutable_candidates(2)->set_id("a"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "duplicate arm id \"a\": candidates[0] and candidates[2]"},
+      {"k larger than candidates", [](v1::SelectArmRequest& r) { r.set_slate_size(4); },
+       grpc::StatusCode::INVALID_ARGUMENT, "slate_size 4 exceeds the number of candidates (3)"},
+      {"k huge", [](v1::SelectArmRequest& r) { r.set_slate_size(4000000000u); },
+       grpc::StatusCode::INVALID_ARGUMENT, "exceeds the number of candidates"},
+      {"missing user", [](v1::SelectArmRequest& r) { r.clear_user_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "user_id must not be empty"},
+      {"unknown model", [](v1::SelectArmRequest& r) { r.set_model("nope"); },
+       grpc::StatusCode::NOT_FOUND, "unknown model \"nope\""},
+      {"huge feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->set_features(1, -3e9); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[0] (\"a\") features[1] is -3e+09; feature values must lie in"},
+      {"user id too long", [](v1::SelectArmRequest& r) { r.set_user_id(std::string(257, 'u')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "user_id is 257 bytes long; the limit is 256"},
+      {"arm id too long", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_id(std::string(300, 'b')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[1].id is 300 bytes long"},
+      {"empty arm id", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->clear_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "candidates[1].id must not be empty"},
+      {"event id too long", [](v1::SelectArmRequest& r) { r.set_event_id(std::string(129, 'e')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "event_id must be 1..128 printable ASCII characters, got 129 bytes"},
+      {"event id not printable", [](v1::SelectArmRequest& r) { r.set_event_id("ev\n1"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "contains a byte outside printable ASCII"},
+      {"too many candidates", [](v1::SelectArmRequest& r) {
+         for (int i = 0; i < 1000; ++i) {
+           v1::Arm* arm = r.add_candidates();
+           arm->set_id(absl::StrCat("extra", i));
+           arm->add_features(0.0);
+           arm->add_features(1.0);
+         }
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "1003 candidates exceed model \"default\"'s limit of 1000 (limits.max_candidates)"},
+  };
+  for (const Case& c : cases) {
+    v1::SelectArmRequest request = ThreeArms();
+    c.mutate(request);
+    v1::SelectArmResponse response;
+    const grpc::Status status = Select(request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+
+  // Rewards.
+  v1::SelectArmResponse decision;
+  ASSERT_TRUE(Select(ThreeArms(), &decision).ok());
+  struct RewardCase {
+    const char* name;
+    std::function<void(v1::ReportRewardRequest&)> mutate;
+    grpc::StatusCode code;
+    const char* message;
+  };
+  const std::string event = decision.event_id();
+  const std::vector<RewardCase> reward_cases = {
+      {"NaN reward", [](v1::ReportRewardRequest& r) { r.set_reward(NAN); }, grpc::StatusCode::INVALID_ARGUMENT, "reward is NaN"},
+      {"no reward", [](v1::ReportRewardRequest& r) { r.clear_reward(); }, grpc::StatusCode::INVALID_ARGUMENT, "no reward given"},
+      {"both", [](v1::ReportRewardRequest& r) { auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "not both"},
+      {"empty event", [](v1::ReportRewardRequest& r) { r.clear_event_id(); }, grpc::StatusCode::INVALID_ARGUMENT, "event_id must not be empty"},
+      {"unknown model", [](v1::ReportRewardRequest& r) { r.set_model("nope"); }, grpc::StatusCode::NOT_FOUND, "unknown model"},
+      {"infinite reward", [](v1::ReportRewardRequest& r) { r.set_reward(-INFINITY); }, grpc::StatusCode::INVALID_ARGUMENT, "reward is infinite"},
+      {"reward out of bounds", [](v1::ReportRewardRequest& r) { r.set_reward(2e9); }, grpc::StatusCode::INVALID_ARGUMENT, "limits.reward_bound"},
+      {"event id too long", [](v1::ReportRewardRequest& r) { r.set_event_id(std::string(200, 'e')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "got 200 bytes"},
+      {"arm reward for an arm not returned",
+       [](v1::ReportRewardRequest& r) { r.clear_reward(); auto* a = r.add_arm_rewards(); a->set_arm_id("zzz"); a->set_reward(1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "arm \"zzz\" was not returned"},
+      {"arm reported twice",
+       [](v1::ReportRewardRequest& r) {
+         r.clear_reward();
+         for (int i = 0; i < 2; ++i) { auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(1); }
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "arm \"a\" is reported twice"},
+      {"NaN arm reward",
+       [](v1::ReportRewardRequest& r) { r.clear_reward(); auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(NAN); },
+       grpc::StatusCode::INVALID_ARGUMENT, "arm_rewards[0].reward is NaN"},
+  };
+  for (const RewardCase& c : reward_cases) {
+    v1::ReportRewardRequest request;
+    request.set_event_id(event);
+    request.set_reward(1.0);
+    c.mutate(request);
+    v1::ReportRewardResponse response;
+    const grpc::Status status = Reward(request, &response);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+  v1::ReportRewardRequest unknown;
+  unknown.set_event_id("never-issued");
+  unknown.set_reward(1.0);
+  v1::ReportRewardResponse unknown_response;
+  ASSERT_TRUE(Reward(unknown, &unknown_response).ok());
+  EXPECT_EQ(unknown_response.outcome(), v1::UNKNOWN_EVENT);
+
+  // Graph edits.
+  grpc::ClientContext context;
+  WithDeadline(&context);
+  v1::AddEdgesRequest edges;
+  v1::Edge* self_loop = edges.add_edges();
+  self_loop->set_user_a("x");
+  self_loop->set_user_b("x");
+  self_loop->set_weight(1.0);
+  v1::AddEdgesResponse edges_response;
+  const grpc::Status edge_status = admin_->AddEdges(&context, edges, &edges_response);
+  EXPECT_EQ(edge_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(edge_status.error_message(), HasSubstr("edges[0] joins user \"x\" to itself"));
+  for (double weight : {0.0, -1.0, 1e-9, 1e9, double(NAN), double(INFINITY)}) {
+    grpc::ClientContext weight_context;
+    WithDeadline(&weight_context);
+    v1::AddEdgesRequest bad_weight;
+    v1::Edge* edge = bad_weight.add_edges();
+    edge->set_user_a("x");
+    edge->set_user_b("y");
+    edge->set_weight(weight);
+    const grpc::Status status = admin_->AddEdges(&weight_context, bad_weight, &edges_response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << weight;
+    EXPECT_THAT(status.error_message(), HasSubstr("edges[0].weight must lie in [1e-06, 1e+06]")) << weight;
+  }
+
+  // None of it was learned or recorded.
+  const v1::ModelDescription description = Describe();
+  EXPECT_EQ(description.rewards_learned(), 0u);
+  EXPECT_EQ(description.decisions(), 2u);
+  EXPECT_EQ(description.users(), 0u);
+}
+
+TEST_F(ServerTest, OversizedInputsAreRefusedBeforeTheyCostAnything) {
+  ModelOptions tight;
+  tight.max_graph_edits_per_call = 3;
+  tight.max_feature_dim = 8;
+  StartServer({tight}, /*with_metrics=*/false);
+  // A message over the server's size limit (8 MiB) never reaches the service.
+  v1::SelectArmRequest huge = ThreeArms();
+  for (int i = 0; i < (9 << 20) / 9; ++i) huge.mutable_candidates(0)->add_features(0.5);
+  v1::SelectArmResponse response;
+  const grpc::Status too_big = Select(huge, &response);
+  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << too_big.error_message();
+  // More features than limits.max_feature_dim.
+  v1::SelectArmRequest wide;
+  wide.set_user_id("alice");
+  v1::Arm* arm = wide.add_candidates();
+  arm->set_id("a");
+  for (int i = 0; i < 9; ++i) arm->add_features(0.1);
+  const grpc::Status too_wide = Select(wide, &response);
+  EXPECT_EQ(too_wide.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(too_wide.error_message(), HasSubstr("candidates have 9 features; the limit is 8 (limits.max_feature_dim)"));
+  // A graph edit with more edges than limits.max_graph_edits_per_call.
+  grpc::ClientContext context;
+  WithDeadline(&context);
+  v1::AddEdgesRequest edges;
+  for (int i = 0; i < 4; ++i) {
+    v1::Edge* edge = edges.add_edges();
+    edge->set_user_a(absl::StrCat("a", i));
+    edge->set_user_b(absl::StrCat("b", i));
+    edge->set_weight(1.0);
+  }
+  v1::AddEdgesResponse added;
+  const grpc::Status too_many = admin_->AddEdges(&context, edges, &added);
+  EXPECT_EQ(too_many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(too_many.error_message(), HasSubstr("4 edges exceed the limit of 3 per call (limits.max_graph_edits_per_call)"));
+  const v1::ModelDescription description = Describe();
+  EXPECT_EQ(description.decisions(), 0u);
+  EXPECT_EQ(description.users(), 0u);
+  EXPECT_FALSE(description.dimensions_fixed());
+}
+
+TEST_F(ServerTest, SlatesRetriesAndPerArmRewards) {
+  v1::SelectArmRequest request = ThreeArms();
+  request.set_slate_size(2);
+  request.set_event_id("page-view-7");
+  v1::SelectArmResponse first, retry;
+  ASSERT_TRUE(Select(request, &first).ok());
+  ASSERT_TRUE(Select(request, &retry).ok());
+  EXPECT_EQ(first.event_id(), "page-view-7");
+  EXPECT_FALSE(first.replayed());
+  EXPECT_TRUE(retry.replayed());
+  ASSERT_EQ(retry.arms_size(), 2);
+  EXPECT_EQ(retry.arms(0).arm_id(), first.arms(0).arm_id());
+  EXPECT_EQ(retry.arms(1).score(), first.arms(1).score());
+  request.set_user_id("mallory");
+  v1::SelectArmResponse reused;
+  EXPECT_EQ(Select(request, &reused).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+
+  v1::ReportRewardRequest report;
+  report.set_event_id("page-view-7");
+  for (const v1::RankedArm& arm : first.arms()) {
+    v1::ArmReward* reward = report.add_arm_rewards();
+    reward->set_arm_id(arm.arm_id());
+    reward->set_reward(1.0);
+  }
+  v1::ReportRewardResponse outcome;
+  ASSERT_TRUE(Reward(report, &outcome).ok());
+  EXPECT_EQ(outcome.outcome(), v1::ACCEPTED);
+  ASSERT_EQ(outcome.arm_outcomes_size(), 2);
+  ASSERT_TRUE(Reward(report, &outcome).ok());
+  EXPECT_EQ(outcome.outcome(), v1::DUPLICATE);
+  EXPECT_EQ(outcome.arm_outcomes(1).outcome(), v1::DUPLICATE);
+}
+
+TEST_F(ServerTest, AdminCallsAndColdStartThroughAFriend) {
+  for (int round = 0; round < 40; ++round) {
+    v1::SelectArmResponse decision;
+    ASSERT_TRUE(Select(ThreeArms("alice"), &decision).ok());
+    v1::ReportRewardRequest report;
+    report.set_event_id(decision.event_id());
+    report.set_reward(decision.arms(0).arm_id() == "b" ? 1.0 : 0.0);
+    v1::ReportRewardResponse outcome;
+    ASSERT_TRUE(Reward(report, &outcome).ok());
+  }
+  grpc::ClientContext context;
+  WithDeadline(&context);
+  v1::AddEdgesRequest edges;
+  v1::Edge* edge = edges.add_edges();
+  edge->set_user_a("newcomer");
+  edge->set_user_b("alice");
+  edge->set_weight(1.0);
+  v1::AddEdgesResponse added;
+  ASSERT_TRUE(admin_->AddEdges(&context, edges, &added).ok());
+  EXPECT_EQ(added.added(), 1u);
+  EXPECT_EQ(added.users_added(), 1u);
+  EXPECT_EQ(added.edges(), 1u);
+  v1::SelectArmResponse first_request;
+  ASSERT_TRUE(Select(ThreeArms("newcomer"), &first_request).ok());
+  EXPECT_EQ(first_request.arms(0).arm_id(), "b");
+  EXPECT_GT(first_request.arms(0).mean(), 0.3);
+
+  grpc::ClientContext list_context;
+  WithDeadline(&list_context);
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(admin_->ListModels(&list_context, v1::ListModelsRequest(), &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  EXPECT_EQ(models.default_model(), "default");
+  EXPECT_EQ(Describe().graph_components(), 1u);
+}
+
+TEST_F(ServerTest, HealthReflectionAndMetrics) {
+  StartServer({}, /*with_metrics=*/true);
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  for (const char* service : {"", "graphbandit.v1.BanditService", "graphbandit.v1.AdminService"}) {
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(health->Check(&context, request, &response).ok()) << service;
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING) << service;
+  }
+
+  auto reflection = grpc::reflection::v1alpha::ServerReflection::NewStub(channel_);
+  grpc::ClientContext context;
+  WithDeadline(&context);
+  auto stream = reflection->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest list;
+  list.set_list_services("");
+  ASSERT_TRUE(stream->Write(list));
+  grpc::reflection::v1alpha::ServerReflectionResponse listed;
+  ASSERT_TRUE(stream->Read(&listed));
+  std::vector<std::string> services;
+  for (const auto& service : listed.list_services_response().service()) services.push_back(service.name());
+  EXPECT_THAT(services, ::testing::IsSupersetOf({"graphbandit.v1.BanditService",
+                                                 "graphbandit.v1.AdminService",
+                                                 "grpc.health.v1.Health"}));
+  stream->WritesDone();
+  stream->Finish();
+
+  // Traffic, then the metrics it should have produced.
+  v1::SelectArmResponse decision;
+  ASSERT_TRUE(Select(ThreeArms(), &decision).ok());
+  v1::ReportRewardRequest report;
+  report.set_event_id(decision.event_id());
+  report.set_reward(1.0);
+  v1::ReportRewardResponse outcome;
+  ASSERT_TRUE(Reward(report, &outcome).ok());
+  v1::SelectArmRequest bad = ThreeArms();
+  bad.clear_candidates();
+  EXPECT_FALSE(Select(bad, &decision).ok());
+  server_->engine().FindModel("").value()->WaitForWriter();
+  const std::string metrics = ScrapeMetrics();
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_requests_total{code=\"OK\",method=\"SelectArm\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"SelectArm\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_duration_seconds_bucket{code=\"OK\",method=\"ReportReward\",le=\"+Inf\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rewards_total{model=\"default\",outcome=\"accepted\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_dictionary_size{model=\"default\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_users{model=\"default\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_pending_decisions{model=\"default\"} 0"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rewards_learned{model=\"default\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_decisions_total{model=\"default\"} 1"));
+  // No user or event ids in labels.
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("alice")));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr(decision.event_id())));
+}
+
+TEST(ServerStartTest, ReportsBusyPortsClearly) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "127.0.0.1:0";
+  auto first = GraphbanditServer::Start(options, *Engine::Open({}));
+  ASSERT_TRUE(first.ok());
+  ServerOptions clash;
+  clash.listen = "127.0.0.1:0";
+  clash.metrics_listen = absl::StrCat("127.0.0.1:", (*first)->metrics_port());
+  auto second = GraphbanditServer::Start(clash, *Engine::Open({}));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("cannot serve metrics"));
+  clash.metrics_listen = "";
+  clash.listen = absl::StrCat("127.0.0.1:", (*first)->grpc_port());
+  auto third = GraphbanditServer::Start(clash, *Engine::Open({}));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(third.status().message()), HasSubstr("cannot listen for gRPC"));
+}
+
+TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
+  auto config = ParseServerConfig(R"pb(
+    default_model: "news"
+    models {
+      name: "news"
+      policy: EK_TS
+      arm_kernel { type: MATERN52 arm_lengthscale: 0.5 }
+      graph { rho: 0.3 }
+      exploration: 0
+      limits { max_candidates: 50 }
+    }
+    models { name: "small" policy: GP_UCB context_dim: 2 arm_feature_dim: 3 }
+  )pb", "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options = ToEngineOptions(*config, "/tmp/x");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->default_model, "news");
+  ASSERT_EQ(options->models.size(), 2u);
+  const ModelOptions& news = options->models[0];
+  EXPECT_EQ(news.policy, PolicyKind::kEkTs);
+  EXPECT_EQ(news.kernel, KernelType::kMatern52);
+  EXPECT_EQ(news.arm_lengthscale, 0.5);
+  EXPECT_EQ(news.context_lengthscale, 1.0);
+  EXPECT_EQ(news.rho, 0.3);
+  EXPECT_EQ(news.exploration, 0.0);  // explicitly zero is kept
+  EXPECT_EQ(news.ridge, 0.1);
+  EXPECT_EQ(news.max_candidates, 50);
+  EXPECT_EQ(news.max_dictionary_size, 1000);
+  EXPECT_EQ(options->models[1].arm_dim, 3);
+  // Values set in the configuration are held fixed; the others are fitted.
+  EXPECT_TRUE(news.refits_hyperparameters());
+  EXPECT_FALSE(news.refit.fit_rho);
+  EXPECT_FALSE(news.refit.fit_arm_lengthscale);
+  EXPECT_TRUE(news.refit.fit_context_lengthscale);
+  EXPECT_TRUE(news.refit.fit_signal_variance);
+  EXPECT_TRUE(news.refit.fit_noise_variance);
+  // Round trip through the effective configuration: fitted values stay unset (so they are
+  // fitted again), fixed ones keep their value.
+  auto again = ToModelOptions(ToModelConfig(news));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kors_mu, 0.0);  // follows the (fitted) ridge
+  EXPECT_EQ(again->effective_kors_mu(), news.effective_kors_mu());
+  EXPECT_EQ(again->exploration, 0.0);
+  EXPECT_EQ(again->rho, 0.3);
+  EXPECT_EQ(again->arm_lengthscale, 0.5);
+  EXPECT_FALSE(again->refit.fit_rho);
+  EXPECT_FALSE(again->refit.fit_arm_lengthscale);
+  EXPECT_TRUE(again->refit.fit_noise_variance);
+  EXPECT_TRUE(again->refit.fit_signal_variance);
+  EXPECT_EQ(again->refit.max_points, news.refit.max_points);
+  EXPECT_EQ(again->refit.min_gain_per_parameter, 1.0);
+  auto gain = ParseServerConfig(R"pb(
+    models { name: "g" hyperparameters { min_gain_per_parameter: 0 } }
+  )pb", "inline");
+  ASSERT_TRUE(gain.ok());
+  EXPECT_EQ(ToModelOptions(gain->models(0))->refit.min_gain_per_parameter, 0.0);
+  auto negative_gain = ParseServerConfig(R"pb(
+    models { name: "g" hyperparameters { min_gain_per_parameter: -1 } }
+  )pb", "inline");
+  ASSERT_TRUE(negative_gain.ok());
+  EXPECT_THAT(std::string(ToModelOptions(negative_gain->models(0)).status().message()),
+              HasSubstr("min_gain_per_parameter"));
+  // Fitting can be switched off; then every value is used as configured.
+  auto off = ParseServerConfig(R"pb(
+    models { name: "fixed" hyperparameters { fit: false } }
+  )pb", "inline");
+  ASSERT_TRUE(off.ok()) << off.status();
+  auto fixed = ToModelOptions(off->models(0));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_FALSE(fixed->refits_hyperparameters());
+  const v1::ModelConfig fixed_config = ToModelConfig(*fixed);
+  EXPECT_EQ(fixed_config.ridge(), 0.1);
+  EXPECT_EQ(fixed_config.graph().rho(), 0.1);
+  EXPECT_FALSE(fixed_config.hyperparameters().fit());
+  // Out-of-range fitting settings are refused with the field named.
+  auto bad = ParseServerConfig(R"pb(
+    models { name: "bad" hyperparameters { growth: 0.5 } }
+  )pb", "inline");
+  ASSERT_TRUE(bad.ok());
+  auto refused = ToModelOptions(bad->models(0));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("growth"));
+
+  auto full = ParseServerConfig(R"pb(
+    models {
+      name: "g"
+      policy: GRAPH_UCB
+      graph { user_kernel: HEAT heat_tau: 0.5 spectral_dims: 4 }
+      nystrom { max_history: 5000 forget_evicted: true }
+      linear { lambda: 2 }
+      batched { threshold: 3 oversampling: 7 }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(full.ok()) << full.status();
+  auto g = ToModelOptions(full->models(0));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy, PolicyKind::kGraphUcb);
+  EXPECT_EQ(g->user_kernel, UserKernelKind::kHeat);
+  EXPECT_EQ(g->heat_tau, 0.5);
+  EXPECT_EQ(g->spectral_dims, 4);
+  EXPECT_EQ(g->max_history, 5000);
+  EXPECT_TRUE(g->forget_evicted);
+  EXPECT_EQ(g->linear_lambda, 2.0);
+  EXPECT_EQ(g->batched_threshold, 3.0);
+  EXPECT_EQ(g->batched_oversampling, 7.0);
+  const v1::ModelConfig effective = ToModelConfig(*g);
+  EXPECT_EQ(effective.policy(), v1::GRAPH_UCB);
+  EXPECT_EQ(effective.graph().user_kernel(), v1::GraphConfig::HEAT);
+  auto back = ToModelOptions(effective);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->max_history, 5000);
+  EXPECT_EQ(back->batched_oversampling, 7.0);
+
+  auto typo = ParseServerConfig("models { nmae: \"x\" }", "bad.textproto");
+  EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("bad.textproto: line 1"));
+  auto unnamed = ParseServerConfig("models { ridge: 1 }", "x");
+  ASSERT_TRUE(unnamed.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*unnamed, "").status().message()),
+              HasSubstr("models[0].name is required"));
+  auto negative = ParseServerConfig("models { name: \"m\" graph { rho: -1 } }", "x");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*negative, "").status().message()),
+              HasSubstr("graph.rho must be a finite number > 0"));
+}
+
+TEST(ConfigTest, LedgerAndDurabilitySettings) {
+  auto config = ParseServerConfig(R"pb(
+    durability { sync: GROUP_COMMIT group_commit_interval_ms: 5 snapshot_every_records: 0 }
+    models {
+      name: "m"
+      ledger { reward_window_seconds: 60 aggregation: SUM default_reward: 0 max_tombstones: 7 }
+    }
+  )pb", "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options = ToEngineOptions(*config, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->durability.sync, Durability::Sync::kGroupCommit);
+  EXPECT_EQ(options->durability.group_commit_interval, absl::Milliseconds(5));
+  EXPECT_EQ(options->durability.snapshot_every_records, 0);  // explicitly zero: only at shutdown
+  const ModelOptions& m = options->models[0];
+  EXPECT_EQ(m.reward_window, absl::Seconds(60));
+  EXPECT_EQ(m.aggregation, Aggregation::kSum);
+  ASSERT_TRUE(m.default_reward.has_value());
+  EXPECT_EQ(*m.default_reward, 0.0);
+  EXPECT_EQ(m.max_tombstones, 7);
+  const v1::ModelConfig effective = ToModelConfig(m);
+  EXPECT_EQ(effective.ledger().aggregation(), v1::SUM);
+  EXPECT_TRUE(effective.ledger().has_default_reward());
+
+  // Defaults: a sync per record (shared), snapshots every 100,000 records, FIRST, no default.
+  auto defaults = ToEngineOptions(*ParseServerConfig("models { name: \"d\" }", "x"), "");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kEveryRecord);
+  EXPECT_EQ(defaults->durability.group_commit_interval, absl::Milliseconds(2));
+  EXPECT_EQ(defaults->durability.snapshot_every_records, 100'000);
+  EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
+  EXPECT_FALSE(defaults->models[0].default_reward.has_value());
+
+  auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ToEngineOptions(*slow, "").status().message()),
+              HasSubstr("durability.group_commit_interval_ms is 5000; it must be 1..1000"));
+  auto bad_default = ParseServerConfig(
+      "models { name: \"m\" ledger { default_reward: 1e12 } }", "x");
+  ASSERT_TRUE(bad_default.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*bad_default, "").status().message()),
+              HasSubstr("ledger.default_reward must be finite and within limits.reward_bound"));
+}
+
+}  // namespace
+}  // namespace graphbandit::server

@@ -1,0 +1,100 @@
+// The robustness presets (sim/robustness.h): the default policies are the server's
+// defaults, and the findings table picks the tuned baselines and applies the checks.
+#include "sim/robustness.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace graphbandit::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+RunResult MakeRun(const std::string& environment, const std::string& policy, uint64_t seed,
+              double final_regret, double dictionary = -1.0) {
+  RunResult r;
+  r.environment = environment;
+  r.policy = policy;
+  r.seed = seed;
+  r.steps = {50, 100};
+  r.cumulative_regret = {final_regret / 2, final_regret};
+  if (dictionary >= 0.0) r.auxiliary = {dictionary / 2, dictionary};
+  return r;
+}
+
+TEST(RobustnessTest, FindingsTuneTheBaselinesAndCheckTheDefault) {
+  std::vector<RunResult> runs;
+  for (uint64_t seed : {0, 1}) {
+    // Non-linear task: EK-UCB 0.8 of the best LinUCB (alpha 0.1), 0.08 of random.
+    runs.push_back(MakeRun("curved", "PerUser-LinUCB+intercept [a=0.05]", seed, 120));
+    runs.push_back(MakeRun("curved", "PerUser-LinUCB+intercept [a=0.1]", seed, 100));
+    runs.push_back(MakeRun("curved", "Random", seed, 1000));
+    runs.push_back(MakeRun("curved", "EK-UCB (default)", seed, 80, 300 + 100 * seed));
+    runs.push_back(MakeRun("curved", "EK-TS (default)", seed, 90));
+    runs.push_back(MakeRun("curved", "Pooled-LinUCB+intercept [a=1]", seed, 300));
+    runs.push_back(MakeRun("curved", "Pooled-LinUCB+intercept [a=0.5]", seed, 200));
+    runs.push_back(MakeRun("curved", "GraphUCB+intercept [a=0.1]", seed, 95));
+    // Linear task: EK-UCB 1.05 of LinUCB passes (within 10%); 0.3 of random fails.
+    runs.push_back(MakeRun("flat", "PerUser-LinUCB+intercept [a=0.05]", seed, 100));
+    runs.push_back(MakeRun("flat", "Random", seed, 350));
+    runs.push_back(MakeRun("flat", "EK-UCB (default)", seed, 105));
+  }
+  const std::string md = RobustnessFindings(runs, {"flat"});
+  EXPECT_THAT(md, HasSubstr("| curved | 100.0 (a=0.1) | 1000.0 | 0.80 | 0.08 | 0.90 | 2.00 | 0.95 "
+                            "| 350 | < LinUCB yes, ≤ 0.25× random yes |"));
+  EXPECT_THAT(md, HasSubstr("| flat | 100.0 (a=0.05) | 350.0 | 1.05 | 0.30 | – | – | – | – | "
+                            "≤ 1.10× LinUCB yes, ≤ 0.25× random **no** |"));
+  EXPECT_THAT(md, HasSubstr("meets the checks on 1 of 2 tasks"));
+}
+
+TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
+  std::vector<RunResult> runs = {MakeRun("t", "PerUser-LinUCB+intercept [a=1]", 0, 100),
+                                 MakeRun("t", "Random", 0, 1000), MakeRun("t", "EK-UCB (default)", 0, 100)};
+  EXPECT_THAT(RobustnessFindings(runs, {}), HasSubstr("< LinUCB **no**"));
+  EXPECT_THAT(RobustnessFindings(runs, {"t"}), HasSubstr("≤ 1.10× LinUCB yes"));
+}
+
+// The policies named "default" are the server's defaults, mapped field by field.
+TEST(RobustnessTest, DefaultPoliciesAreTheServersDefaults) {
+  const ModelOptions d;
+  const PolicySpec ucb = EkPolicyFromModel(kDefaultUcbName, d);
+  EXPECT_EQ(ucb.family, Family::kEk);
+  EXPECT_EQ(ucb.rule, SelectionRule::kUcb);
+  EXPECT_EQ(ucb.exploration, d.exploration);
+  EXPECT_EQ(ucb.width, d.exploration_width);
+  EXPECT_EQ(ucb.baseline_half_life, d.baseline_half_life);
+  EXPECT_EQ(ucb.arm_lengthscale, d.arm_lengthscale);
+  EXPECT_EQ(ucb.nystrom.ridge, d.ridge);
+  EXPECT_EQ(ucb.nystrom.kors_mu, d.effective_kors_mu());
+  EXPECT_EQ(ucb.nystrom.max_dictionary_size, d.max_dictionary_size);
+  EXPECT_TRUE(ucb.refit.enabled);
+  EXPECT_EQ(ucb.refit.min_gain_per_parameter, d.refit.min_gain_per_parameter);
+  EXPECT_EQ(ucb.refit.max_points, d.refit.max_points);
+  ModelOptions ts = d;
+  ts.policy = PolicyKind::kEkTs;
+  EXPECT_EQ(EkPolicyFromModel(kDefaultTsName, ts).rule, SelectionRule::kThompson);
+  ModelOptions fixed = d;
+  fixed.refit.enabled = false;
+  EXPECT_FALSE(EkPolicyFromModel("fixed", fixed).refit.enabled);
+
+  const Preset* preset = FindPreset("robustness");
+  ASSERT_NE(preset, nullptr);
+  EXPECT_GE(preset->seeds, 10);
+  bool has_ucb = false, has_ts = false, has_random = false;
+  for (const PolicySpec& p : preset->policies) {
+    has_ucb |= p.name == kDefaultUcbName;
+    has_ts |= p.name == kDefaultTsName;
+    has_random |= p.name == kRandomName;
+  }
+  EXPECT_TRUE(has_ucb && has_ts && has_random);
+  // Every task of the load generator's list is in the preset.
+  for (const auto& [name, options] : RobustnessTaskOptions()) {
+    bool found = false;
+    for (const EnvironmentSpec& e : preset->environments) found |= e.label == options.label;
+    EXPECT_TRUE(found) << name;
+  }
+}
+
+}  // namespace
+}  // namespace graphbandit::sim
