@@ -16,6 +16,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
   curl python3 python3-grpcio python3-protobuf openssl prometheus
+  clang clang-format   # the format and thread_safety checks (tests/CMakeLists.txt, label lint)
 )
 # COMMAND:PACKAGE pairs: PACKAGE is installed only when COMMAND is not already on PATH (some
 # machines carry their own kubectl or node, which Debian's packages would conflict with).
@@ -44,7 +45,8 @@ install_missing_packages() {
 build() {
   local extra=()
   read -r -a extra <<<"${GRAPHBANDIT_CMAKE_ARGS:-}"
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${extra[@]}" >/dev/null
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRAPHBANDIT_WERROR=ON \
+    "${extra[@]}" >/dev/null
   cmake --build "$BUILD_DIR" -j "$(nproc)"
 }
 
