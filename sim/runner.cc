@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/random.h"
+#include "core/policy/decision_step.h"
 
 namespace graphbandit::sim {
 namespace {
@@ -54,39 +55,39 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   double cumulative = 0.0, total_seconds = 0.0, window_total = 0.0;
   int64_t window_steps = 0;
   Eigen::MatrixXd points;
-  Eigen::VectorXd mean, stddev;
+  ScoredSlate scored;
+  std::vector<const double*> arms;
   for (int64_t t = 0; t < spec.rounds; ++t) {
     const Round round = (*env)->MakeRound(static_cast<uint64_t>(t));
     const int n = static_cast<int>(round.arms.cols());
-    points.resize(policy->scaling.joint_dim() + (policy->intercept ? 1 : 0), n);
-    for (int k = 0; k < n; ++k) {
-      policy->scaling.Apply(round.context.data(), round.arms.col(k).data(), points.col(k).data());
-      if (policy->intercept) points(points.rows() - 1, k) = 1.0;
-    }
+    arms.resize(n);
+    for (int k = 0; k < n; ++k) arms[k] = round.arms.col(k).data();
     const int32_t user = policy->pooled ? 0 : round.user;
     const auto start = std::chrono::steady_clock::now();
-    policy->learner->Score(user, points, &mean, &stddev);
-    const double width =
-        policy->width == ExplorationWidth::kStddev
-            ? 1.0
-            : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
-                                  policy->learner->MeanNormSquared());
-    const std::vector<RankedChoice> slate = SelectSlate(
-        policy->rule, policy->exploration * width, mean, stddev, 1, rng, /*probabilities=*/false);
-    const int chosen = slate[0].candidate;
-    // As the server: a drifting baseline is taken out before learning (the learner's mean at
-    // the chosen point is its prediction before learning).
-    const double target = policy->baseline.Target((*env)->Reward(round, chosen));
-    absl::Status status = policy->learner->Observe(user, points.col(chosen), target);
-    if (status.ok()) policy->baseline.Update(target, mean(chosen));
+    // The decision and learning steps the server's model takes (core/policy/decision_step.h).
+    CandidatePoints(policy->scaling, round.context.data(), arms, policy->intercept, &points);
+    DecisionRule rule;
+    rule.rule = policy->rule;
+    rule.exploration = policy->exploration;
+    rule.width = policy->width == ExplorationWidth::kStddev
+                     ? 1.0
+                     : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
+                                           policy->learner->MeanNormSquared());
+    rule.baseline = policy->baseline.value();
+    absl::Status status = DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1, rng,
+                                      /*probabilities=*/false, &scored);
+    const int chosen = status.ok() ? scored.slate[0].candidate : 0;
+    if (status.ok()) {
+      status = LearnReward(*policy->learner, policy->baseline, user, points.col(chosen),
+                           (*env)->Reward(round, chosen));
+    }
     if (status.ok() && policy->refitter != nullptr) {
       status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!status.ok() || !std::isfinite(mean(chosen))) {
-      out.error = absl::StrFormat("round %d: %s", t,
-                                  status.ok() ? "non-finite posterior" : status.message());
+    if (!status.ok()) {
+      out.error = absl::StrFormat("round %d: %s", t, status.message());
       return out;
     }
     total_seconds += seconds;

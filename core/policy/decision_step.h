@@ -1,0 +1,62 @@
+// The two steps every policy goes through, written once and used by the model (what the server
+// serves, core/model/) and by the simulator's runner (sim/runner.cc), so that what the simulator
+// measures is what the server serves:
+//  * deciding: the candidates' joint points, the posterior at them, the drifting baseline added
+//    to every mean, and a slate by the selection rule (core/policy/selection.h);
+//  * learning: one reward at one point, with the drifting baseline taken out first
+//    (core/learner/baseline_tracker.h).
+#ifndef GRAPHBANDIT_CORE_POLICY_DECISION_STEP_H_
+#define GRAPHBANDIT_CORE_POLICY_DECISION_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "core/base/random.h"
+#include "core/kernel/arm_kernel.h"
+#include "core/learner/baseline_tracker.h"
+#include "core/learner/posterior.h"
+#include "core/policy/selection.h"
+
+namespace graphbandit {
+
+// How a state turns scores into a slate.
+struct DecisionRule {
+  SelectionRule rule = SelectionRule::kUcb;
+  double exploration = 1.0;  // beta (UCB) or nu (Thompson sampling)
+  double width = 1.0;        // multiplies exploration (ExplorationWidthFor; 1: the stddev)
+  double baseline = 0.0;     // the drifting baseline, added to every mean
+};
+
+// Writes the learner's joint point of each candidate into the columns of *points:
+// scaling.Apply(context, arms[i]), then (with `intercept`) a trailing constant 1.
+// REQUIRES: context has scaling.context_dim values and every arm scaling.arm_dim.
+void CandidatePoints(const FeatureScaling& scaling, const double* context,
+                     absl::Span<const double* const> arms, bool intercept,
+                     Eigen::MatrixXd* points);
+
+struct ScoredSlate {
+  Eigen::VectorXd mean;    // per candidate, baseline included
+  Eigen::VectorXd stddev;  // per candidate
+  std::vector<RankedChoice> slate;  // best first
+};
+
+// Scores the candidate points for `user` and chooses `slate_size` of them (consuming `rng` as
+// SelectSlate does). Fails with INTERNAL when the posterior produces a non-finite value, before
+// any choice is made.
+absl::Status DecideSlate(const Scorer& scorer, int32_t user, const Eigen::MatrixXd& points,
+                         const DecisionRule& rule, int slate_size, Rng& rng, bool probabilities,
+                         ScoredSlate* out);
+
+// Learns `reward` at `point` for `user` (a registered index): with the baseline tracker on, the
+// learner's mean at the point before learning is its one-step prediction; the tracker's target
+// is what the learner observes, and the tracker moves only when the learner accepted it.
+absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t user,
+                         const Eigen::Ref<const Eigen::VectorXd>& point, double reward);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_POLICY_DECISION_STEP_H_
