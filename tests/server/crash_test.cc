@@ -23,7 +23,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,6 +30,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/synchronization/mutex.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 
 namespace v1 = graphbandit::v1;
@@ -148,9 +148,11 @@ v1::SelectArmRequest Request(int user, const std::string& event_id, int slate) {
 }
 
 struct Ledger {
-  std::mutex mu;
-  int64_t acknowledged = 0;  // distinct rewards answered ACCEPTED (or DUPLICATE on a retry)
-  std::vector<std::pair<std::string, double>> in_doubt;  // sent, answer lost
+  absl::Mutex mu;
+  // Distinct rewards answered ACCEPTED (or DUPLICATE on a retry).
+  int64_t acknowledged ABSL_GUARDED_BY(mu) = 0;
+  // Sent, answer lost.
+  std::vector<std::pair<std::string, double>> in_doubt ABSL_GUARDED_BY(mu);
 };
 
 // One load thread for one life of the server: SelectArm then ReportReward until the server
@@ -175,7 +177,7 @@ void Load(const std::string& target, int cycle, int thread, std::atomic<bool>* s
     reward_context.set_deadline(In(5000));
     v1::ReportRewardResponse answer;
     const grpc::Status status = stub->ReportReward(&reward_context, report, &answer);
-    std::lock_guard<std::mutex> lock(ledger->mu);
+    absl::MutexLock lock(&ledger->mu);
     if (!status.ok()) {
       ledger->in_doubt.emplace_back(event_id, reward);
       return;
@@ -277,7 +279,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       server.Kill();
       for (auto& t : threads) t.join();
-      std::lock_guard<std::mutex> lock(ledger.mu);
+      absl::MutexLock lock(&ledger.mu);
       std::printf("crash %d after %d ms: %lld rewards acknowledged so far, %zu in doubt\n",
                   cycle + 1, ms, static_cast<long long>(ledger.acknowledged), ledger.in_doubt.size());
       continue;
@@ -287,6 +289,8 @@ int main(int argc, char** argv) {
     stop = true;
     for (auto& t : threads) t.join();
   }
+  // The load threads are gone; the lock states that the ledger is read here alone.
+  absl::MutexLock ledger_lock(&ledger.mu);
 
   // Retry the rewards whose answers were lost: each is either learned already (DUPLICATE) or
   // not (ACCEPTED now); either way it is acknowledged exactly once.
