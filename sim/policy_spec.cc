@@ -5,7 +5,9 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/learner/learner_factory.h"
 #include "core/base/random.h"
 
 namespace graphbandit::sim {
@@ -106,8 +108,73 @@ double MedianDistance(const Eigen::MatrixXd& points) {
   return median > 0.0 ? median : 1.0;
 }
 
+std::string SimEventId(int64_t t) { return absl::StrCat("round-", t); }
+
+namespace {
+
+// The user graph of a run: the environment's users and edges (one user when pooled).
+std::shared_ptr<UserGraph> RunGraph(const SimEnvironment& env, bool pooled) {
+  auto graph = std::make_shared<UserGraph>();
+  graph->EnsureUsers(pooled ? 1 : env.users());
+  if (!pooled) {
+    for (const Edge& edge : env.edges()) graph->SetEdge(edge.a, edge.b, edge.weight);
+  }
+  return graph;
+}
+
+// The learner's own randomness (KORS coins, re-draws): per seed, independent of the
+// environment's, the same for every policy.
+uint64_t LearnerSeed(uint64_t seed) {
+  uint64_t mix = seed ^ 0xC0FFEE123456789ULL;
+  return SplitMix64(mix);
+}
+
+// Family::kServed: what a model with these options builds when its dimensions are fixed.
+absl::StatusOr<RunPolicy> MakeServedPolicy(const ModelOptions& configured,
+                                           const SimEnvironment& env, uint64_t seed) {
+  ModelOptions options = configured;
+  options.seed = LearnerSeed(seed);
+  options.context_dim = env.context_dim();
+  options.arm_dim = env.arm_dim();
+  if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+  RunPolicy run;
+  run.rule = SelectionRuleFor(options);
+  run.exploration = options.exploration;
+  run.width = options.exploration_width;
+  run.baseline = BaselineTracker(options.baseline_half_life);
+  run.model_seed = options.seed;
+  run.scaling = FeatureScaling{options.context_dim, options.arm_dim, options.context_lengthscale,
+                               options.arm_lengthscale, Eigen::VectorXd()};
+  Hyperparameters values = ConfiguredHyperparameters(options);
+  values.lengthscales = run.scaling.lengthscales();
+  auto graph = RunGraph(env, /*pooled=*/false);
+  auto kernel = BuildUserKernel(*graph, options.user_kernel_options());
+  if (!kernel.ok()) return kernel.status();
+  auto learner = MakeLearner(options, run.scaling.joint_dim(), *graph, *kernel, &values,
+                             options.refit.kors_mu_factor);
+  if (!learner.ok()) return learner.status();
+  run.learner = *std::move(learner);
+  if (options.refits_hyperparameters()) {
+    KernelShape shape;
+    shape.kernel = options.kernel;
+    shape.user_kernel = options.user_kernel_options();
+    shape.context_dim = options.context_dim;
+    shape.arm_dim = options.arm_dim;
+    shape.fixed_kors_mu = options.kors_mu;
+    const bool coarsen = options.coarsen_full_dictionary && options.kors_mu == 0.0 &&
+                         (options.policy == PolicyKind::kEkUcb ||
+                          options.policy == PolicyKind::kEkTs);
+    run.refitter = std::make_unique<InlineRefitter>(options.refit, shape, values, graph, *kernel,
+                                                    coarsen ? options.max_dictionary_size : 0);
+  }
+  return run;
+}
+
+}  // namespace
+
 absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnvironment& env,
                                         int64_t rounds, uint64_t seed) {
+  if (spec.family == Family::kServed) return MakeServedPolicy(spec.served, env, seed);
   RunPolicy run;
   run.rule = spec.rule;
   run.exploration = spec.exploration;
@@ -124,19 +191,12 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
                                     : (pool != nullptr ? MedianDistance(*pool) : 1.0);
   const int dim = run.scaling.joint_dim();
 
-  auto graph_ptr = std::make_shared<UserGraph>();
+  auto graph_ptr = RunGraph(env, spec.pooled);
   UserGraph& graph = *graph_ptr;
-  graph.EnsureUsers(spec.pooled ? 1 : env.users());
-  if (!spec.pooled) {
-    for (const Edge& edge : env.edges()) graph.SetEdge(edge.a, edge.b, edge.weight);
-  }
   auto kernel = BuildUserKernel(graph, spec.user_kernel);
   if (!kernel.ok()) return kernel.status();
   const ArmKernel arm(spec.arm_kernel, spec.kernel_variance);
-  // The learner's own randomness (KORS coins, re-draws): per seed, independent of the
-  // environment's, the same for every policy.
-  uint64_t mix = seed ^ 0xC0FFEE123456789ULL;
-  const uint64_t learner_seed = SplitMix64(mix);
+  const uint64_t learner_seed = LearnerSeed(seed);
 
   // S_spec comes from the environment's graph even for policies that ignore it: LK's schedule
   // is the same for every GP-style method.
@@ -209,6 +269,8 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
     case Family::kRandom:
       run.learner = std::make_unique<RandomChoice>();
       break;
+    case Family::kServed:
+      break;  // handled above
   }
   return run;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,7 @@
 #include "core/learner/lk_gp_posterior.h"
 #include "core/learner/nystrom_posterior.h"
 #include "core/learner/posterior.h"
+#include "core/model/model_options.h"
 #include "core/fit/refit.h"
 #include "core/policy/selection.h"
 #include "core/graph/user_kernel.h"
@@ -30,11 +32,18 @@ enum class Family {
   kBatched,  // CBBKB / CBKB: batched Nystrom re-draws
   kLinear,   // LinUCB per user / pooled, GoB.Lin, GraphUCB
   kRandom,   // uniformly random choice (a learner that knows nothing: every candidate ties)
+  // A policy exactly as a model serves it: `served` is the model's configuration; the learner
+  // comes from the model's factory (core/learner/learner_factory.h), the scaling, selection
+  // rule, exploration, baseline and hyper-parameter fits from the same options, and each
+  // decision draws from the model's per-decision stream (DecisionSeed). The run's seed becomes
+  // the model's seed. tests/sim/served_policy_test.cc checks that a model makes the same choices.
+  kServed,
 };
 
 struct PolicySpec {
   std::string name;
   Family family = Family::kLkGp;
+  ModelOptions served;  // Family::kServed only; every other field below is ignored then
   SelectionRule rule = SelectionRule::kUcb;
   double exploration = 1.0;
   ExplorationWidth width = ExplorationWidth::kStddev;
@@ -105,7 +114,12 @@ struct RunPolicy {
   bool intercept = false;  // points get a trailing constant 1
   std::unique_ptr<InlineRefitter> refitter;  // null: no refits
   BaselineTracker baseline;
+  // Served policies: the model's seed, which seeds each decision's stream (DecisionSeed).
+  std::optional<uint64_t> model_seed;
 };
+
+// The event id the simulator gives round `t` (what a test sends to a model to replay a run).
+std::string SimEventId(int64_t t);
 
 // Builds the learner for one run on `env` of `rounds` rounds; `seed` seeds its randomness.
 absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnvironment& env,

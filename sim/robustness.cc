@@ -165,31 +165,11 @@ struct Stat {
 
 std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions() { return TaskList(); }
 
-PolicySpec EkPolicyFromModel(const std::string& name, const ModelOptions& o) {
+PolicySpec ServedPolicy(const std::string& name, const ModelOptions& o) {
   PolicySpec spec;
   spec.name = name;
-  spec.family = Family::kEk;
-  spec.rule = o.thompson() ? SelectionRule::kThompson : SelectionRule::kUcb;
-  spec.exploration = o.exploration;
-  spec.width = o.exploration_width;
-  spec.baseline_half_life = o.baseline_half_life;
-  spec.arm_kernel = o.kernel;
-  spec.kernel_variance = o.kernel_variance;
-  spec.arm_lengthscale = o.arm_lengthscale;
-  spec.context_lengthscale = o.context_lengthscale;
-  spec.user_kernel = o.user_kernel_options();
-  spec.nystrom.ridge = o.ridge;
-  spec.nystrom.kors_mu = o.effective_kors_mu();
-  spec.nystrom.kors_epsilon = o.kors_epsilon;
-  spec.nystrom.kors_gamma = o.kors_gamma;
-  spec.nystrom.max_dictionary_size = o.max_dictionary_size;
-  spec.nystrom.max_history = o.max_history;
-  spec.nystrom.forget_evicted = o.forget_evicted;
-  spec.nystrom.growth_batch_divisor = kServedGrowthBatchDivisor;  // as core/learner/learner_factory.cc
-  spec.refit = o.refit;
-  spec.refit.enabled = o.refits_hyperparameters();
-  spec.coarsen_when_full = o.coarsen_full_dictionary && o.kors_mu == 0.0;
-  spec.fixed_kors_mu = o.kors_mu > 0.0;
+  spec.family = Family::kServed;
+  spec.served = o;
   return spec;
 }
 
@@ -313,8 +293,8 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
         "per-user LinUCB with an intercept, pooled LinUCB and GraphUCB (alpha tuned per task) "
         "and random choice.";
     p.environments = environments;
-    p.policies.push_back(EkPolicyFromModel(kDefaultUcbName, defaults));
-    p.policies.push_back(EkPolicyFromModel(kDefaultTsName, Thompson(defaults)));
+    p.policies.push_back(ServedPolicy(kDefaultUcbName, defaults));
+    p.policies.push_back(ServedPolicy(kDefaultTsName, Thompson(defaults)));
     AddLinearBaselines(&p);
     p.seeds = 10;
     p.rounds = 5000;
@@ -333,37 +313,37 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
         "full dictionary coarsened) and against the model before issue 9 (nothing fitted, "
         "exploration 2, no tracker), beside the same baselines.";
     p.environments = environments;
-    p.policies.push_back(EkPolicyFromModel(kDefaultUcbName, defaults));
+    p.policies.push_back(ServedPolicy(kDefaultUcbName, defaults));
     for (double beta : {0.25, 1.0, 2.0}) {
       ModelOptions o = defaults;
       o.exploration = beta;
-      p.policies.push_back(EkPolicyFromModel(absl::StrFormat("EK-UCB [exploration %g]", beta), o));
+      p.policies.push_back(ServedPolicy(absl::StrFormat("EK-UCB [exploration %g]", beta), o));
     }
     {
       ModelOptions o = defaults;
       o.exploration_width = ExplorationWidth::kAmm;
       o.exploration = 0.05;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [AMM width, 0.05]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [AMM width, 0.05]", o));
     }
     {
       ModelOptions o = defaults;
       o.baseline_half_life = 0.0;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [no baseline tracker]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [no baseline tracker]", o));
     }
     {
       ModelOptions o = defaults;
       o.refit.min_gain_per_parameter = 0.0;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [every fit applied]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [every fit applied]", o));
     }
     {
       ModelOptions o = defaults;
       o.refit.kors_mu_factor = 10.0;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [KORS mu 10x noise]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [KORS mu 10x noise]", o));
     }
     {
       ModelOptions o = defaults;
       o.coarsen_full_dictionary = true;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [coarsen a full dictionary]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [coarsen a full dictionary]", o));
     }
     {
       // The server before issue 9: nothing fitted, exploration 2, no tracker.
@@ -371,7 +351,7 @@ void AddRobustnessPresets(std::vector<Preset>* presets) {
       o.refit.enabled = false;
       o.exploration = 2.0;
       o.baseline_half_life = 0.0;
-      p.policies.push_back(EkPolicyFromModel("EK-UCB [before issue 9]", o));
+      p.policies.push_back(ServedPolicy("EK-UCB [before issue 9]", o));
     }
     AddLinearBaselines(&p);
     p.seeds = 2;

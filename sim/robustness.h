@@ -35,10 +35,10 @@ std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions();
 // Appends the robustness and robustness-sensitivity presets.
 void AddRobustnessPresets(std::vector<Preset>* presets);
 
-// An EK policy that behaves as a server model configured with `options` does (policy EK_UCB or
-// EK_TS): kernel, start values, fitting, exploration and its width, the baseline tracker, KORS
-// and the dictionary's cap and growth.
-PolicySpec EkPolicyFromModel(const std::string& name, const ModelOptions& options);
+// A policy exactly as a server model configured with `options` serves it (Family::kServed):
+// the model's learner factory, start values, fitting, exploration and its width, the baseline
+// tracker and the model's per-decision random stream.
+PolicySpec ServedPolicy(const std::string& name, const ModelOptions& options);
 
 // The names the findings table looks for.
 inline constexpr char kDefaultUcbName[] = "EK-UCB (default)";

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -46,7 +47,11 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   // by every policy (common random numbers: two names for one algorithm make the same choices).
   uint64_t mix = spec.seed * 0x9E3779B97F4A7C15ULL ^ 0x5EED5EED5EED5EEDULL;
   Rng rng(SplitMix64(mix));
-  const bool ek_like = spec.policy.family == Family::kEk || spec.policy.family == Family::kBatched;
+  const bool ek_like = spec.policy.family == Family::kEk || spec.policy.family == Family::kBatched ||
+                       (spec.policy.family == Family::kServed &&
+                        (spec.policy.served.policy == PolicyKind::kEkUcb ||
+                         spec.policy.served.policy == PolicyKind::kEkTs ||
+                         spec.policy.served.policy == PolicyKind::kBatchedNystromUcb));
 
   int next_sample = 1;
   auto sample_step = [&spec](int k) {  // the k-th sampled round (1-based), same grid for all runs
@@ -74,8 +79,16 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                      : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
                                            policy->learner->MeanNormSquared());
     rule.baseline = policy->baseline.value();
-    absl::Status status = DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1, rng,
-                                      /*probabilities=*/false, &scored);
+    // A served policy draws as its model does: a stream per decision, from the model's seed and
+    // the event id; the others share the run's stream.
+    std::optional<Rng> decision_rng;
+    if (policy->model_seed.has_value()) {
+      decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
+    }
+    absl::Status status =
+        DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1,
+                    decision_rng.has_value() ? *decision_rng : rng, /*probabilities=*/false,
+                    &scored);
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
     if (status.ok()) {
       status = LearnReward(*policy->learner, policy->baseline, user, points.col(chosen),
@@ -91,6 +104,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
       return out;
     }
     total_seconds += seconds;
+    if (spec.record_choices) out.choices.push_back(chosen);
     cumulative += (*env)->Regret(round, chosen);
     if (spec.timing_window > 0) {
       window_total += seconds;

@@ -8,6 +8,16 @@
 
 namespace graphbandit {
 
+Hyperparameters ConfiguredHyperparameters(const ModelOptions& options) {
+  Hyperparameters h;
+  h.signal_variance = options.kernel_variance;
+  h.offset_variance = 0.0;
+  h.noise_variance = options.ridge;
+  h.rho = options.rho;
+  h.prior_mean = 0.0;
+  return h;
+}
+
 absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options, int dim,
                                                      const UserGraph& graph,
                                                      std::shared_ptr<const UserKernel> kernel,

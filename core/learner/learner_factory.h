@@ -1,5 +1,5 @@
-// The learner behind each policy a model can be configured with (the simulator builds the same
-// learners from its own policy specs, sim/policy_spec.h).
+// The learner behind each policy a model can be configured with. The simulator builds served
+// policies (sim/policy_spec.h, Family::kServed) with this same factory.
 #ifndef GRAPHBANDIT_CORE_LEARNER_LEARNER_FACTORY_H_
 #define GRAPHBANDIT_CORE_LEARNER_LEARNER_FACTORY_H_
 
@@ -36,6 +36,10 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
                                                      std::shared_ptr<const UserKernel> kernel,
                                                      const Hyperparameters* values = nullptr,
                                                      double kors_mu_factor = 1.0);
+
+// The hyper-parameters a model starts with, before any fit: the configured values (the
+// length-scales are set when the dimensions are fixed).
+Hyperparameters ConfiguredHyperparameters(const ModelOptions& options);
 
 inline SelectionRule SelectionRuleFor(const ModelOptions& options) {
   return options.thompson() ? SelectionRule::kThompson : SelectionRule::kUcb;
