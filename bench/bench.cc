@@ -41,6 +41,7 @@
 #include "core/graph/green_function.h"
 #include "core/learner/learner_factory.h"
 #include "core/learner/nystrom_posterior.h"
+#include "core/base/percentile.h"
 #include "core/base/random.h"
 #include "core/fit/refit.h"
 
@@ -69,13 +70,6 @@ double CpuSeconds() {
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
-
-double Percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0.0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
 }
 
 struct Items {
@@ -212,7 +206,7 @@ void RewardRate() {
     model->WaitForWriter();
     const FreshnessStats fresh_after = model->Stats().freshness;
     const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
-    const double p50 = Percentile(latencies, 0.50), p99 = Percentile(latencies, 0.99);
+    const double p50 = Percentile(&latencies, 0.50), p99 = Percentile(&latencies, 0.99);
     const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
     std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g %8.0f %6lld\n",
                 std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
@@ -279,7 +273,7 @@ void DurabilityCost() {
     for (auto& t : threads) t.join();
     const double syncs = static_cast<double>(model->Stats().log_syncs - syncs_before);
     const double count = static_cast<double>(latencies.size());
-    const double p50 = Percentile(latencies, 0.5), p99 = Percentile(latencies, 0.99);
+    const double p50 = Percentile(&latencies, 0.5), p99 = Percentile(&latencies, 0.99);
     const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
     std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds, p50,
                 p99, max, syncs / phase_seconds);

@@ -19,9 +19,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -404,16 +401,7 @@ int RunServices(const std::shared_ptr<grpc::Channel>& channel,
 // Returns the positional arguments, argv[0] first. absl::ParseCommandLine handles --help
 // itself (printing the usage and exiting with status 1), and exits with status 1 on a bad flag.
 std::vector<char*> ParseFlags(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  // --help lists this file's flags (absl would otherwise look for a file named after the binary).
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "client/cli.cc") ||
-           graphbandit::client::IsConnectionFlagFile(std::string(path).c_str());
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(kUsage);
-  return absl::ParseCommandLine(argc, argv);
+  return graphbandit::client::ParseCommandLine(argc, argv, "client/cli.cc", kUsage);
 }
 
 }  // namespace

@@ -1,16 +1,16 @@
 #include "client/connection.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/flags/flag.h"
-#include "absl/strings/ascii.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/storage/file_util.h"
 
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM CA bundle that signed the server's certificate; setting it (or --tls_cert_file) "
@@ -30,23 +30,10 @@ ABSL_FLAG(std::string, admin_token_file, "",
 namespace graphbandit::client {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
+// The token of a --*token_file flag; no flag, no token.
 absl::StatusOr<std::string> ReadToken(const std::string& path, const char* flag) {
   if (path.empty()) return std::string();
-  absl::StatusOr<std::string> content = ReadFile(path, flag);
-  if (!content.ok()) return content.status();
-  std::string token(absl::StripAsciiWhitespace(*content));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " holds no token"));
-  }
-  return token;
+  return storage::ReadTokenFile(path, flag);
 }
 
 }  // namespace
@@ -87,14 +74,14 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
   }
   grpc::SslCredentialsOptions ssl;  // an empty root bundle means the system's CAs
   if (!ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(ca_file, "tls_ca_file");
+    absl::StatusOr<std::string> ca = storage::ReadSecretFile(ca_file, "tls_ca_file");
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *std::move(ca);
   }
   if (!cert_file.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(cert_file, "tls_cert_file");
+    absl::StatusOr<std::string> cert = storage::ReadSecretFile(cert_file, "tls_cert_file");
     if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile(key_file, "tls_key_file");
+    absl::StatusOr<std::string> key = storage::ReadSecretFile(key_file, "tls_key_file");
     if (!key.ok()) return key.status();
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);
@@ -106,8 +93,18 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
   return connection;
 }
 
-bool IsConnectionFlagFile(const char* path) {
-  return absl::EndsWith(path, "client/connection.cc");
+std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view program_file,
+                                    absl::string_view usage) {
+  absl::FlagsUsageConfig usage_config;
+  // --help lists these files' flags (absl would otherwise look for a file named after the
+  // binary).
+  usage_config.contains_help_flags = [program = std::string(program_file)](absl::string_view path) {
+    return absl::EndsWith(path, program) || absl::EndsWith(path, "client/connection.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(usage);
+  return absl::ParseCommandLine(argc, argv);
 }
 
 }  // namespace graphbandit::client

@@ -6,11 +6,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace graphbandit::client {
 
@@ -28,8 +30,11 @@ struct Connection {
 // --tls_key_file, --tls_server_name, --token_file, --admin_token_file). Errors name the flag.
 absl::StatusOr<Connection> ConnectFromFlags(const std::string& target);
 
-// For --help: true for this file's flags.
-bool IsConnectionFlagFile(const char* path);
+// absl::ParseCommandLine for a program whose own flags are defined in the file ending in
+// `program_file` (e.g. "client/cli.cc"): sets the usage message, and --help lists that file's
+// flags and the connection flags. Returns the positional arguments, argv[0] first.
+std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view program_file,
+                                    absl::string_view usage);
 
 }  // namespace graphbandit::client
 

@@ -2,9 +2,14 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/generated_enum_reflection.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -25,6 +30,95 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
 template <typename T>
 T Or(T value, T fallback) {
   return value != T{} ? value : fallback;
+}
+
+// One table per enum of the configuration: a row per value, the configuration's and core's.
+// Both directions (ToModelOptions and ToModelConfig) read the same table. The configuration's
+// *_UNSPECIFIED (0) has no row: it means the field's default.
+template <typename Proto, typename Core>
+struct EnumRow {
+  Proto proto;
+  Core core;
+};
+
+constexpr EnumRow<v1::Policy, PolicyKind> kPolicies[] = {
+    {v1::EK_UCB, PolicyKind::kEkUcb},
+    {v1::EK_TS, PolicyKind::kEkTs},
+    {v1::GP_UCB, PolicyKind::kGpUcb},
+    {v1::GP_TS, PolicyKind::kGpTs},
+    {v1::LINUCB_PER_USER, PolicyKind::kLinUcbPerUser},
+    {v1::LINUCB_POOLED, PolicyKind::kLinUcbPooled},
+    {v1::GRAPH_UCB, PolicyKind::kGraphUcb},
+    {v1::GOB_LIN, PolicyKind::kGobLin},
+    {v1::BATCHED_NYSTROM_UCB, PolicyKind::kBatchedNystromUcb},
+};
+
+constexpr EnumRow<v1::ArmKernelConfig::Type, KernelType> kArmKernels[] = {
+    {v1::ArmKernelConfig::RBF, KernelType::kRbf},
+    {v1::ArmKernelConfig::MATERN32, KernelType::kMatern32},
+    {v1::ArmKernelConfig::MATERN52, KernelType::kMatern52},
+    {v1::ArmKernelConfig::LINEAR, KernelType::kLinear},
+};
+
+constexpr EnumRow<v1::GraphConfig::UserKernel, UserKernelKind> kUserKernels[] = {
+    {v1::GraphConfig::LAPLACIAN_INVERSE, UserKernelKind::kLaplacianInverse},
+    {v1::GraphConfig::HEAT, UserKernelKind::kHeat},
+    {v1::GraphConfig::SPECTRAL_RBF, UserKernelKind::kSpectralRbf},
+    {v1::GraphConfig::ALL_ONES, UserKernelKind::kAllOnes},
+    {v1::GraphConfig::IDENTITY, UserKernelKind::kIdentity},
+};
+
+constexpr EnumRow<v1::ModelConfig::ExplorationWidth, ExplorationWidth> kExplorationWidths[] = {
+    {v1::ModelConfig::STDDEV, ExplorationWidth::kStddev},
+    {v1::ModelConfig::AMM, ExplorationWidth::kAmm},
+};
+
+constexpr EnumRow<v1::Aggregation, Aggregation> kAggregations[] = {
+    {v1::FIRST, Aggregation::kFirst},
+    {v1::SUM, Aggregation::kSum},
+    {v1::MAX, Aggregation::kMax},
+    {v1::LAST, Aggregation::kLast},
+};
+
+constexpr EnumRow<v1::DurabilityConfig::Sync, Durability::Sync> kSyncs[] = {
+    {v1::DurabilityConfig::EVERY_RECORD, Durability::Sync::kEveryRecord},
+    {v1::DurabilityConfig::GROUP_COMMIT, Durability::Sync::kGroupCommit},
+    {v1::DurabilityConfig::OS, Durability::Sync::kOs},
+};
+
+// The configuration's value of `value` (every core value has a row).
+template <typename Proto, typename Core, size_t N>
+Proto ToProto(const EnumRow<Proto, Core> (&table)[N], Core value) {
+  for (const EnumRow<Proto, Core>& row : table) {
+    if (row.core == value) return row.proto;
+  }
+  return Proto{};  // unreachable while the table is complete (server_test checks both ways)
+}
+
+// Sets `*out` to core's value of `value`; `unset` for 0 (*_UNSPECIFIED). Any other number
+// (text format accepts numbers for enum fields) is refused, naming `field` and the values it
+// accepts, from the enum's descriptor.
+template <typename Proto, typename Core, size_t N>
+absl::Status FromProto(const EnumRow<Proto, Core> (&table)[N], Proto value, Core unset,
+                       absl::string_view field, Core* out) {
+  if (value == Proto{}) {
+    *out = unset;
+    return absl::OkStatus();
+  }
+  for (const EnumRow<Proto, Core>& row : table) {
+    if (row.proto == value) {
+      *out = row.core;
+      return absl::OkStatus();
+    }
+  }
+  const google::protobuf::EnumDescriptor* descriptor = google::protobuf::GetEnumDescriptor<Proto>();
+  std::vector<std::string> names;
+  for (const EnumRow<Proto, Core>& row : table) {
+    names.push_back(descriptor->FindValueByNumber(row.proto)->name());
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown %s %d: it must be one of %s (unset means %s)", field, static_cast<int>(value),
+      absl::StrJoin(names, ", "), descriptor->FindValueByNumber(ToProto(table, unset))->name()));
 }
 
 }  // namespace
@@ -54,55 +148,21 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   const ModelOptions d;  // defaults
   ModelOptions o;
   o.name = c.name();
-  switch (c.policy()) {
-    case v1::POLICY_UNSPECIFIED:
-    case v1::EK_UCB:
-      o.policy = PolicyKind::kEkUcb;
-      break;
-    case v1::EK_TS:
-      o.policy = PolicyKind::kEkTs;
-      break;
-    case v1::GP_UCB:
-      o.policy = PolicyKind::kGpUcb;
-      break;
-    case v1::GP_TS:
-      o.policy = PolicyKind::kGpTs;
-      break;
-    case v1::LINUCB_PER_USER:
-      o.policy = PolicyKind::kLinUcbPerUser;
-      break;
-    case v1::LINUCB_POOLED:
-      o.policy = PolicyKind::kLinUcbPooled;
-      break;
-    case v1::GRAPH_UCB:
-      o.policy = PolicyKind::kGraphUcb;
-      break;
-    case v1::GOB_LIN:
-      o.policy = PolicyKind::kGobLin;
-      break;
-    case v1::BATCHED_NYSTROM_UCB:
-      o.policy = PolicyKind::kBatchedNystromUcb;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": unknown policy %d", o.name, c.policy()));
-  }
-  switch (c.arm_kernel().type()) {
-    case v1::ArmKernelConfig::TYPE_UNSPECIFIED:
-    case v1::ArmKernelConfig::RBF:
-      o.kernel = KernelType::kRbf;
-      break;
-    case v1::ArmKernelConfig::MATERN32:
-      o.kernel = KernelType::kMatern32;
-      break;
-    case v1::ArmKernelConfig::MATERN52:
-      o.kernel = KernelType::kMatern52;
-      break;
-    case v1::ArmKernelConfig::LINEAR:
-      o.kernel = KernelType::kLinear;
-      break;
-    default:
+  for (const absl::Status& status : {
+           FromProto(kPolicies, c.policy(), PolicyKind::kEkUcb, "policy", &o.policy),
+           FromProto(kArmKernels, c.arm_kernel().type(), KernelType::kRbf, "arm_kernel.type",
+                     &o.kernel),
+           FromProto(kUserKernels, c.graph().user_kernel(), UserKernelKind::kLaplacianInverse,
+                     "graph.user_kernel", &o.user_kernel),
+           FromProto(kExplorationWidths, c.exploration_width(), d.exploration_width,
+                     "exploration_width", &o.exploration_width),
+           FromProto(kAggregations, c.ledger().aggregation(), Aggregation::kFirst,
+                     "ledger.aggregation", &o.aggregation),
+       }) {
+    if (!status.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("model \"%s\": unknown arm kernel %d", o.name, c.arm_kernel().type()));
+          absl::StrFormat("model \"%s\": %s", o.name, status.message()));
+    }
   }
   o.kernel_variance = Or(c.arm_kernel().variance(), d.kernel_variance);
   o.arm_lengthscale = Or(c.arm_kernel().arm_lengthscale(), d.arm_lengthscale);
@@ -137,27 +197,6 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                                        ? h.min_gain_per_parameter()
                                        : d.refit.min_gain_per_parameter;
   o.edge_list_file = c.graph().edge_list_file();
-  switch (c.graph().user_kernel()) {
-    case v1::GraphConfig::USER_KERNEL_UNSPECIFIED:
-    case v1::GraphConfig::LAPLACIAN_INVERSE:
-      o.user_kernel = UserKernelKind::kLaplacianInverse;
-      break;
-    case v1::GraphConfig::HEAT:
-      o.user_kernel = UserKernelKind::kHeat;
-      break;
-    case v1::GraphConfig::SPECTRAL_RBF:
-      o.user_kernel = UserKernelKind::kSpectralRbf;
-      break;
-    case v1::GraphConfig::ALL_ONES:
-      o.user_kernel = UserKernelKind::kAllOnes;
-      break;
-    case v1::GraphConfig::IDENTITY:
-      o.user_kernel = UserKernelKind::kIdentity;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "model \"%s\": unknown user kernel %d", o.name, c.graph().user_kernel()));
-  }
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
   o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
@@ -167,20 +206,6 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
   o.baseline_half_life =
       c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
-  switch (c.exploration_width()) {
-    case v1::ModelConfig::EXPLORATION_WIDTH_UNSPECIFIED:
-      o.exploration_width = d.exploration_width;
-      break;
-    case v1::ModelConfig::STDDEV:
-      o.exploration_width = ExplorationWidth::kStddev;
-      break;
-    case v1::ModelConfig::AMM:
-      o.exploration_width = ExplorationWidth::kAmm;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "model \"%s\": unknown exploration_width %d", o.name, c.exploration_width()));
-  }
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
@@ -207,24 +232,6 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                         : d.reward_window;
   o.max_decisions = static_cast<int64_t>(Or<uint32_t>(c.ledger().max_decisions(),
                                                       static_cast<uint32_t>(d.max_decisions)));
-  switch (c.ledger().aggregation()) {
-    case v1::AGGREGATION_UNSPECIFIED:
-    case v1::FIRST:
-      o.aggregation = Aggregation::kFirst;
-      break;
-    case v1::SUM:
-      o.aggregation = Aggregation::kSum;
-      break;
-    case v1::MAX:
-      o.aggregation = Aggregation::kMax;
-      break;
-    case v1::LAST:
-      o.aggregation = Aggregation::kLast;
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "model \"%s\": unknown ledger.aggregation %d", o.name, c.ledger().aggregation()));
-  }
   if (c.ledger().has_default_reward()) o.default_reward = c.ledger().default_reward();
   o.max_tombstones = static_cast<int64_t>(c.ledger().max_tombstones());
   if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
@@ -234,50 +241,9 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
 v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   v1::ModelConfig c;
   c.set_name(o.name);
-  switch (o.policy) {
-    case PolicyKind::kEkUcb:
-      c.set_policy(v1::EK_UCB);
-      break;
-    case PolicyKind::kEkTs:
-      c.set_policy(v1::EK_TS);
-      break;
-    case PolicyKind::kGpUcb:
-      c.set_policy(v1::GP_UCB);
-      break;
-    case PolicyKind::kGpTs:
-      c.set_policy(v1::GP_TS);
-      break;
-    case PolicyKind::kLinUcbPerUser:
-      c.set_policy(v1::LINUCB_PER_USER);
-      break;
-    case PolicyKind::kLinUcbPooled:
-      c.set_policy(v1::LINUCB_POOLED);
-      break;
-    case PolicyKind::kGraphUcb:
-      c.set_policy(v1::GRAPH_UCB);
-      break;
-    case PolicyKind::kGobLin:
-      c.set_policy(v1::GOB_LIN);
-      break;
-    case PolicyKind::kBatchedNystromUcb:
-      c.set_policy(v1::BATCHED_NYSTROM_UCB);
-      break;
-  }
+  c.set_policy(ToProto(kPolicies, o.policy));
   auto* kernel = c.mutable_arm_kernel();
-  switch (o.kernel) {
-    case KernelType::kRbf:
-      kernel->set_type(v1::ArmKernelConfig::RBF);
-      break;
-    case KernelType::kMatern32:
-      kernel->set_type(v1::ArmKernelConfig::MATERN32);
-      break;
-    case KernelType::kMatern52:
-      kernel->set_type(v1::ArmKernelConfig::MATERN52);
-      break;
-    case KernelType::kLinear:
-      kernel->set_type(v1::ArmKernelConfig::LINEAR);
-      break;
-  }
+  kernel->set_type(ToProto(kArmKernels, o.kernel));
   // Fitted values are left unset (0), so that this configuration, fed back, fits them again;
   // DescribeModel shows the values in use in ModelDescription.hyperparameters.
   const bool fits = o.refits_hyperparameters();
@@ -304,23 +270,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_min_gain_per_parameter(o.refit.min_gain_per_parameter);
   }
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
-  switch (o.user_kernel) {
-    case UserKernelKind::kLaplacianInverse:
-      c.mutable_graph()->set_user_kernel(v1::GraphConfig::LAPLACIAN_INVERSE);
-      break;
-    case UserKernelKind::kHeat:
-      c.mutable_graph()->set_user_kernel(v1::GraphConfig::HEAT);
-      break;
-    case UserKernelKind::kSpectralRbf:
-      c.mutable_graph()->set_user_kernel(v1::GraphConfig::SPECTRAL_RBF);
-      break;
-    case UserKernelKind::kAllOnes:
-      c.mutable_graph()->set_user_kernel(v1::GraphConfig::ALL_ONES);
-      break;
-    case UserKernelKind::kIdentity:
-      c.mutable_graph()->set_user_kernel(v1::GraphConfig::IDENTITY);
-      break;
-  }
+  c.mutable_graph()->set_user_kernel(ToProto(kUserKernels, o.user_kernel));
   c.mutable_graph()->set_heat_tau(o.heat_tau);
   c.mutable_graph()->set_spectral_dims(o.spectral_dims);
   c.mutable_nystrom()->set_max_history(o.max_history);
@@ -332,8 +282,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);
   c.set_exploration(o.exploration);
   c.set_baseline_half_life(o.baseline_half_life);
-  c.set_exploration_width(o.exploration_width == ExplorationWidth::kAmm ? v1::ModelConfig::AMM
-                                                                         : v1::ModelConfig::STDDEV);
+  c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
   // kors_mu follows the (fitted) ridge unless it was set.
   if (o.kors_mu > 0.0 || !fits || !o.refit.fit_noise_variance) {
     c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());
@@ -353,20 +302,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_ledger()->set_reward_window_seconds(
       static_cast<uint32_t>(absl::ToInt64Seconds(o.reward_window)));
   c.mutable_ledger()->set_max_decisions(static_cast<uint32_t>(o.max_decisions));
-  switch (o.aggregation) {
-    case Aggregation::kFirst:
-      c.mutable_ledger()->set_aggregation(v1::FIRST);
-      break;
-    case Aggregation::kSum:
-      c.mutable_ledger()->set_aggregation(v1::SUM);
-      break;
-    case Aggregation::kMax:
-      c.mutable_ledger()->set_aggregation(v1::MAX);
-      break;
-    case Aggregation::kLast:
-      c.mutable_ledger()->set_aggregation(v1::LAST);
-      break;
-  }
+  c.mutable_ledger()->set_aggregation(ToProto(kAggregations, o.aggregation));
   if (o.default_reward.has_value()) c.mutable_ledger()->set_default_reward(*o.default_reward);
   c.mutable_ledger()->set_max_tombstones(static_cast<uint32_t>(o.effective_max_tombstones()));
   return c;
@@ -386,20 +322,10 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     options.models.push_back(*std::move(model));
   }
   const v1::DurabilityConfig& d = config.durability();
-  switch (d.sync()) {
-    case v1::DurabilityConfig::SYNC_UNSPECIFIED:
-    case v1::DurabilityConfig::EVERY_RECORD:
-      options.durability.sync = Durability::Sync::kEveryRecord;
-      break;
-    case v1::DurabilityConfig::GROUP_COMMIT:
-      options.durability.sync = Durability::Sync::kGroupCommit;
-      break;
-    case v1::DurabilityConfig::OS:
-      options.durability.sync = Durability::Sync::kOs;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrFormat("unknown durability.sync %d", static_cast<int>(d.sync())));
+  if (absl::Status status = FromProto(kSyncs, d.sync(), Durability::Sync::kEveryRecord,
+                                      "durability.sync", &options.durability.sync);
+      !status.ok()) {
+    return status;
   }
   if (d.group_commit_interval_ms() > 1000) {
     return absl::InvalidArgumentError(absl::StrFormat(

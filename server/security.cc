@@ -1,18 +1,13 @@
 #include "server/security.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/security/server_credentials.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 
 namespace graphbandit::server {
 namespace {
 
-constexpr size_t kMaxSecretFileBytes = 1 << 20;
 constexpr char kBearerPrefix[] = "Bearer ";
 
 // Equal-length compare whose time does not depend on where the inputs differ.
@@ -26,43 +21,6 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--%s: cannot read %s", flag, path));
-  }
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) {
-    return absl::InvalidArgumentError(absl::StrFormat("--%s: error reading %s", flag, path));
-  }
-  std::string text = content.str();
-  if (text.size() > kMaxSecretFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--%s: %s is larger than %d bytes", flag, path, kMaxSecretFileBytes));
-  }
-  return text;
-}
-
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag) {
-  absl::StatusOr<std::string> content = ReadSecretFile(path, flag);
-  if (!content.ok()) return content.status();
-  std::string token(absl::StripAsciiWhitespace(*content));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat("--%s: %s holds no token", flag, path));
-  }
-  for (const char c : token) {
-    // Visible ASCII only: what an HTTP/2 header value can carry and a person can paste.
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s: the token in %s must be one line of visible ASCII characters (no spaces)", flag,
-          path));
-    }
-  }
-  return token;
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsOptions& options) {

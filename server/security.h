@@ -14,6 +14,7 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/statusor.h"
+#include "core/storage/file_util.h"
 
 namespace graphbandit::server {
 
@@ -30,12 +31,10 @@ struct TlsOptions {
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const TlsOptions& options);
 
-// The whole content of a small file (a PEM file or a token file); errors name the flag.
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag);
-
-// A token file's content with surrounding whitespace removed; empty or multi-line tokens and
-// characters that cannot travel in an HTTP/2 header value are refused.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag);
+// The secret-file readers shared with the command-line clients (core/storage/file_util.h):
+// ReadSecretFile for PEM files, ReadTokenFile for the bearer token files.
+using storage::ReadSecretFile;
+using storage::ReadTokenFile;
 
 // Checks `authorization: Bearer <token>` on a call. An empty token accepts every call.
 class BearerToken {

@@ -23,6 +23,23 @@ absl::Time Deadline(const grpc::ServerContext* context) {
   return absl::FromChrono(deadline);
 }
 
+// What every BanditService call checks first: the token, then that the client still waits.
+grpc::Status Admit(const BearerToken& token, grpc::ServerContext* context) {
+  if (grpc::Status denied = token.Check(*context); !denied.ok()) return denied;
+  if (Abandoned(context)) return grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned");
+  return grpc::Status::OK;
+}
+
+// What every AdminService call on one model does first: checks the token and finds the model.
+grpc::Status AdmitToModel(const BearerToken& token, const grpc::ServerContext& context,
+                          Engine& engine, const std::string& name, Model** model) {
+  if (grpc::Status denied = token.Check(context); !denied.ok()) return denied;
+  absl::StatusOr<Model*> found = engine.FindModel(name);
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  *model = *found;
+  return grpc::Status::OK;
+}
+
 v1::RewardOutcome ToProto(RewardOutcome outcome) {
   switch (outcome) {
     case RewardOutcome::kAccepted:
@@ -43,8 +60,7 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
                                           const v1::SelectArmRequest* request,
                                           v1::SelectArmResponse* response) {
   RpcRecorder rpc(metrics_, "SelectArm");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
+  if (grpc::Status denied = Admit(token_, context); !denied.ok()) return rpc.Finish(denied);
   DecisionRequest decision_request;
   decision_request.model = request->model();
   decision_request.user_id = request->user_id();
@@ -81,8 +97,7 @@ grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
                                              const v1::ReportRewardRequest* request,
                                              v1::ReportRewardResponse* response) {
   RpcRecorder rpc(metrics_, "ReportReward");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  if (Abandoned(context)) return rpc.Finish(grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned"));
+  if (grpc::Status denied = Admit(token_, context); !denied.ok()) return rpc.Finish(denied);
   RewardRequest reward_request;
   reward_request.event_id = request->event_id();
   if (request->has_reward()) reward_request.reward = request->reward();
@@ -110,11 +125,11 @@ grpc::Status AdminServiceImpl::AddUsers(grpc::ServerContext* context,
                                         const v1::AddUsersRequest* request,
                                         v1::AddUsersResponse* response) {
   RpcRecorder rpc(metrics_, "AddUsers");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
-  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  Model* model = nullptr;
+  grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
+  if (!admitted.ok()) return rpc.Finish(admitted);
   std::vector<std::string> users(request->user_ids().begin(), request->user_ids().end());
-  absl::StatusOr<AddUsersResult> result = (*model)->AddUsers(users, Deadline(context));
+  absl::StatusOr<AddUsersResult> result = model->AddUsers(users, Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_added(result->added);
   response->set_already_present(result->already_present);
@@ -126,15 +141,15 @@ grpc::Status AdminServiceImpl::AddEdges(grpc::ServerContext* context,
                                         const v1::AddEdgesRequest* request,
                                         v1::AddEdgesResponse* response) {
   RpcRecorder rpc(metrics_, "AddEdges");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
-  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  Model* model = nullptr;
+  grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
+  if (!admitted.ok()) return rpc.Finish(admitted);
   std::vector<EdgeEdit> edges;
   edges.reserve(request->edges_size());
   for (const v1::Edge& edge : request->edges()) {
     edges.push_back(EdgeEdit{edge.user_a(), edge.user_b(), edge.weight()});
   }
-  absl::StatusOr<EdgeEditResult> result = (*model)->AddEdges(std::move(edges), Deadline(context));
+  absl::StatusOr<EdgeEditResult> result = model->AddEdges(std::move(edges), Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_added(result->changed);
   response->set_updated(result->unchanged);
@@ -147,12 +162,12 @@ grpc::Status AdminServiceImpl::RemoveEdges(grpc::ServerContext* context,
                                            const v1::RemoveEdgesRequest* request,
                                            v1::RemoveEdgesResponse* response) {
   RpcRecorder rpc(metrics_, "RemoveEdges");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
-  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
+  Model* model = nullptr;
+  grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
+  if (!admitted.ok()) return rpc.Finish(admitted);
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const v1::UserPair& pair : request->edges()) pairs.emplace_back(pair.user_a(), pair.user_b());
-  absl::StatusOr<EdgeEditResult> result = (*model)->RemoveEdges(std::move(pairs), Deadline(context));
+  absl::StatusOr<EdgeEditResult> result = model->RemoveEdges(std::move(pairs), Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_removed(result->changed);
   response->set_not_found(result->unchanged);
@@ -164,12 +179,12 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
                                              const v1::DescribeModelRequest* request,
                                              v1::ModelDescription* response) {
   RpcRecorder rpc(metrics_, "DescribeModel");
-  if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);
-  absl::StatusOr<Model*> model = engine_->FindModel(request->model());
-  if (!model.ok()) return rpc.Finish(ToGrpcStatus(model.status()));
-  const ModelStats stats = (*model)->Stats();
-  response->set_name((*model)->name());
-  *response->mutable_config() = ToModelConfig((*model)->options());
+  Model* model = nullptr;
+  grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
+  if (!admitted.ok()) return rpc.Finish(admitted);
+  const ModelStats stats = model->Stats();
+  response->set_name(model->name());
+  *response->mutable_config() = ToModelConfig(model->options());
   response->set_users(stats.users);
   response->set_edges(stats.view.edges);
   response->set_graph_components(stats.view.graph_components);
@@ -188,7 +203,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
       static_cast<uint64_t>(stats.view.dictionary_points_refused));
   if (stats.view.hyperparameters.has_value()) {
     const HyperparameterView& hv = *stats.view.hyperparameters;
-    const ModelOptions& options = (*model)->options();
+    const ModelOptions& options = model->options();
     v1::Hyperparameters* h = response->mutable_hyperparameters();
     h->set_signal_variance(hv.values.signal_variance);
     h->set_offset_variance(hv.values.offset_variance);

@@ -33,11 +33,17 @@ for seed in "${seeds[@]}"; do
     --report_json="$work/report.json" >/dev/null || echo "seed $seed: loadtest exited $?" >&2
   kill -TERM "$pid"
   wait "$pid" || true
-  value() { grep -o "\"$1\": {[^}]*}" "$work/report.json" | grep -o "\"$2\": [-0-9.e+]*" | head -1 | awk '{print $2}'; }
-  plain() { grep -o "\"$1\": [-0-9.e+]*" "$work/report.json" | head -1 | awk '{print $2}'; }
-  printf "%-5s %10.1f %9.3f %9.3f %9.3f %9.3f %11.5f %11.5f %9.3f %6s\n" "$seed" \
-    "$(plain rounds_per_second)" "$(value select_arm p50)" "$(value select_arm p90)" \
-    "$(value select_arm p99)" "$(value report_reward p99)" "$(plain first_average)" \
-    "$(plain last_average)" "$(plain last_over_first)" "$(plain dictionary_size)"
+  python3 - "$seed" "$work/report.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[2]))
+lat, reg = r["latency_ms"], r["regret"]
+nan = float("nan")  # an undefined figure is left out of the report
+print("%-5s %10.1f %9.3f %9.3f %9.3f %9.3f %11.5f %11.5f %9.3f %6s" % (
+    sys.argv[1], r["throughput"]["rounds_per_second"], lat["select_arm"].get("p50", nan),
+    lat["select_arm"].get("p90", nan), lat["select_arm"].get("p99", nan),
+    lat["report_reward"].get("p99", nan), reg.get("first_average", nan),
+    reg.get("last_average", nan), reg.get("last_over_first", nan),
+    r["model_after"]["dictionary_size"]))
+EOF
   rm -rf "$work"
 done

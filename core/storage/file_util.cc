@@ -5,7 +5,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace graphbandit::storage {
 
@@ -75,6 +80,50 @@ absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
   if (error != nullptr) *error = err;
   if (err != 0) return OsError(err, "read", path);
   return got;
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag) {
+  constexpr size_t kMaxSecretFileBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: cannot read %s", flag, path));
+  }
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: error reading %s", flag, path));
+  }
+  std::string text = content.str();
+  if (text.size() > kMaxSecretFileBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s: %s is larger than %d bytes", flag, path, kMaxSecretFileBytes));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
+                                          absl::string_view flag) {
+  absl::StatusOr<std::string> content = ReadSecretFile(path, flag);
+  if (!content.ok()) return content.status();
+  std::string token(absl::StripAsciiWhitespace(*content));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: %s holds no token", flag, path));
+  }
+  for (const char c : token) {
+    // Visible ASCII only: what an HTTP/2 header value can carry and a person
+    // can paste.
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s: the token in %s must be one line of visible ASCII characters "
+          "(no spaces)",
+          flag, path));
+    }
+  }
+  return token;
 }
 
 }  // namespace graphbandit::storage

@@ -1,5 +1,7 @@
 // Small POSIX file helpers shared by the storage code (log reader and writer,
-// and anything else that must put bytes on disk durably).
+// and anything else that must put bytes on disk durably), and the reader of the
+// small secret files (PEM files, bearer tokens) that the server and the
+// command-line clients are pointed at by flags.
 //
 // Every helper that fails on a system call reports it as
 // absl::ErrnoToStatus(errno, "<operation> <path>"), so the status code follows
@@ -60,6 +62,21 @@ absl::Status WriteFully(int fd, const char* data, size_t n,
 // there (0 on success).
 absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
                                  const std::string& path, int* error = nullptr);
+
+// The whole content of a small file (a PEM file or a token file) named by the
+// command-line flag `flag` (without its dashes). A missing or unreadable file,
+// or one larger than 1 MiB, is InvalidArgument("--<flag>: ... <path> ...");
+// the content never appears in a message.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag);
+
+// A bearer token file: its content without surrounding whitespace. An empty
+// token, and one with characters an HTTP/2 header value cannot carry or a
+// person would not paste (anything but visible ASCII, so also inner spaces and
+// line breaks), are refused with InvalidArgument naming the flag and the path,
+// never the token.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
+                                          absl::string_view flag);
 
 }  // namespace graphbandit::storage
 

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
@@ -17,6 +19,8 @@
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/config.h"
 
 namespace graphbandit::server {
@@ -671,6 +675,62 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
   ASSERT_TRUE(bad_default.ok());
   EXPECT_THAT(std::string(ToEngineOptions(*bad_default, "").status().message()),
               HasSubstr("ledger.default_reward must be finite and within limits.reward_bound"));
+}
+
+
+// Every named value of every enum of ModelConfig maps to core and back to itself; unknown
+// numbers are refused with the field and the allowed names.
+TEST(ConfigTest, EveryEnumValueRoundTrips) {
+  const std::vector<std::vector<std::string>> paths = {
+      {"policy"}, {"arm_kernel", "type"}, {"graph", "user_kernel"}, {"exploration_width"},
+      {"ledger", "aggregation"}};
+  for (const std::vector<std::string>& path : paths) {
+    // The message holding the field, and the field.
+    auto field_of = [&path](google::protobuf::Message* root, google::protobuf::Message** holder) {
+      google::protobuf::Message* message = root;
+      for (size_t i = 0; i + 1 < path.size(); ++i) {
+        message = message->GetReflection()->MutableMessage(
+            message, message->GetDescriptor()->FindFieldByName(path[i]));
+      }
+      *holder = message;
+      return message->GetDescriptor()->FindFieldByName(path.back());
+    };
+    v1::ModelConfig probe;
+    google::protobuf::Message* holder = nullptr;
+    const google::protobuf::EnumDescriptor* values = field_of(&probe, &holder)->enum_type();
+    ASSERT_NE(values, nullptr) << path.back();
+    for (int i = 1; i < values->value_count(); ++i) {  // 0 is *_UNSPECIFIED
+      v1::ModelConfig config;
+      config.set_name("m");
+      const google::protobuf::FieldDescriptor* field = field_of(&config, &holder);
+      holder->GetReflection()->SetEnumValue(holder, field, values->value(i)->number());
+      auto options = ToModelOptions(config);
+      ASSERT_TRUE(options.ok()) << values->value(i)->name() << ": " << options.status();
+      v1::ModelConfig effective = ToModelConfig(*options);
+      field = field_of(&effective, &holder);
+      EXPECT_EQ(holder->GetReflection()->GetEnumValue(*holder, field), values->value(i)->number())
+          << values->value(i)->name();
+    }
+    v1::ModelConfig unknown;
+    unknown.set_name("m");
+    const google::protobuf::FieldDescriptor* field = field_of(&unknown, &holder);
+    holder->GetReflection()->SetEnumValue(holder, field, 99);
+    const std::string message(ToModelOptions(unknown).status().message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("model \"m\": unknown ", absl::StrJoin(path, "."),
+                                                " 99: it must be one of ",
+                                                values->value(1)->name(), ", ")));
+  }
+
+  v1::ServerConfig server;
+  for (const auto sync : {v1::DurabilityConfig::EVERY_RECORD, v1::DurabilityConfig::GROUP_COMMIT,
+                          v1::DurabilityConfig::OS}) {
+    server.mutable_durability()->set_sync(sync);
+    EXPECT_TRUE(ToEngineOptions(server, "").ok()) << sync;
+  }
+  server.mutable_durability()->set_sync(static_cast<v1::DurabilityConfig::Sync>(7));
+  EXPECT_THAT(std::string(ToEngineOptions(server, "").status().message()),
+              HasSubstr("unknown durability.sync 7: it must be one of EVERY_RECORD, GROUP_COMMIT, "
+                        "OS (unset means EVERY_RECORD)"));
 }
 
 }  // namespace
