@@ -55,34 +55,31 @@ TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
   EXPECT_THAT(RobustnessFindings(runs, {"t"}), HasSubstr("≤ 1.10× LinUCB yes"));
 }
 
-// The policies named "default" are the server's defaults, mapped field by field.
+// The policies named "default" are the server's default model, served as the server serves it
+// (Family::kServed; tests/sim/served_policy_test.cc checks the choices against a model).
 TEST(RobustnessTest, DefaultPoliciesAreTheServersDefaults) {
   const ModelOptions d;
-  const PolicySpec ucb = EkPolicyFromModel(kDefaultUcbName, d);
-  EXPECT_EQ(ucb.family, Family::kEk);
-  EXPECT_EQ(ucb.rule, SelectionRule::kUcb);
-  EXPECT_EQ(ucb.exploration, d.exploration);
-  EXPECT_EQ(ucb.width, d.exploration_width);
-  EXPECT_EQ(ucb.baseline_half_life, d.baseline_half_life);
-  EXPECT_EQ(ucb.arm_lengthscale, d.arm_lengthscale);
-  EXPECT_EQ(ucb.nystrom.ridge, d.ridge);
-  EXPECT_EQ(ucb.nystrom.kors_mu, d.effective_kors_mu());
-  EXPECT_EQ(ucb.nystrom.max_dictionary_size, d.max_dictionary_size);
-  EXPECT_TRUE(ucb.refit.enabled);
-  EXPECT_EQ(ucb.refit.min_gain_per_parameter, d.refit.min_gain_per_parameter);
-  EXPECT_EQ(ucb.refit.max_points, d.refit.max_points);
-  ModelOptions ts = d;
-  ts.policy = PolicyKind::kEkTs;
-  EXPECT_EQ(EkPolicyFromModel(kDefaultTsName, ts).rule, SelectionRule::kThompson);
-  ModelOptions fixed = d;
-  fixed.refit.enabled = false;
-  EXPECT_FALSE(EkPolicyFromModel("fixed", fixed).refit.enabled);
+  const PolicySpec ucb = ServedPolicy(kDefaultUcbName, d);
+  EXPECT_EQ(ucb.family, Family::kServed);
+  EXPECT_EQ(ucb.served.policy, PolicyKind::kEkUcb);
+  EXPECT_EQ(ucb.served.exploration, d.exploration);
+  EXPECT_EQ(ucb.served.ridge, d.ridge);
+  EXPECT_TRUE(ucb.served.refits_hyperparameters());
 
   const Preset* preset = FindPreset("robustness");
   ASSERT_NE(preset, nullptr);
   EXPECT_GE(preset->seeds, 10);
   bool has_ucb = false, has_ts = false, has_random = false;
   for (const PolicySpec& p : preset->policies) {
+    if (p.name == kDefaultUcbName || p.name == kDefaultTsName) {
+      EXPECT_EQ(p.family, Family::kServed) << p.name;
+      EXPECT_EQ(p.served.policy,
+                p.name == kDefaultUcbName ? PolicyKind::kEkUcb : PolicyKind::kEkTs);
+      EXPECT_EQ(p.served.exploration, d.exploration) << p.name;
+      EXPECT_EQ(p.served.max_dictionary_size, d.max_dictionary_size) << p.name;
+      EXPECT_EQ(p.served.baseline_half_life, d.baseline_half_life) << p.name;
+      EXPECT_TRUE(p.served.refits_hyperparameters()) << p.name;
+    }
     has_ucb |= p.name == kDefaultUcbName;
     has_ts |= p.name == kDefaultTsName;
     has_random |= p.name == kRandomName;
