@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,17 +15,24 @@
 namespace graphbandit::sim {
 namespace {
 
-EnvironmentSpec TaskSpec(const TaskOptions& options) {
+// An environment whose every run is an `Env` (TaskEnvironment or Environment) created from
+// `options` with the run's seed.
+template <typename Env, typename Options>
+EnvironmentSpec SeededSpec(std::string label, const Options& options) {
   EnvironmentSpec spec;
-  spec.label = options.label;
+  spec.label = std::move(label);
   spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    TaskOptions seeded = options;
+    Options seeded = options;
     seeded.seed = seed;
-    auto env = TaskEnvironment::Create(seeded);
+    auto env = Env::Create(seeded);
     if (!env.ok()) return env.status();
-    return std::unique_ptr<SimEnvironment>(new TaskEnvironment(*std::move(env)));
+    return std::unique_ptr<SimEnvironment>(new Env(*std::move(env)));
   };
   return spec;
+}
+
+EnvironmentSpec TaskSpec(const TaskOptions& options) {
+  return SeededSpec<TaskEnvironment>(options.label, options);
 }
 
 // The bundled load generator's task (graphbandit-loadtest's defaults): the LK GP draw with
@@ -32,16 +41,7 @@ EnvironmentSpec TaskSpec(const TaskOptions& options) {
 EnvironmentSpec LoadGeneratorTask() {
   EnvironmentOptions options = LkTask("medium", 20, RewardKind::kGpDraw, GraphKind::kErdosRenyi);
   options.exponent = 1.0;
-  EnvironmentSpec spec;
-  spec.label = "load generator (LK GP draw, ER n=20)";
-  spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    EnvironmentOptions seeded = options;
-    seeded.seed = seed;
-    auto env = Environment::Create(seeded);
-    if (!env.ok()) return env.status();
-    return std::unique_ptr<SimEnvironment>(new Environment(*std::move(env)));
-  };
-  return spec;
+  return SeededSpec<Environment>("load generator (LK GP draw, ER n=20)", options);
 }
 
 // Each task differs from the first (the task of the report that opened issue 9: an SBM of 30

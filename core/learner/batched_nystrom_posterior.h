@@ -57,7 +57,6 @@ class BatchedNystromPosterior final : public Learner {
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
-  bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
 

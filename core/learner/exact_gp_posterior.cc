@@ -179,17 +179,8 @@ FitData ExactGpPosterior::SpreadObservations(int64_t max) const {
 }
 
 absl::Status ExactGpPosterior::Refit(const LearnerRefit& refit) {
-  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
-  if (!(refit.ridge > 0.0) || !std::isfinite(refit.ridge) || !std::isfinite(refit.prior_mean)) {
-    return absl::InvalidArgumentError("refit needs ridge > 0 and a finite mean");
-  }
-  if (refit.rescale.size() > 0) {
-    if (refit.rescale.size() != dim_ || !(refit.rescale.array() > 0.0).all() ||
-        !refit.rescale.allFinite()) {
-      return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
-    }
-    history_x_.ScaleRows(refit.rescale);
-  }
+  if (absl::Status status = CheckRefit(refit, dim_, /*kors=*/false); !status.ok()) return status;
+  if (refit.rescale.size() > 0) history_x_.ScaleRows(refit.rescale);
   kernel_ = MultiUserKernel(refit.arm, refit.users, refit.user_variance);
   ridge_ = refit.ridge;
   prior_mean_ = refit.prior_mean;

@@ -39,7 +39,6 @@ class ExactGpPosterior final : public Learner {
   bool SupportsRefit() const override { return true; }
   FitData SpreadObservations(int64_t max) const override;
   absl::Status Refit(const LearnerRefit& refit) override;
-  bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
 

@@ -56,8 +56,6 @@ class HistoryBuffer {
   auto point(int64_t i) const { return points_.col(Physical(i)); }
   int32_t user(int64_t i) const { return users_[Physical(i)]; }
   double reward(int64_t i) const { return rewards_[Physical(i)]; }
-  // The most recent entry.
-  auto last_point() const { return point(size_ - 1); }
 
   // Exact serialisation (core/storage/state_coding.h). Entries live in physical slots 0..size()-1: a
   // ring buffer only moves its head once it is full. head() is the oldest entry's slot (always

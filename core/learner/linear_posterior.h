@@ -110,7 +110,6 @@ class LinearUcbPosterior final : public Learner {
   // component from the stored history. kPerUser and kPooled ignore the graph. `kernel` is unused.
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> kernel) override;
   std::shared_ptr<const Scorer> Freeze() const override;
-  bool SupportsState() const override { return true; }
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
 

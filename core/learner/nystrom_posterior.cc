@@ -369,15 +369,8 @@ FitData NystromPosterior::SpreadObservations(int64_t max) const {
 }
 
 absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
-  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
-  if (!(refit.ridge > 0.0) || !(refit.kors_mu > 0.0) || !std::isfinite(refit.prior_mean)) {
-    return absl::InvalidArgumentError("refit needs ridge > 0, KORS mu > 0 and a finite mean");
-  }
+  if (absl::Status status = CheckRefit(refit, dim_, /*kors=*/true); !status.ok()) return status;
   if (refit.rescale.size() > 0) {
-    if (refit.rescale.size() != dim_ || !(refit.rescale.array() > 0.0).all() ||
-        !refit.rescale.allFinite()) {
-      return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
-    }
     history_.ScaleRows(refit.rescale);
     basis_x_.ScaleRows(refit.rescale);
   }

@@ -72,6 +72,27 @@ struct LearnerRefit {
   Eigen::VectorXd rescale;
 };
 
+// What a kernel learner's Refit checks before changing anything, in this order: a user kernel;
+// ridge > 0 and a finite prior mean, and for the Nystrom learners (`kors`) KORS mu > 0, for the
+// others a finite ridge; a rescale that is empty or one positive, finite factor per dimension.
+inline absl::Status CheckRefit(const LearnerRefit& refit, int64_t dim, bool kors) {
+  if (refit.users == nullptr) return absl::InvalidArgumentError("refit without a user kernel");
+  if (kors) {
+    if (!(refit.ridge > 0.0) || !(refit.kors_mu > 0.0) || !std::isfinite(refit.prior_mean)) {
+      return absl::InvalidArgumentError("refit needs ridge > 0, KORS mu > 0 and a finite mean");
+    }
+  } else if (!(refit.ridge > 0.0) || !std::isfinite(refit.ridge) ||
+             !std::isfinite(refit.prior_mean)) {
+    return absl::InvalidArgumentError("refit needs ridge > 0 and a finite mean");
+  }
+  if (refit.rescale.size() > 0 &&
+      (refit.rescale.size() != dim || !(refit.rescale.array() > 0.0).all() ||
+       !refit.rescale.allFinite())) {
+    return absl::InvalidArgumentError("refit rescale needs one positive factor per dimension");
+  }
+  return absl::OkStatus();
+}
+
 class Scorer {
  public:
   virtual ~Scorer() = default;
@@ -123,10 +144,8 @@ class Learner : public Scorer {
   // restored from SaveState's bytes scores bit-identically to the one that wrote them and keeps
   // learning identically (random draws, dictionary growth, refresh schedules).
   //
-  // True when SaveState/LoadState are implemented. Learners without them (LK-GP for now) keep
-  // the defaults: SaveState writes a frame tagged "unsupported" that no LoadState accepts, and
-  // LoadState returns Unimplemented.
-  virtual bool SupportsState() const { return false; }
+  // Learners without SaveState/LoadState (LK-GP for now) keep the defaults: SaveState writes a
+  // frame tagged "unsupported" that no LoadState accepts, and LoadState returns Unimplemented.
   // Appends the complete learning state (not the kernel or options, which the owner restores
   // by constructing the learner the same way) to `out`.
   virtual void SaveState(storage::Encoder* out) const { out->PutU8(0); }

@@ -57,11 +57,11 @@ absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, 
   return absl::OkStatus();
 }
 
-void CholeskyFactor::RankOneUpdate(Eigen::VectorXd v) {
-  // Givens-style sweep down the columns (the classic LINPACK dchud recurrence).
+void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
+  // Givens-style sweep down the columns (the classic LINPACK dchud / dchdd recurrences).
   for (int k = 0; k < size_; ++k) {
     const double lkk = storage_(k, k);
-    const double r = std::hypot(lkk, v(k));
+    const double r = downdate ? std::sqrt((lkk - v(k)) * (lkk + v(k))) : std::hypot(lkk, v(k));
     const double c = r / lkk;
     const double s = v(k) / lkk;
     storage_(k, k) = r;
@@ -69,10 +69,16 @@ void CholeskyFactor::RankOneUpdate(Eigen::VectorXd v) {
     if (tail == 0) break;
     auto column = storage_.col(k).segment(k + 1, tail);
     auto rest = v.segment(k + 1, tail);
-    column = (column + s * rest) / c;
+    if (downdate) {
+      column = (column - s * rest) / c;
+    } else {
+      column = (column + s * rest) / c;
+    }
     rest = c * rest - s * column;
   }
 }
+
+void CholeskyFactor::RankOneUpdate(Eigen::VectorXd v) { Sweep(v, /*downdate=*/false); }
 
 absl::Status CholeskyFactor::RankOneDowndate(Eigen::VectorXd v) {
   // Check feasibility first so that a failed downdate leaves the factor untouched:
@@ -82,19 +88,7 @@ absl::Status CholeskyFactor::RankOneDowndate(Eigen::VectorXd v) {
   if (!(p.squaredNorm() < 1.0 - 1e-12)) {
     return absl::FailedPreconditionError("rank-one downdate would lose positive definiteness");
   }
-  for (int k = 0; k < size_; ++k) {
-    const double lkk = storage_(k, k);
-    const double r = std::sqrt((lkk - v(k)) * (lkk + v(k)));
-    const double c = r / lkk;
-    const double s = v(k) / lkk;
-    storage_(k, k) = r;
-    const int tail = size_ - k - 1;
-    if (tail == 0) break;
-    auto column = storage_.col(k).segment(k + 1, tail);
-    auto rest = v.segment(k + 1, tail);
-    column = (column - s * rest) / c;
-    rest = c * rest - s * column;
-  }
+  Sweep(v, /*downdate=*/true);
   return absl::OkStatus();
 }
 

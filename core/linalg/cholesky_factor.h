@@ -71,6 +71,10 @@ class CholeskyFactor {
   double LogDeterminant() const;
 
  private:
+  // Adds v v^T (downdate false) or removes it (true) by rotations down the columns; v is used
+  // as workspace. RankOneDowndate checks feasibility first.
+  void Sweep(Eigen::VectorXd& v, bool downdate);
+
   void Reserve(int n);
 
   Eigen::MatrixXd storage_;  // capacity x capacity; only the leading size_ x size_ is live

@@ -1,0 +1,48 @@
+// The simulator's tables: a long-format CSV of every run (WriteRegretCsv), and a Markdown table
+// of final regret mean +- SE and time per step per (environment, policy), optionally beside a
+// paper's numbers (MarkdownTable, over the summaries of sim/report_stats.h).
+//
+// Thread-compatible: the functions are pure apart from writing their output file.
+#ifndef GRAPHBANDIT_SIM_REPORT_TABLES_H_
+#define GRAPHBANDIT_SIM_REPORT_TABLES_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/report_stats.h"
+
+namespace graphbandit::sim {
+
+// Long format, one line per (run, step):
+//   environment,policy,seed,step,cumulative_regret[,auxiliary]
+// The auxiliary column appears when any run has an auxiliary series (empty for runs without).
+// Fields containing commas, quotes or line breaks are quoted as in RFC 4180; numbers are written
+// in the shortest form that reads back exactly ("nan" for NaN). Lines end in "\n".
+// Errors: InvalidArgument for empty input or a run whose series lengths differ from its steps;
+// the errno-derived status if the file cannot be written.
+absl::Status WriteRegretCsv(const std::vector<RunResult>& runs, const std::string& path);
+
+struct Reference {  // e.g. the paper's number
+  double mean = 0;
+  double se = 0;
+};
+
+// (c) A GitHub-flavoured Markdown table, one row per summary (in the given order):
+//   environment | policy | runs | final regret (mean ± SE) | time per step (ms)
+// With references (keyed by (environment, policy)), two columns go before the time column:
+//   paper (mean ± SE) | within paper mean ± 2 SE or better?
+// where the verdict is "yes (within)" if |ours - paper| <= 2 SE_paper, "yes (better)" if ours is
+// below paper - 2 SE_paper (regret: lower is better), "no (worse)" above paper + 2 SE_paper, and
+// "–" for rows without a reference. Mean and SE share a number of decimals (at least 2, enough
+// to show the SE to two significant digits): "627.22 ± 32.98". Runs with a NaN final show as
+// "5 (1 NaN)" in the runs column. '|' in names is escaped. Ends with a newline.
+std::string MarkdownTable(
+    const std::vector<Summary>& summaries,
+    const std::map<std::pair<std::string, std::string>, Reference>& references = {});
+
+}  // namespace graphbandit::sim
+
+#endif  // GRAPHBANDIT_SIM_REPORT_TABLES_H_
