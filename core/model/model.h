@@ -32,19 +32,22 @@
 //   fit_scheduler.h       when hyper-parameters are fitted and what a finished fit logs
 //   state_directory.h     the files in a model's state directory
 //   recovery.h            rebuilding the state at start from snapshots and the log
-//   model.h (this file)   the facade: submission (model.cc), the writer thread (model_writer.cc)
+//   model.h (this file)   the facade: Open and submission (model.cc), rewards
+//                         (model_rewards.cc), the writer thread (model_writer.cc)
 //
 // Threads:
 //  * Request threads (gRPC handlers, the engine's sweeper): Select, Reward, Knows, ExpireDue,
 //    graph administration, View, Stats, the waits. They change the ledger and append to the log
-//    under the ledger lock, and never touch the learned state.
+//    under the ledger lock, and read the learned state only through published views (and the
+//    thread-safe user registry).
 //  * The writer (WriterLoop): owns the learned state (state_), the fit scheduler's flags and
 //    the snapshot counter; applies queued operations in log order, publishes views, takes
-//    snapshots, and decides fits. Before it starts (Open) and after it stopped (Shutdown), the
-//    thread in Open or Shutdown owns them.
+//    snapshots, and decides fits. It takes the ledger lock only to copy the ledger for a
+//    snapshot and to log fitted hyper-parameters. Before it starts (Open) and after it stopped
+//    (Shutdown), the thread in Open or Shutdown owns what it owns.
 //  * The syncer (OperationLog, group commit only): fdatasyncs the log on a timer.
-//  * The fit worker (core/fit/fit_worker.h): runs a fit on a copy of the data; its outcome is
-//    picked up by the writer.
+//  * The fit worker (core/fit/fit_worker.h): runs a fit on a copy of the data; it wakes the
+//    writer (fit_ready_, under queue_mu_), which picks the outcome up.
 //
 // Locks, in lock order (a thread holding one may take only those after it):
 //   ledger_mu_  the ledger; the log tail only moves under it, so log order = ledger order.
