@@ -36,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/base/log.h"
 #include "core/model/engine.h"
 #include "absl/strings/numbers.h"
 #include "core/graph/green_function.h"
@@ -392,6 +393,10 @@ int main(int argc, char** argv) {
       "Measures SelectArm latency against the reward rate, and ReportReward cost per fsync "
       "policy.\nExample: graphbandit-bench --mode=all --phase_seconds=4");
   absl::ParseCommandLine(argc, argv);
+  graphbandit::SetLogSink([](absl::string_view message) {
+    std::fprintf(stderr, "graphbandit-bench: %.*s\n", static_cast<int>(message.size()),
+                 message.data());
+  });
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "all") {
     std::fprintf(stderr, "--mode must be reward_rate, durability, refit or all\n");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "core/base/log.h"
 #include "core/model/engine.h"
 #include "server/config.h"
 #include "server/server.h"
@@ -78,6 +79,12 @@ int main(int argc, char** argv) {
   sigaddset(&shutdown_signals, SIGTERM);
   sigaddset(&shutdown_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  // Core's warnings (operations not applied, failed snapshots, a log that stopped being
+  // durable) go to stderr like the server's own messages.
+  graphbandit::SetLogSink([](absl::string_view message) {
+    std::fprintf(stderr, "graphbandit-server: %.*s\n", static_cast<int>(message.size()),
+                 message.data());
+  });
 
   // --help lists this file's flags (absl would otherwise look for a file named after the binary).
   absl::FlagsUsageConfig usage_config;

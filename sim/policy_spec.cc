@@ -75,7 +75,7 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
                                 values_, spec_);
   if (!fit.ok()) {
     // Nothing to fit yet (e.g. every reward equal) or no point of the likelihood could be
-    // evaluated: keep the values and say so, as the server does (core/model/model.cc, FinishFit).
+    // evaluated: keep the values and say so, as the server does (core/model/fit_scheduler.cc, FinishFit).
     if (fit.status().code() != absl::StatusCode::kFailedPrecondition) {
       absl::FPrintF(stderr, "graphbandit-sim: hyper-parameter fit at reward %d failed (%s); "
                     "the values in use are kept\n", learned_, fit.status().message());

@@ -76,7 +76,6 @@ class CondVar {
     return WaitUntil(mu, absl::Now() + timeout, pred);
   }
   void SignalAll() { cv_.notify_all(); }
-  void Signal() { cv_.notify_one(); }
 
  private:
   std::condition_variable_any cv_;

@@ -70,6 +70,60 @@ bool DecisionLedger::Report(LedgerEntry* entry, int index, double reward) {
   return true;
 }
 
+RewardJoin DecisionLedger::JoinReward(const RewardRequest& request) {
+  RewardJoin join;
+  LedgerEntry* entry = Find(request.event_id);
+  if (entry == nullptr) {
+    if (const Tombstone* closed = FindClosed(request.event_id)) {
+      join.event = closed->how == ClosedAs::kExpired ? RewardJoin::Event::kExpired
+                                                     : RewardJoin::Event::kCompleted;
+    }
+    return join;
+  }
+  join.event = RewardJoin::Event::kOpen;
+  join.entry = entry;
+  std::vector<std::pair<int, double>> slots;  // (arm index, reward)
+  if (request.reward.has_value()) {
+    if (entry->arms.size() != 1) {
+      join.single_reward_for_slate = true;
+      return join;
+    }
+    slots.emplace_back(0, *request.reward);
+  } else {
+    for (const auto& [arm_id, reward] : request.arm_rewards) {
+      int index = -1;
+      for (size_t a = 0; a < entry->arms.size(); ++a) {
+        if (entry->arms[a].arm_id == arm_id) index = static_cast<int>(a);
+      }
+      if (index < 0) {
+        join.unknown_arm = arm_id;
+        return join;
+      }
+      slots.emplace_back(index, reward);
+    }
+  }
+  const bool first = aggregation_ == Aggregation::kFirst;
+  for (const auto& [index, reward] : slots) {
+    const bool duplicate =
+        first && (entry->arms[index].reports > 0 ||
+                  std::any_of(join.reports.begin(), join.reports.end(),
+                              [i = index](const RewardJoin::Report& r) {
+                                return r.accepted && r.arm == i;
+                              }));
+    join.reports.push_back(RewardJoin::Report{index, reward, !duplicate, first && !duplicate});
+  }
+  return join;
+}
+
+void DecisionLedger::RecordJoined(const RewardJoin& join, size_t count) {
+  for (const RewardJoin::Report& report : join.reports) {
+    if (count == 0) return;
+    if (!report.accepted) continue;
+    Report(join.entry, report.arm, report.reward);
+    --count;
+  }
+}
+
 std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now) const {
   std::vector<LedgerEntry*> due;
   for (LedgerEntry* entry : by_age_) {

@@ -63,6 +63,32 @@ struct Tombstone {
   absl::Time closed;
 };
 
+// A reward report joined with the decision it names (DecisionLedger::JoinReward): what the
+// event is and, for an open decision, which reports are accepted and which are duplicates.
+// Each accepted report is to be logged; with FIRST it is also learned at once (learn_now),
+// with the other rules when the decision closes. Nothing in the ledger changes until the
+// accepted reports are recorded (RecordJoined), after they are logged.
+struct RewardJoin {
+  enum class Event {
+    kUnknown,    // neither open nor recently closed
+    kOpen,       // waiting for rewards: `entry` and `reports` are set
+    kCompleted,  // closed with every arm reported (FIRST): a repeat is a duplicate
+    kExpired,    // closed by its reward window: a reward now is late
+  };
+  struct Report {
+    int arm = 0;  // index in the decision
+    double reward = 0.0;
+    bool accepted = false;   // false: a duplicate (FIRST: the arm has its reward already)
+    bool learn_now = false;  // accepted under FIRST: learned as soon as it is logged
+  };
+  Event event = Event::kUnknown;
+  LedgerEntry* entry = nullptr;  // kOpen: valid while the ledger is unchanged
+  std::vector<Report> reports;   // kOpen: in request order (empty on a mismatch)
+  // kOpen, when the report does not fit the decision (no report is joined then):
+  bool single_reward_for_slate = false;  // `reward` given for a decision of several arms
+  std::string unknown_arm;               // non-empty: an arm id the decision did not return
+};
+
 class DecisionLedger {
  public:
   DecisionLedger(absl::Duration window, int64_t capacity, int64_t tombstone_capacity,
@@ -91,6 +117,12 @@ class DecisionLedger {
   // Records a reward for arm `index`: with FIRST, only the arm's first report is accepted.
   // Returns whether it was accepted.
   bool Report(LedgerEntry* entry, int index, double reward);
+
+  // The one lookup of a reward report: joins it with its open or closed decision.
+  RewardJoin JoinReward(const RewardRequest& request);
+  // Records the first `count` accepted reports of `join` (those that were logged). REQUIRES
+  // the ledger unchanged since the join.
+  void RecordJoined(const RewardJoin& join, size_t count);
 
   // Decisions whose window has ended by `now`, oldest first.
   std::vector<LedgerEntry*> Due(absl::Time now) const;

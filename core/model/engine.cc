@@ -191,7 +191,10 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
     absl::StatusOr<Model*> model = FindModel(request.model);
     if (!model.ok()) return model.status();
     owner = *model;
+  } else if (models_.size() == 1) {
+    owner = models_.begin()->second.get();  // its ledger answers for an unknown event too
   } else {
+    // Several models: which one holds the event (the reward itself is then joined once).
     std::vector<Model*> owners;
     for (const auto& [name, model] : models_) {
       if (model->Knows(request.event_id)) owners.push_back(model.get());

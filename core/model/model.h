@@ -22,6 +22,40 @@
 // applied. An intact snapshot that cannot be restored, or a log that cannot be replayed from a
 // snapshot or from its first record, stops the start instead of losing learned state. After a
 // failed write or sync the model acknowledges nothing more (fail-stop) until restarted.
+//
+// The parts, one concept each (core/model/):
+//   request_validation.h  checks of decision requests and graph edits
+//   learned_state.h       the deterministic state machine the writer and recovery drive
+//   ledger_records.h      the ledger's side of the log and of snapshots
+//   operation_log.h       the log on disk: appends, segments, durability, fail-stop
+//   snapshots.h           snapshot scheduling, writing and bookkeeping
+//   fit_scheduler.h       when hyper-parameters are fitted and what a finished fit logs
+//   state_directory.h     the files in a model's state directory
+//   recovery.h            rebuilding the state at start from snapshots and the log
+//   model.h (this file)   the facade: Open and submission (model.cc), rewards
+//                         (model_rewards.cc), the writer thread (model_writer.cc)
+//
+// Threads:
+//  * Request threads (gRPC handlers, the engine's sweeper): Select, Reward, Knows, ExpireDue,
+//    graph administration, View, Stats, the waits. They change the ledger and append to the log
+//    under the ledger lock, and read the learned state only through published views (and the
+//    thread-safe user registry).
+//  * The writer (WriterLoop): owns the learned state (state_), the fit scheduler's flags and
+//    the snapshot counter; applies queued operations in log order, publishes views, takes
+//    snapshots, and decides fits. It takes the ledger lock only to copy the ledger for a
+//    snapshot and to log fitted hyper-parameters. Before it starts (Open) and after it stopped
+//    (Shutdown), the thread in Open or Shutdown owns what it owns.
+//  * The syncer (OperationLog, group commit only): fdatasyncs the log on a timer.
+//  * The fit worker (core/fit/fit_worker.h): runs a fit on a copy of the data; it wakes the
+//    writer (fit_ready_, under queue_mu_), which picks the outcome up.
+//
+// Locks, in lock order (a thread holding one may take only those after it):
+//   ledger_mu_  the ledger; the log tail only moves under it, so log order = ledger order.
+//   queue_mu_   the queue of logged operations and the sequence numbers, the request-side
+//               dimensions, user reservations, shutdown and snapshot requests, fits in flight.
+//   OperationLog's writer_mu_, then sync_mu_ (core/model/operation_log.h).
+// Leaf locks (nothing is taken while holding them): view_mu_ (the published view), stats_mu_
+// (freshness), the snapshot writer's and fit scheduler's stats locks, the user registry's lock.
 #ifndef GRAPHBANDIT_CORE_MODEL_MODEL_H_
 #define GRAPHBANDIT_CORE_MODEL_MODEL_H_
 
@@ -33,6 +67,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -40,81 +75,27 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/kernel/arm_kernel.h"
-#include "core/learner/baseline_tracker.h"
-#include "core/ledger/decision.h"
-#include "core/ledger/decision_ledger.h"
-#include "core/fit/fit_worker.h"
-#include "core/fit/hyperparameter_fit.h"
-#include "core/model/model_ops.h"
-#include "core/model/model_options.h"
-#include "core/learner/posterior.h"
-#include "core/storage/log_writer.h"
 #include "core/base/sync.h"
 #include "core/graph/user_graph.h"
-#include "core/graph/user_kernel.h"
+#include "core/ledger/decision.h"
+#include "core/ledger/decision_ledger.h"
+#include "core/model/fit_scheduler.h"
+#include "core/model/learned_state.h"
+#include "core/model/model_ops.h"
+#include "core/model/model_options.h"
+#include "core/model/model_view.h"
+#include "core/model/operation_log.h"
+#include "core/model/recovery.h"
+#include "core/model/request_validation.h"
+#include "core/model/snapshots.h"
+#include "core/model/state_directory.h"
 
 namespace graphbandit {
-
-// How acknowledged data reaches the disk (the same for every model of a server).
-struct Durability {
-  enum class Sync {
-    kEveryRecord,  // a reward's record is fdatasynced before the reward is acknowledged
-    kGroupCommit,  // records are fdatasynced every group_commit_interval; rewards wait for it
-    kOs,           // no fdatasync: survives a process crash, not a power loss
-  };
-  // Every-record is the default: concurrent callers share each fdatasync, so under load it
-  // batches by itself, and it never waits for a timer (graphbandit-bench --mode=durability).
-  Sync sync = Sync::kEveryRecord;
-  absl::Duration group_commit_interval = absl::Milliseconds(2);
-  // A snapshot (and a new log segment) after this many log records; 0 = only at shutdown.
-  int64_t snapshot_every_records = 100'000;
-};
-
-// The kernel hyper-parameters a published state uses (kernel policies with fixed dimensions).
-struct HyperparameterView {
-  Hyperparameters values;
-  double kors_mu = 0.0;  // EK policies
-  int64_t fits_applied = 0;
-  int64_t coarsenings = 0;  // full-dictionary rebuilds with a coarser KORS mu (core/fit/refit.h)
-  int64_t last_fit_rewards = 0;
-  int32_t last_fit_points = 0;
-  double last_fit_log_likelihood = 0.0;
-};
-
-// What decisions read: immutable once published.
-struct ModelView {
-  uint64_t version = 0;
-  std::shared_ptr<const Scorer> scorer;  // null until the dimensions are fixed
-  FeatureScaling scaling;                // valid when dimensions_fixed
-  int context_dim = 0;
-  int arm_dim = 0;
-  bool dimensions_fixed = false;
-  int64_t rewards_learned = 0;
-  int64_t history_size = 0;
-  int64_t dictionary_size = 0;
-  int64_t dictionary_points_refused = 0;  // at the cap (core/learner/posterior.h)
-  int64_t edges = 0;
-  int64_t graph_components = 0;
-  int64_t graph_users = 0;
-  // Multiplies `exploration` in the selection rule (1: the posterior standard deviation).
-  double exploration_width = 1.0;
-  // The drifting baseline added to every mean (core/learner/baseline_tracker.h; 0 when off).
-  double baseline = 0.0;
-  std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
-};
 
 struct AddUsersResult {
   int added = 0;
   int already_present = 0;
   int64_t users = 0;
-};
-
-struct EdgeEditResult {
-  int changed = 0;    // edges added (AddEdges) or removed (RemoveEdges)
-  int unchanged = 0;  // AddEdges: existing edges re-weighted; RemoveEdges: pairs with no edge
-  int users_added = 0;
-  int64_t edges = 0;  // total after the edit
 };
 
 // Seconds from acknowledging a reward to publishing a state that has learned it.
@@ -152,16 +133,7 @@ struct ModelStats {
   double fit_seconds = 0.0;  // summed over finished fits
 };
 
-// What recovery found (reported at start; damage is also in `damage`).
-struct RecoveryReport {
-  uint64_t snapshot_seq = 0;      // 0: started from the log alone
-  int64_t records_replayed = 0;
-  int64_t records_refused = 0;    // logged operations that failed again as when they arrived
-  bool truncated = false;
-  std::vector<std::string> damage;
-};
-
-class Model {
+class Model : private FitScheduler::Host {
  public:
   // Recovers the model from `state_dir`/<name> (nothing is persisted if state_dir is empty),
   // applies the configured edge list, and starts the writer (and the syncer).
@@ -219,143 +191,106 @@ class Model {
   void Shutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
  private:
-  struct OpCompletion;
+  // Someone waiting for a queued operation (or a snapshot) to be done.
+  struct OpCompletion {
+    Notification done;
+    absl::Status status;
+    EdgeEditResult result;
+    uint64_t seq = 0;  // snapshots: the snapshot's sequence number
+  };
   struct Pending {
     uint64_t seq;
     ModelOp op;
     std::shared_ptr<OpCompletion> completion;  // null unless someone waits for the result
     absl::Time acknowledged;                   // InfinitePast unless the op learns rewards
   };
-  struct Dimensions {
-    bool fixed = false;
-    int context_dim = 0;
-    int arm_dim = 0;
-  };
 
-  Model(const ModelOptions& options, const Durability& durability);
+  Model(const ModelOptions& options, const Durability& durability,
+        std::optional<StateDirectory> dir, RecoveredState recovered);
 
-  // ---- state changes (writer side; also used by recovery before the writer starts) ----
-  absl::Status Apply(const ModelOp& op, EdgeEditResult* result);
-  absl::Status ApplyHyperparameters(const HyperparametersOp& op);
-  // Rebuilds the learner, scaling and user kernel with `values` (no bookkeeping of fits).
-  absl::Status SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor);
-  // `h` with every value the configuration fixes set to the configured value.
-  Hyperparameters WithConfiguredValues(Hyperparameters h) const;
-  // The learner for the current dimensions, graph and hyper-parameters.
-  absl::StatusOr<std::unique_ptr<Learner>> NewLearner() const;
-  // The user kernel's options with the current (possibly fitted) rho.
-  UserKernelOptions CurrentUserKernelOptions() const;
-  KernelShape CurrentShape() const;
-  // Writer, after each batch: picks up a finished fit (logging it when its values changed) and
-  // starts the next one when it is due.
-  void AfterBatch();
-  void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
-  // AfterBatch's decisions: coarsen a full dictionary, log a finished fit, start a due one.
-  void DecideFits();
-  // Logs a hyper-parameter record (ledger lock held); false if it could not be logged.
-  bool QueueHyperparameters(HyperparametersOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
-  void StartFit();
-  void FinishFit(FitWorker::Outcome outcome);
-  // The ledger part of an operation, for recovery (live, it happened at submission).
-  void ApplyToLedger(const ModelOp& op);
-  void Publish(uint64_t version);
-  void WriterLoop();
-  void SyncerLoop();
-  // Applies the queued operations with sequence numbers up to `seq` (writer only).
-  void ApplyUpTo(uint64_t seq);
-  void ApplyBatch(std::deque<Pending>* batch);
-  // A snapshot in three steps, by the writer: (1) under the ledger lock, note the last logged
-  // sequence number, copy the ledger and start a new log segment; (2) without it, apply what
-  // was logged up to that number and serialize the graph and the learner; (3) write the file
-  // atomically. Decisions wait only for step 1.
-  struct PreparedSnapshot {
-    uint64_t seq = 0;
-    std::string ledger;   // step 1
-    std::string payload;  // step 2
-  };
-  absl::StatusOr<PreparedSnapshot> BeginSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
-  absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared);
-  absl::StatusOr<uint64_t> FinishSnapshot(absl::StatusOr<PreparedSnapshot> prepared);
-  std::string SaveState(uint64_t seq, absl::string_view ledger) const;
-  std::string SaveLedger() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
-  absl::Status LoadState(absl::string_view payload);
+  // ---- Open's steps (model.cc) ----
+  // Sequence numbers, the first log segment, the first published view.
+  absl::Status StartLog(uint64_t next_seq);
+  void StartThreads();
+  // The configured edge list, as one logged edit of the edges missing or weighted differently.
+  absl::Status ApplyEdgeListFile();
 
-  // ---- submission side ----
-  absl::Status ValidateRequest(const DecisionRequest& request, const Dimensions& dims) const;
-  absl::Status EnsureDimensions(int context_dim, int arm_dim);
+  // ---- submission side (model.cc, model_rewards.cc) ----
   Dimensions CurrentDimensions() const ABSL_LOCKS_EXCLUDED(queue_mu_);
+  absl::Status EnsureDimensions(int context_dim, int arm_dim)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id);
-  // Logs and queues one operation. REQUIRES queue_mu_ (and, for everything but recovery-time
-  // appends, ledger_mu_: the log tail only moves under the ledger lock).
+  // Logs and queues one operation (the log tail only moves under the ledger lock).
   absl::StatusOr<uint64_t> AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion,
                                         absl::Time acknowledged)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_, queue_mu_);
   absl::StatusOr<uint64_t> Append(ModelOp op, std::shared_ptr<OpCompletion> completion,
-                                  absl::Time acknowledged) ABSL_LOCKS_EXCLUDED(queue_mu_);
+                                  absl::Time acknowledged)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  uint64_t LastLogged() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Waits until `seq` is durable per the sync policy.
-  absl::Status WaitDurable(uint64_t seq, absl::Time deadline) ABSL_LOCKS_EXCLUDED(sync_mu_);
+  absl::Status WaitDurable(uint64_t seq, absl::Time deadline);
   // Submits an administrative operation and waits until it is applied and durable.
-  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op, absl::Time deadline);
-  // The observations that closing `entry` teaches (aggregates, default rewards).
-  std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry) const;
-  ObserveOp Observation(const LedgerEntry& entry, int arm, double reward) const;
-  // Closes an entry now, logging it. REQUIRES ledger_mu_.
+  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  // Closes an entry now, logging it.
   absl::Status CloseLocked(LedgerEntry* entry, ClosedAs how, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
-  absl::Status StartSegment(uint64_t first_seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
-  // Records a failed write or sync: from then on nothing more is appended or acknowledged.
-  void FailLogLocked(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
-  void RemoveOldFiles(uint64_t keep_from_snapshot);
+  // Reward's answer under the ledger lock: joins the report with its decision (one lookup),
+  // logs the accepted reports and records them. *wait_for: the record to wait for.
+  absl::StatusOr<RewardResult> JoinAndLogLocked(const RewardRequest& request, absl::Time now,
+                                                uint64_t* wait_for)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_);
+  // Capacity checks before accepted FIRST rewards are logged: the exact GP's size, the user
+  // table (reserving the user's slot).
+  absl::Status CheckRewardCapacityLocked(const LedgerEntry& entry, size_t rewards)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // Reserves user-table slots for the ids not registered yet (so that concurrent edits cannot
-  // together exceed max_users). Returns the reserved ids, or {""} when the limit refuses them.
-  std::vector<std::string> ReserveUsers(const std::vector<std::string>& ids)
+  // together exceed max_users). Returns false when the limit refuses them.
+  bool ReserveUsers(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(queue_mu_);
+
+  // ---- the writer thread (model_writer.cc) ----
+  void WriterLoop() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  void ApplyBatch(std::deque<Pending>* batch) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Applies the queued operations with sequence numbers up to `seq`.
+  void ApplyUpTo(uint64_t seq) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
+  void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
+  // A snapshot's steps (core/model/snapshots.h); step 3 is SnapshotWriter::Write.
+  absl::StatusOr<PreparedSnapshot> BeginSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
+  absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  absl::StatusOr<uint64_t> TakeSnapshot() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  // FitScheduler::Host.
+  absl::Status LogHyperparameters(HyperparametersOp op) override
+      ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  void AddFitsInFlight(int delta) override ABSL_LOCKS_EXCLUDED(queue_mu_);
 
-  ModelOptions options_;
-  Durability durability_;
-  std::string dir_;  // empty: in memory only
-  RecoveryReport recovery_;
+  const ModelOptions options_;
+  const Durability durability_;
+  const std::optional<StateDirectory> dir_;  // empty: in memory only
+  RecoveryReport recovery_;  // set by Open
   std::atomic<int64_t> decisions_{0};
-  std::shared_ptr<UserRegistry> registry_ = std::make_shared<UserRegistry>();
+  // Shared with the learned state (which registers users); thread-safe.
+  const std::shared_ptr<UserRegistry> registry_;
+  // Null when in memory only. Set before the threads start; thread-safe (operation_log.h).
+  std::unique_ptr<OperationLog> log_;
 
-  // The ledger and the tail of the log. Lock order: ledger_mu_, then queue_mu_, then sync_mu_.
   mutable Mutex ledger_mu_;
-  DecisionLedger ledger_ ABSL_GUARDED_BY(ledger_mu_);
+  const std::unique_ptr<DecisionLedger> ledger_ ABSL_PT_GUARDED_BY(ledger_mu_);
 
-  // Owned by the writer (or by Open before the writer starts).
-  UserGraph graph_;
-  std::shared_ptr<const UserKernel> user_kernel_;
-  std::unique_ptr<Learner> learner_;
-  FeatureScaling scaling_;
-  int64_t rewards_learned_ = 0;
-  int64_t components_ = 0;
-  int64_t users_at_rebuild_ = 0;
-  uint64_t applied_for_snapshot_ = 0;  // records applied since the last snapshot
-  // Hyper-parameters in use (from the configuration until a logged fit changes them).
-  Hyperparameters hyper_;
-  double kors_mu_factor_ = 1.0;
-  int64_t next_fit_at_ = 0;  // rewards learned at which the next fit is due
-  // A hyper-parameter record this writer logged is not applied yet: no fit is finished or
-  // started, and no coarsening decided, against values that are about to change.
-  bool hyperparameters_queued_ = false;
-  // ... and that record holds one of fits_in_flight_ until the writer has decided, with the
-  // values it sets, whether a fit is due (AfterBatch).
-  bool hyperparameters_queued_hold_ = false;
-  int64_t fits_applied_ = 0;
-  int64_t coarsenings_ = 0;  // full-dictionary rebuilds with a coarser KORS mu
-  int64_t last_fit_rewards_ = 0;
-  int32_t last_fit_points_ = 0;
-  double last_fit_log_likelihood_ = 0.0;
-  BaselineTracker baseline_;
-  std::unique_ptr<FitWorker> fitter_;  // null unless the model fits hyper-parameters
+  // Owned by the writer thread (by Open before it starts, by Shutdown after it stopped).
+  std::unique_ptr<LearnedState> state_;
+  FitScheduler fits_;         // its stats are thread-safe
+  SnapshotWriter snapshots_;  // its stats are thread-safe
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
-  std::unique_ptr<storage::LogWriter> log_ ABSL_GUARDED_BY(queue_mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  // Applied and past AfterBatch (fit decisions taken); WaitForFits waits on it.
+  // Applied and past the fit decisions (FitScheduler::AfterBatch); WaitForFits waits on it.
   uint64_t decided_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::shared_ptr<const std::function<void()>> after_apply_hook_ ABSL_GUARDED_BY(queue_mu_);
   int64_t rewards_held_ ABSL_GUARDED_BY(queue_mu_) = 0;
@@ -363,36 +298,19 @@ class Model {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
-  bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fitter has an outcome waiting
+  bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fit worker has an outcome waiting
   int fits_in_flight_ ABSL_GUARDED_BY(queue_mu_) = 0;  // started and not yet logged or dropped
   std::vector<std::shared_ptr<OpCompletion>> snapshot_waiters_ ABSL_GUARDED_BY(queue_mu_);
   // Users a pending operation will register (counted against max_users before they exist).
   absl::flat_hash_set<std::string> reserved_users_ ABSL_GUARDED_BY(queue_mu_);
-
-  mutable Mutex sync_mu_;
-  CondVar sync_cv_;
-  int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
-  uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  std::atomic<int64_t> log_syncs_{0};  // read by Stats() without waiting for a sync
-  std::atomic<bool> log_failed_{false};  // set with sync_error_, read without the sync lock
-  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
-  bool syncer_stop_ ABSL_GUARDED_BY(sync_mu_) = false;
 
   mutable Mutex view_mu_;
   std::shared_ptr<const ModelView> view_ ABSL_GUARDED_BY(view_mu_);
 
   mutable Mutex stats_mu_;
   FreshnessStats freshness_ ABSL_GUARDED_BY(stats_mu_);
-  int64_t snapshots_written_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  uint64_t last_snapshot_seq_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  int64_t fits_unchanged_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  int64_t fits_skipped_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  int64_t fits_failed_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  double fit_seconds_ ABSL_GUARDED_BY(stats_mu_) = 0.0;
-  absl::Time last_snapshot_time_ ABSL_GUARDED_BY(stats_mu_) = absl::InfinitePast();
 
   std::thread writer_;
-  std::thread syncer_;
 };
 
 }  // namespace graphbandit

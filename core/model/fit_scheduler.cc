@@ -1,0 +1,138 @@
+#include "core/model/fit_scheduler.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/base/log.h"
+#include "core/fit/refit.h"
+
+namespace graphbandit {
+
+FitScheduler::FitScheduler(const ModelOptions& options, Host* host,
+                           std::function<void()> fit_ready)
+    : options_(options), host_(host) {
+  if (options.refits_hyperparameters()) fitter_ = std::make_unique<FitWorker>(std::move(fit_ready));
+}
+
+void FitScheduler::Stop() {
+  if (fitter_ != nullptr) fitter_->Stop();
+}
+
+FitScheduler::Stats FitScheduler::stats() const {
+  MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+void FitScheduler::AfterBatch(LearnedState* state) {
+  if (!state->refits()) return;
+  // Decisions about the values in use wait until a logged change of them is applied (a fit
+  // finished now would be gated against, and a fit started now would start from, values about
+  // to be replaced; a fit logged after a coarsening would undo it).
+  if (hyperparameters_queued_) return;
+  // That change held a place among the fits in flight (Queue) until the decisions below are
+  // taken: a fit due now starts before WaitForFits can see none in flight.
+  const bool release = hyperparameters_queued_hold_;
+  hyperparameters_queued_hold_ = false;
+  DecideFits(state);
+  if (release) host_->AddFitsInFlight(-1);
+}
+
+bool FitScheduler::Queue(HyperparametersOp op) {
+  absl::Status status = host_->LogHyperparameters(std::move(op));
+  if (!status.ok()) {
+    if (status.code() != absl::StatusCode::kCancelled) {  // not shutting down
+      MutexLock stats(&stats_mu_);
+      ++stats_.failed;
+      LogWarning(absl::StrFormat("model \"%s\": hyper-parameters not logged: %s", options_.name,
+                                 status.message()));
+    }
+    return false;
+  }
+  hyperparameters_queued_ = true;
+  hyperparameters_queued_hold_ = true;
+  return true;
+}
+
+void FitScheduler::DecideFits(LearnedState* state) {
+  // A full Nystrom dictionary is rebuilt with a coarser KORS mu (core/fit/refit.h), logged like a
+  // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
+  const bool nystrom =
+      options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs;
+  if (nystrom && options_.coarsen_full_dictionary && options_.kors_mu == 0.0 &&
+      state->learner()->dictionary_size() >= options_.max_dictionary_size) {
+    const double coarser = CoarserKorsMuFactor(state->kors_mu_factor());
+    if (coarser > 0.0) {
+      HyperparametersOp op;
+      op.reason = HyperparametersOp::Reason::kDictionaryFull;
+      op.values = state->hyperparameters();
+      op.kors_mu_factor = coarser;
+      op.fitted_at = state->last_fit_rewards();
+      if (Queue(std::move(op))) return;
+    }
+  }
+  if (fitter_ == nullptr) return;
+  if (std::optional<FitWorker::Outcome> outcome = fitter_->Take()) {
+    FinishFit(*state, *std::move(outcome));
+    if (hyperparameters_queued_) return;
+  }
+  if (state->rewards_learned() >= state->next_fit_at() && !fitter_->busy()) StartFit(state);
+}
+
+void FitScheduler::StartFit(LearnedState* state) {
+  FitWorker::Job job;
+  job.data = SpreadRawObservations(*state->learner(), state->scaling(), options_.refit.max_points);
+  state->set_next_fit_at(NextFitAfter(state->rewards_learned(), options_.refit));
+  if (job.data.y.size() < 2) return;
+  const KernelShape shape = state->CurrentShape();
+  job.spec = MakeFitSpec(options_.refit, shape);
+  if (job.spec.fit_rho) {
+    // The writer goes on editing its own graph.
+    job.graph = std::make_shared<const UserGraph>(state->graph());
+  } else {
+    job.fixed_users = state->user_kernel();
+  }
+  job.start = state->hyperparameters();
+  job.fitted_at = state->rewards_learned();
+  if (fitter_->Start(std::move(job))) host_->AddFitsInFlight(+1);
+}
+
+void FitScheduler::FinishFit(const LearnedState& state, FitWorker::Outcome outcome) {
+  // However it ends, this fit is no longer in flight once this returns (an applied fit's record
+  // is queued by then, so WaitForFits also waits for it to be applied).
+  struct Landed {
+    Host* host;
+    ~Landed() { host->AddFitsInFlight(-1); }
+  } landed{host_};
+  if (!outcome.result.ok()) {
+    MutexLock lock(&stats_mu_);
+    if (outcome.result.status().code() == absl::StatusCode::kFailedPrecondition) {
+      ++stats_.skipped;  // nothing to fit yet, e.g. every reward equal
+    } else if (outcome.result.status().code() != absl::StatusCode::kCancelled) {
+      ++stats_.failed;
+      LogWarning(absl::StrFormat("model \"%s\": hyper-parameter fit failed: %s", options_.name,
+                                 outcome.result.status().message()));
+    }
+    return;
+  }
+  const FitResult& fit = *outcome.result;
+  {
+    MutexLock lock(&stats_mu_);
+    stats_.seconds += fit.seconds;
+    if (!FitImproves(fit, options_.refit) ||
+        !MateriallyDifferent(state.hyperparameters(), fit.values, options_.refit.min_change)) {
+      ++stats_.unchanged;
+      return;
+    }
+  }
+  HyperparametersOp op;
+  op.values = fit.values;
+  op.kors_mu_factor = state.kors_mu_factor();
+  op.fitted_at = outcome.fitted_at;
+  op.points = fit.points;
+  op.log_likelihood = fit.log_likelihood;
+  // Logged like every other change, then applied by the writer in log order with the next batch.
+  Queue(std::move(op));
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,500 @@
+#include "core/model/learned_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/base/log.h"
+#include "core/learner/learner_factory.h"
+#include "core/policy/selection.h"
+
+namespace graphbandit {
+namespace {
+
+// 3: with the hyper-parameters block; 2: without (the configured values apply).
+constexpr uint8_t kStateVersion = 3;
+constexpr uint8_t kOldestStateVersion = 2;
+
+}  // namespace
+
+absl::Status MalformedSnapshot(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("malformed snapshot: ", what));
+}
+
+LearnedState::LearnedState(const ModelOptions& options)
+    : options_(options), baseline_(options.baseline_half_life) {
+  hyper_.signal_variance = options.kernel_variance;
+  hyper_.offset_variance = 0.0;
+  hyper_.noise_variance = options.ridge;
+  hyper_.rho = options.rho;
+  hyper_.prior_mean = 0.0;
+  kors_mu_factor_ = options.refit.kors_mu_factor;
+  next_fit_at_ = NextFitAfter(0, options.refit);
+}
+
+absl::StatusOr<std::unique_ptr<LearnedState>> LearnedState::Create(const ModelOptions& options) {
+  std::unique_ptr<LearnedState> state(new LearnedState(options));
+  auto kernel = BuildUserKernel(state->graph_, options.user_kernel_options());
+  if (!kernel.ok()) return kernel.status();
+  state->user_kernel_ = *std::move(kernel);
+  if (options.arm_dim > 0) {
+    EdgeEditResult ignored;
+    absl::Status s = state->Apply(FixDimensionsOp{options.context_dim, options.arm_dim}, &ignored);
+    if (!s.ok()) return s;
+  }
+  return state;
+}
+
+int32_t LearnedState::Register(const std::string& id, bool* added) {
+  bool fresh = false;
+  const int32_t index = registry_->FindOrAdd(id, &fresh);
+  if (fresh && on_user_registered_) on_user_registered_(id);
+  if (added != nullptr) *added = fresh;
+  return index;
+}
+
+Dimensions LearnedState::dimensions() const {
+  if (learner_ == nullptr) return Dimensions{};
+  return Dimensions{true, scaling_.context_dim, scaling_.arm_dim};
+}
+
+void LearnedState::DeferNextFitAfterRestart() {
+  // Replay does not know when fits that changed nothing ran, and a restart should not start
+  // with a rebuild.
+  next_fit_at_ = std::max(next_fit_at_, NextFitAfter(rewards_learned_, options_.refit));
+}
+
+absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
+  struct Undo {
+    int32_t a, b;
+    double weight;  // 0: there was no edge
+  };
+  std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
+  if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
+    if (learner_ != nullptr) {
+      if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
+        return absl::OkStatus();
+      }
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": the log fixes dimensions (context %d, arms %d) but the model has "
+          "(context %d, arms %d)",
+          options_.name, fix->context_dim, fix->arm_dim, scaling_.context_dim, scaling_.arm_dim));
+    }
+    scaling_ = FeatureScaling{fix->context_dim, fix->arm_dim, options_.context_lengthscale,
+                              options_.arm_lengthscale, Eigen::VectorXd()};
+    if (hyper_.lengthscales.size() == scaling_.joint_dim()) {
+      scaling_.per_dimension = hyper_.lengthscales;  // restored from a snapshot
+    } else {
+      hyper_.lengthscales = scaling_.lengthscales();
+    }
+    auto learner = NewLearner();
+    if (!learner.ok()) return learner.status();
+    learner_ = *std::move(learner);
+    return absl::OkStatus();
+  } else if (const auto* hyper = std::get_if<HyperparametersOp>(&op)) {
+    return ApplyHyperparameters(*hyper);
+  } else if (const auto* add = std::get_if<AddUsersOp>(&op)) {
+    for (const std::string& user : add->users) {
+      bool added = false;
+      Register(user, &added);
+      if (added) {
+        ++result->users_added;
+      } else {
+        ++result->unchanged;
+      }
+    }
+  } else if (const auto* set = std::get_if<SetEdgesOp>(&op)) {
+    for (const EdgeEdit& edge : set->edges) {
+      bool added_a = false, added_b = false;
+      const int32_t a = Register(edge.user_a, &added_a);
+      const int32_t b = Register(edge.user_b, &added_b);
+      result->users_added += (added_a ? 1 : 0) + (added_b ? 1 : 0);
+      const double old_weight = graph_.Weight(a, b);
+      if (old_weight == 0.0) {
+        ++result->changed;
+      } else {
+        ++result->unchanged;
+      }
+      if (old_weight != edge.weight) {
+        undo.push_back({a, b, old_weight});
+        graph_.SetEdge(a, b, edge.weight);
+      }
+    }
+  } else if (const auto* remove = std::get_if<RemoveEdgesOp>(&op)) {
+    for (const auto& [user_a, user_b] : remove->pairs) {
+      const int32_t a = registry_->Find(user_a), b = registry_->Find(user_b);
+      const double old_weight = graph_.Weight(a, b);
+      if (graph_.RemoveEdge(a, b)) {
+        ++result->changed;
+        undo.push_back({a, b, old_weight});
+      } else {
+        ++result->unchanged;
+      }
+    }
+  } else {
+    // Rewards learned now (a reward with the FIRST rule, a closing decision, an observation).
+    absl::Status status;
+    for (const ObserveOp* observe : ObservationsOf(op)) {
+      if (learner_ == nullptr) {
+        status = absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
+        continue;
+      }
+      if (static_cast<int>(observe->context.size()) != scaling_.context_dim ||
+          static_cast<int>(observe->features.size()) != scaling_.arm_dim) {
+        status = absl::FailedPreconditionError(absl::StrFormat(
+            "a logged reward has %d context and %d arm values; the model expects %d and %d",
+            observe->context.size(), observe->features.size(), scaling_.context_dim,
+            scaling_.arm_dim));
+        continue;
+      }
+      const int32_t user = Register(observe->user);
+      Eigen::VectorXd point(scaling_.joint_dim());
+      scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
+      // A drifting baseline is taken out before learning (core/learner/baseline_tracker.h).
+      double prediction = 0.0;
+      if (baseline_.enabled()) {
+        Eigen::VectorXd mean, sd;
+        learner_->Score(user, point, &mean, &sd);
+        prediction = mean(0);
+      }
+      const double target = baseline_.Target(observe->reward);
+      absl::Status learned = learner_->Observe(user, point, target);
+      if (learned.ok()) {
+        ++rewards_learned_;
+        baseline_.Update(target, prediction);
+      } else {
+        status = learned;
+      }
+    }
+    return status;
+  }
+  graph_.EnsureUsers(registry_->size());
+  if (!undo.empty()) {
+    // Every graph edit rebuilds at once, so that the sequence of rebuilds (and hence the state)
+    // depends on the log alone, not on how the writer batched operations. A graph the user
+    // kernel or the learner cannot serve is refused as a whole and the model keeps the
+    // previous graph; replaying the log refuses it again the same way.
+    auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
+    absl::Status status = kernel.status();
+    if (status.ok() && learner_ != nullptr) status = learner_->SetGraph(graph_, *kernel);
+    if (!status.ok()) {
+      for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+        if (it->weight == 0.0) {
+          graph_.RemoveEdge(it->a, it->b);
+        } else {
+          graph_.SetEdge(it->a, it->b, it->weight);
+        }
+      }
+      if (learner_ != nullptr) learner_->SetGraph(graph_, user_kernel_).IgnoreError();
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model \"", options_.name, "\" cannot use the edited graph: ", status.message()));
+    }
+    user_kernel_ = *std::move(kernel);
+    components_ = graph_.CountComponents();
+    users_at_rebuild_ = graph_.num_users();
+  }
+  result->edges = graph_.num_edges();
+  return absl::OkStatus();
+}
+
+absl::Status LearnedState::ApplyHyperparameters(const HyperparametersOp& op) {
+  // The configuration always wins: a value it fixes now replaces the logged one (the log may
+  // have been written under another configuration).
+  if (absl::Status s = SwitchHyperparameters(WithConfiguredValues(op.values), op.kors_mu_factor);
+      !s.ok()) {
+    return s;
+  }
+  if (op.reason == HyperparametersOp::Reason::kDictionaryFull) {
+    ++coarsenings_;
+    return absl::OkStatus();
+  }
+  ++fits_applied_;
+  last_fit_rewards_ = op.fitted_at;
+  last_fit_points_ = op.points;
+  last_fit_log_likelihood_ = op.log_likelihood;
+  next_fit_at_ = std::max(next_fit_at_, NextFitAfter(op.fitted_at, options_.refit));
+  return absl::OkStatus();
+}
+
+absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor) {
+  if (learner_ == nullptr || !learner_->SupportsRefit()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": hyper-parameters for a model whose policy has none to fit",
+        options_.name));
+  }
+  // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
+  storage::Encoder backup;
+  learner_->SaveState(&backup);
+  FeatureScaling scaling = scaling_;
+  std::shared_ptr<const UserKernel> users = user_kernel_;
+  absl::Status status = graphbandit::ApplyHyperparameters(
+      values, CurrentShape(), kors_mu_factor, graph_, &scaling, &users, learner_.get());
+  if (!status.ok()) {
+    auto restored = NewLearner();
+    if (restored.ok()) {
+      const std::string bytes = backup.Release();
+      storage::Decoder in(bytes);
+      if ((*restored)->LoadState(&in).ok()) learner_ = *std::move(restored);
+    }
+    return absl::InternalError(absl::StrFormat(
+        "model \"%s\": fitted hyper-parameters not applied (%s); keeping %s", options_.name,
+        status.message(), hyper_.DebugString()));
+  }
+  scaling_ = std::move(scaling);
+  user_kernel_ = std::move(users);
+  hyper_ = values;
+  kors_mu_factor_ = kors_mu_factor;
+  return absl::OkStatus();
+}
+
+Hyperparameters LearnedState::WithConfiguredValues(Hyperparameters h) const {
+  const bool fits = options_.refits_hyperparameters();
+  const RefitOptions& r = options_.refit;
+  if (!fits || !r.fit_signal_variance) h.signal_variance = options_.kernel_variance;
+  if (!fits || !r.fit_offset_variance) h.offset_variance = 0.0;
+  if (!fits || !r.fit_linear_variance || options_.kernel == KernelType::kLinear) {
+    h.linear_variance = 0.0;
+  }
+  if (!fits || !r.fit_user_variance) h.user_variance = 0.0;
+  if (!fits || !r.fit_noise_variance) h.noise_variance = options_.ridge;
+  if (!fits || !r.fit_rho) h.rho = options_.rho;
+  if (!fits || !r.fit_prior_mean) h.prior_mean = 0.0;
+  for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
+    const bool context = d < scaling_.context_dim;
+    if (!fits || !(context ? r.fit_context_lengthscale : r.fit_arm_lengthscale)) {
+      h.lengthscales(d) = context ? options_.context_lengthscale : options_.arm_lengthscale;
+    }
+  }
+  return h;
+}
+
+absl::StatusOr<std::unique_ptr<Learner>> LearnedState::NewLearner() const {
+  return MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_, &hyper_,
+                     kors_mu_factor_);
+}
+
+UserKernelOptions LearnedState::CurrentUserKernelOptions() const {
+  UserKernelOptions o = options_.user_kernel_options();
+  o.rho = hyper_.rho;
+  return o;
+}
+
+KernelShape LearnedState::CurrentShape() const {
+  KernelShape shape;
+  shape.kernel = options_.kernel;
+  shape.user_kernel = CurrentUserKernelOptions();
+  shape.context_dim = scaling_.context_dim;
+  shape.arm_dim = scaling_.arm_dim;
+  shape.fixed_kors_mu = options_.kors_mu;
+  return shape;
+}
+
+std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
+  auto view = std::make_shared<ModelView>();
+  view->version = version;
+  if (learner_ != nullptr) {
+    view->scorer = learner_->Freeze();
+    view->scaling = scaling_;
+    view->context_dim = scaling_.context_dim;
+    view->arm_dim = scaling_.arm_dim;
+    view->dimensions_fixed = true;
+    view->history_size = learner_->history_size();
+    view->dictionary_size = learner_->dictionary_size();
+    view->dictionary_points_refused = learner_->dictionary_points_refused();
+    if (options_.kernel_policy()) {
+      HyperparameterView h;
+      h.values = hyper_;
+      h.kors_mu = learner_->kors_mu();  // what the learner uses, not what the rule says
+      h.fits_applied = fits_applied_;
+      h.last_fit_rewards = last_fit_rewards_;
+      h.last_fit_points = last_fit_points_;
+      h.last_fit_log_likelihood = last_fit_log_likelihood_;
+      h.coarsenings = coarsenings_;
+      view->hyperparameters = std::move(h);
+    }
+    if (options_.exploration_width != ExplorationWidth::kStddev) {
+      view->exploration_width =
+          ExplorationWidthFor(options_.exploration_width, learner_->InformationGain(),
+                              learner_->MeanNormSquared());
+    }
+  }
+  view->rewards_learned = rewards_learned_;
+  view->baseline = baseline_.value();
+  view->edges = graph_.num_edges();
+  view->graph_users = registry_->size();
+  // Users registered since the last rebuild have no edges: each is a component of its own.
+  view->graph_components = components_ + (view->graph_users - users_at_rebuild_);
+  return view;
+}
+
+std::string LearnedState::Save(uint64_t seq) const {
+  storage::Encoder out;
+  out.PutU8(kStateVersion);
+  out.PutFixed64(seq);
+  out.PutU8(learner_ != nullptr ? 1 : 0);
+  out.PutVarint64(static_cast<uint32_t>(scaling_.context_dim));
+  out.PutVarint64(static_cast<uint32_t>(scaling_.arm_dim));
+  out.PutVarint64(static_cast<uint64_t>(rewards_learned_));
+  const int32_t users = registry_->size();
+  out.PutVarint64(static_cast<uint64_t>(users));
+  for (int32_t u = 0; u < users; ++u) out.PutString(registry_->Id(u));
+  out.PutVarint64(static_cast<uint64_t>(graph_.num_edges()));
+  for (int32_t u = 0; u < graph_.num_users(); ++u) {
+    for (const auto& [v, w] : graph_.SortedNeighbours(u)) {
+      if (v <= u) continue;
+      out.PutVarint64(static_cast<uint64_t>(u));
+      out.PutVarint64(static_cast<uint64_t>(v));
+      out.PutDouble(w);
+    }
+  }
+  // The user kernel was built over the graph's users at the last edit; users registered since
+  // (by rewards) are outside it until the next edit. Restoring must build the same kernel.
+  out.PutVarint64(static_cast<uint64_t>(users_at_rebuild_));
+  // The hyper-parameters in use (version 3), before the learner that was built with them.
+  out.PutDouble(hyper_.signal_variance);
+  out.PutDouble(hyper_.offset_variance);
+  out.PutDouble(hyper_.linear_variance);
+  out.PutDouble(hyper_.user_variance);
+  out.PutDoubles(hyper_.lengthscales.data(), hyper_.lengthscales.size());
+  out.PutDouble(hyper_.noise_variance);
+  out.PutDouble(hyper_.rho);
+  out.PutDouble(hyper_.prior_mean);
+  out.PutDouble(kors_mu_factor_);
+  out.PutVarint64(static_cast<uint64_t>(next_fit_at_));
+  out.PutVarint64(static_cast<uint64_t>(fits_applied_));
+  out.PutVarint64(static_cast<uint64_t>(last_fit_rewards_));
+  out.PutVarint64(static_cast<uint32_t>(last_fit_points_));
+  out.PutDouble(last_fit_log_likelihood_);
+  out.PutDouble(baseline_.value());
+  out.PutVarint64(static_cast<uint64_t>(coarsenings_));
+  if (learner_ != nullptr) learner_->SaveState(&out);
+  return out.Release();  // the ledger follows (core/model/ledger_records.h)
+}
+
+absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
+  storage::Decoder& in = *in_ptr;
+  const auto bad = MalformedSnapshot;
+  uint8_t version = 0, has_learner = 0;
+  uint64_t seq = 0, context_dim = 0, arm_dim = 0, learned = 0, users = 0, edges = 0;
+  if (!in.GetU8(&version) || version < kOldestStateVersion || version > kStateVersion) {
+    return bad(absl::StrFormat("format version %d (this build reads %d to %d)", version,
+                               kOldestStateVersion, kStateVersion));
+  }
+  if (!in.GetFixed64(&seq) || !in.GetU8(&has_learner) || has_learner > 1 ||
+      !in.GetVarint64(&context_dim) || !in.GetVarint64(&arm_dim) || !in.GetVarint64(&learned) ||
+      !in.GetVarint64(&users) || users > in.remaining() || context_dim > INT32_MAX ||
+      arm_dim > INT32_MAX) {
+    return bad("header");
+  }
+  for (uint64_t u = 0; u < users; ++u) {
+    std::string id;
+    if (!in.GetString(&id)) return bad("users");
+    bool added = false;
+    if (registry_->FindOrAdd(id, &added) != static_cast<int32_t>(u) || !added) return bad("user ids");
+  }
+  if (!in.GetVarint64(&edges) || edges > in.remaining()) return bad("edge count");
+  for (uint64_t e = 0; e < edges; ++e) {
+    uint64_t a = 0, b = 0;
+    double w = 0.0;
+    if (!in.GetVarint64(&a) || !in.GetVarint64(&b) || !in.GetDouble(&w) || a >= users ||
+        b >= users || a >= b || !(w > 0.0) || !std::isfinite(w)) {
+      return bad("edges");
+    }
+    graph_.SetEdge(static_cast<int32_t>(a), static_cast<int32_t>(b), w);
+  }
+  uint64_t rebuild_users = 0;
+  if (!in.GetVarint64(&rebuild_users) || rebuild_users > users) return bad("kernel users");
+  bool rebuild_learner = false;
+  if (version >= 3) {
+    Hyperparameters h;
+    std::vector<double> lengthscales;
+    double factor = 0.0, log_likelihood = 0.0, baseline = 0.0;
+    uint64_t coarsenings = 0;
+    uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
+    if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
+        !in.GetDouble(&h.linear_variance) || !in.GetDouble(&h.user_variance) ||
+        !in.GetDoubles(&lengthscales, 1u << 16) || !in.GetDouble(&h.noise_variance) ||
+        !in.GetDouble(&h.rho) || !in.GetDouble(&h.prior_mean) || !in.GetDouble(&factor) ||
+        !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
+        !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
+        !in.GetDouble(&baseline) || !std::isfinite(baseline) || !in.GetVarint64(&coarsenings) ||
+        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX ||
+        fits > INT64_MAX || coarsenings > INT64_MAX || last_rewards > INT64_MAX ||
+        last_points > INT32_MAX) {
+      return bad("hyper-parameters");
+    }
+    h.lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+    if (!h.InRange()) return bad("hyper-parameters out of range");
+    hyper_ = std::move(h);
+    kors_mu_factor_ = factor;
+    next_fit_at_ = static_cast<int64_t>(next_fit);
+    fits_applied_ = static_cast<int64_t>(fits);
+    last_fit_rewards_ = static_cast<int64_t>(last_rewards);
+    last_fit_points_ = static_cast<int32_t>(last_points);
+    last_fit_log_likelihood_ = log_likelihood;
+    baseline_.set_value(baseline);
+    coarsenings_ = static_cast<int64_t>(coarsenings);
+    if (learner_ != nullptr) {
+      // Dimensions fixed by the configuration: the fresh learner must use these values.
+      if (hyper_.lengthscales.size() != scaling_.joint_dim()) return bad("length-scale count");
+      scaling_.per_dimension = hyper_.lengthscales;
+      rebuild_learner = true;
+    }
+  }
+  // As live: the graph and the kernel cover the users known at the last edit.
+  graph_.EnsureUsers(static_cast<int32_t>(rebuild_users));
+  auto kernel = BuildUserKernel(graph_, CurrentUserKernelOptions());
+  if (!kernel.ok()) {
+    // The configured user kernel cannot serve this graph: a configuration change, not damage.
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": the configured user kernel cannot serve the snapshot's graph: %s",
+        options_.name, kernel.status().message()));
+  }
+  user_kernel_ = *std::move(kernel);
+  components_ = graph_.CountComponents();
+  users_at_rebuild_ = graph_.num_users();
+  if (rebuild_learner) {
+    auto rebuilt = NewLearner();
+    if (!rebuilt.ok()) return rebuilt.status();
+    learner_ = *std::move(rebuilt);
+  }
+  if (has_learner == 1) {
+    if (learner_ != nullptr &&
+        (scaling_.context_dim != static_cast<int>(context_dim) || scaling_.arm_dim != static_cast<int>(arm_dim))) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": the snapshot has dimensions (context %d, arms %d) but the configuration "
+          "says (context %d, arms %d)",
+          options_.name, context_dim, arm_dim, scaling_.context_dim, scaling_.arm_dim));
+    }
+    if (learner_ == nullptr) {
+      EdgeEditResult ignored;
+      absl::Status s = Apply(FixDimensionsOp{static_cast<int32_t>(context_dim),
+                                             static_cast<int32_t>(arm_dim)},
+                             &ignored);
+      if (!s.ok()) return s;
+    } else if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) {
+      return bad(s.message());
+    }
+    if (absl::Status s = learner_->LoadState(&in); !s.ok()) return s;
+  } else if (learner_ != nullptr) {
+    // Dimensions fixed by the configuration, nothing learned yet: the learner sees the graph.
+    if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) return bad(s.message());
+  }
+  rewards_learned_ = static_cast<int64_t>(learned);
+  if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
+    // Values the configuration fixes win over the snapshot's (the configuration may have
+    // changed since): rebuild with them, as a logged fit would.
+    const Hyperparameters configured = WithConfiguredValues(hyper_);
+    if (!(configured == hyper_)) {
+      LogWarning(absl::StrFormat("model \"%s\": the configuration fixes hyper-parameters the "
+                                 "snapshot had otherwise (%s); rebuilding with %s",
+                                 options_.name, hyper_.DebugString(), configured.DebugString()));
+      if (absl::Status s = SwitchHyperparameters(configured, kors_mu_factor_); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,192 @@
+#include "core/model/ledger_records.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "core/model/learned_state.h"
+
+namespace graphbandit {
+
+int64_t ToMicros(absl::Time t) { return absl::ToUnixMicros(t); }
+
+Decision DecisionOf(const DecideOp& op, const ModelOptions& options) {
+  Decision d;
+  d.event_id = op.event_id;
+  d.model = options.name;
+  d.policy = std::string(PolicyName(options.policy));
+  d.model_version = op.model_version;
+  for (const DecideOp::Arm& arm : op.arms) {
+    ChosenArm c;
+    c.candidate_index = arm.candidate_index;
+    c.arm_id = arm.arm_id;
+    c.mean = arm.mean;
+    c.stddev = arm.stddev;
+    c.score = arm.score;
+    if (arm.has_probability) c.probability = arm.probability;
+    d.arms.push_back(std::move(c));
+  }
+  return d;
+}
+
+std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& options) {
+  auto entry = std::make_unique<LedgerEntry>();
+  entry->event_id = op.event_id;
+  entry->fingerprint = op.fingerprint;
+  entry->created = absl::FromUnixMicros(op.created_micros);
+  entry->user_id = op.user;
+  entry->context = op.context;
+  for (const DecideOp::Arm& arm : op.arms) entry->arms.push_back(LedgerArm{arm.arm_id, arm.features, 0, 0.0});
+  entry->decision = DecisionOf(op, options);
+  return entry;
+}
+
+ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward) {
+  return ObserveOp{entry.event_id, entry.arms[arm].arm_id, entry.user_id, entry.context,
+                   entry.arms[arm].features, reward};
+}
+
+std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options) {
+  std::vector<ObserveOp> learn;
+  for (size_t a = 0; a < entry.arms.size(); ++a) {
+    const LedgerArm& arm = entry.arms[a];
+    if (arm.reports > 0) {
+      // FIRST learned it when it arrived; the other rules learn their aggregate now.
+      if (options.aggregation != Aggregation::kFirst) {
+        learn.push_back(ObservationOf(entry, static_cast<int>(a), arm.aggregate));
+      }
+    } else if (options.default_reward.has_value()) {
+      learn.push_back(ObservationOf(entry, static_cast<int>(a), *options.default_reward));
+    }
+  }
+  return learn;
+}
+
+void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger) {
+  if (const auto* decide = std::get_if<DecideOp>(&op)) {
+    if (ledger->Find(decide->event_id) != nullptr) return;
+    if (ledger->Full()) {  // cannot happen: live, a CloseOp made room first
+      if (LedgerEntry* victim = ledger->OldestCompleted()) {
+        ledger->Close(victim, ClosedAs::kCompleted, absl::FromUnixMicros(decide->created_micros));
+      } else {
+        return;
+      }
+    }
+    ledger->Insert(EntryOf(*decide, options));
+  } else if (const auto* reward = std::get_if<RewardOp>(&op)) {
+    LedgerEntry* entry = ledger->Find(reward->event_id);
+    if (entry != nullptr && reward->arm >= 0 && reward->arm < static_cast<int>(entry->arms.size())) {
+      ledger->Report(entry, reward->arm, reward->reward);
+    }
+  } else if (const auto* close = std::get_if<CloseOp>(&op)) {
+    if (LedgerEntry* entry = ledger->Find(close->event_id)) {
+      ledger->Close(entry, static_cast<ClosedAs>(close->how),
+                    absl::FromUnixMicros(close->closed_micros));
+    }
+  }
+}
+
+std::string EncodeLedger(const DecisionLedger& ledger) {
+  storage::Encoder out;
+  // Open decisions oldest first, then tombstones oldest first.
+  out.PutU8(static_cast<uint8_t>(ledger.aggregation()));
+  out.PutVarint64(static_cast<uint64_t>(ledger.expired_total()));
+  out.PutVarint64(static_cast<uint64_t>(ledger.size()));
+  ledger.ForEachEntry([&out](const LedgerEntry& e) {
+    out.PutString(e.event_id);
+    out.PutFixed64(e.fingerprint);
+    out.PutFixed64(static_cast<uint64_t>(ToMicros(e.created)));
+    out.PutString(e.user_id);
+    out.PutDoubles(e.context.data(), e.context.size());
+    out.PutVarint64(e.decision.model_version);
+    out.PutVarint64(e.arms.size());
+    for (size_t a = 0; a < e.arms.size(); ++a) {
+      const LedgerArm& arm = e.arms[a];
+      const ChosenArm& chosen = e.decision.arms[a];
+      out.PutString(arm.arm_id);
+      out.PutDoubles(arm.features.data(), arm.features.size());
+      out.PutVarint64(static_cast<uint64_t>(arm.reports));
+      out.PutDouble(arm.aggregate);
+      out.PutVarint64(static_cast<uint32_t>(chosen.candidate_index));
+      out.PutDouble(chosen.mean);
+      out.PutDouble(chosen.stddev);
+      out.PutDouble(chosen.score);
+      out.PutU8(chosen.probability.has_value() ? 1 : 0);
+      out.PutDouble(chosen.probability.value_or(0.0));
+    }
+  });
+  out.PutVarint64(static_cast<uint64_t>(ledger.tombstones()));
+  ledger.ForEachTombstone([&out](const Tombstone& t) {
+    out.PutString(t.event_id);
+    out.PutU8(static_cast<uint8_t>(t.how));
+    out.PutFixed64(static_cast<uint64_t>(ToMicros(t.closed)));
+  });
+  return out.Release();
+}
+
+absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
+                          DecisionLedger* ledger) {
+  storage::Decoder& in = *in_ptr;
+  const auto bad = MalformedSnapshot;
+  uint8_t aggregation = 0;
+  uint64_t expired = 0, count = 0;
+  if (!in.GetU8(&aggregation) || aggregation != static_cast<uint8_t>(options.aggregation)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": the snapshot was taken with another ledger.aggregation", options.name));
+  }
+  if (!in.GetVarint64(&expired) || !in.GetVarint64(&count) || count > in.remaining()) {
+    return bad("ledger");
+  }
+  ledger->set_expired_total(static_cast<int64_t>(expired));
+  for (uint64_t i = 0; i < count; ++i) {
+    DecideOp op;
+    uint64_t created = 0, version = 0, arms = 0;
+    if (!in.GetString(&op.event_id) || !in.GetFixed64(&op.fingerprint) ||
+        !in.GetFixed64(&created) || !in.GetString(&op.user) ||
+        !in.GetDoubles(&op.context, 1u << 24) || !in.GetVarint64(&version) ||
+        !in.GetVarint64(&arms) || arms > in.remaining()) {
+      return bad("ledger entry");
+    }
+    op.created_micros = static_cast<int64_t>(created);
+    op.model_version = version;
+    std::vector<std::pair<uint64_t, double>> reports(arms);
+    op.arms.resize(arms);
+    for (uint64_t a = 0; a < arms; ++a) {
+      DecideOp::Arm& arm = op.arms[a];
+      uint64_t index = 0;
+      uint8_t has_probability = 0;
+      if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, 1u << 24) ||
+          !in.GetVarint64(&reports[a].first) || !in.GetDouble(&reports[a].second) ||
+          !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
+          !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
+          !in.GetU8(&has_probability) || has_probability > 1 || !in.GetDouble(&arm.probability)) {
+        return bad("ledger arm");
+      }
+      arm.candidate_index = static_cast<int32_t>(index);
+      arm.has_probability = has_probability == 1;
+    }
+    auto entry = EntryOf(op, options);
+    for (uint64_t a = 0; a < arms; ++a) {
+      entry->arms[a].reports = static_cast<int>(std::min<uint64_t>(reports[a].first, INT32_MAX));
+      entry->arms[a].aggregate = reports[a].second;
+    }
+    if (ledger->Find(op.event_id) != nullptr || ledger->Full()) return bad("ledger entries");
+    ledger->Insert(std::move(entry));
+  }
+  if (!in.GetVarint64(&count) || count > in.remaining()) return bad("tombstones");
+  for (uint64_t i = 0; i < count; ++i) {
+    Tombstone t;
+    uint8_t how = 0;
+    uint64_t closed = 0;
+    if (!in.GetString(&t.event_id) || !in.GetU8(&how) || how < 1 || how > 2 ||
+        !in.GetFixed64(&closed)) {
+      return bad("tombstone");
+    }
+    t.how = static_cast<ClosedAs>(how);
+    t.closed = absl::FromUnixMicros(static_cast<int64_t>(closed));
+    ledger->RestoreTombstone(std::move(t));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

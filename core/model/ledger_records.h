@@ -1,0 +1,47 @@
+// The decision ledger's side of the log and of snapshots: a logged decision as a ledger entry,
+// the observations a reward or a closing decision teaches, replaying the ledger part of logged
+// operations, and the ledger's encoding at the end of a snapshot payload (the format is fixed:
+// existing snapshots must still load). Pure functions; the caller holds the ledger's lock.
+#ifndef GRAPHBANDIT_CORE_MODEL_LEDGER_RECORDS_H_
+#define GRAPHBANDIT_CORE_MODEL_LEDGER_RECORDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/ledger/decision.h"
+#include "core/ledger/decision_ledger.h"
+#include "core/model/model_ops.h"
+#include "core/model/model_options.h"
+#include "core/storage/coding.h"
+
+namespace graphbandit {
+
+int64_t ToMicros(absl::Time t);  // Unix microseconds, as logged
+
+// The decision a logged DecideOp returned, and the ledger entry it made.
+Decision DecisionOf(const DecideOp& op, const ModelOptions& options);
+std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& options);
+
+// The observation of `reward` for arm `arm` of a decision.
+ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward);
+// The observations that closing `entry` teaches: aggregates (SUM / MAX / LAST; FIRST learned
+// them as they arrived) and the configured default reward of arms without a report.
+std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options);
+
+// The ledger part of a logged operation, for recovery (live, it happened at submission).
+void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger);
+
+// The ledger section of a snapshot payload: open decisions oldest first, then tombstones.
+std::string EncodeLedger(const DecisionLedger& ledger);
+// Restores an empty ledger from that section (FAILED_PRECONDITION if it was written with another
+// aggregation rule; DATA_LOSS if malformed). Leaves `in` after the section.
+absl::Status DecodeLedger(storage::Decoder* in, const ModelOptions& options,
+                          DecisionLedger* ledger);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_LEDGER_RECORDS_H_

@@ -1,0 +1,129 @@
+// Rewards: joining a report with its decision in the ledger (one lookup, DecisionLedger::
+// JoinReward), logging what is accepted, and answering once it is durable.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/model/ledger_records.h"
+#include "core/model/model.h"
+
+namespace graphbandit {
+
+absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::Time now,
+                                           absl::Time deadline) {
+  // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
+  // (the original report or close included) is durable, like the first answer did.
+  uint64_t wait_for = 0;
+  absl::StatusOr<RewardResult> result;
+  {
+    MutexLock lock(&ledger_mu_);
+    result = JoinAndLogLocked(request, now, &wait_for);
+  }
+  if (!result.ok()) return result.status();
+  if (wait_for > 0) {
+    if (absl::Status s = WaitDurable(wait_for, deadline); !s.ok()) return s;
+  }
+  return result;
+}
+
+absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& request, absl::Time now,
+                                                     uint64_t* wait_for) {
+  RewardResult result;
+  const RewardJoin join = ledger_->JoinReward(request);
+  if (join.event == RewardJoin::Event::kUnknown) return result;
+  result.model = options_.name;
+  if (join.event != RewardJoin::Event::kOpen) {
+    // Closed: by its window (late), or complete and evicted (a repeat is a duplicate).
+    result.outcome = join.event == RewardJoin::Event::kExpired ? RewardOutcome::kLate
+                                                               : RewardOutcome::kDuplicate;
+    if (request.reward.has_value()) result.arm_outcomes.emplace_back("", result.outcome);
+    for (const auto& [arm_id, reward] : request.arm_rewards) {
+      result.arm_outcomes.emplace_back(arm_id, result.outcome);
+    }
+    *wait_for = LastLogged();
+    return result;
+  }
+  LedgerEntry& entry = *join.entry;
+  if (join.single_reward_for_slate) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "event_id %s returned %d arms; report each arm's reward in arm_rewards",
+        QuoteId(request.event_id), entry.arms.size()));
+  }
+  if (!join.unknown_arm.empty()) {
+    std::vector<std::string> returned;
+    for (const LedgerArm& arm : entry.arms) returned.push_back(QuoteId(arm.arm_id));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "arm %s was not returned by event_id %s (it returned %s)", QuoteId(join.unknown_arm),
+        QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
+  }
+  for (const RewardJoin::Report& report : join.reports) {
+    if (std::abs(report.reward) > options_.reward_bound) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
+          report.reward, QuoteId(entry.arms[report.arm].arm_id), options_.reward_bound,
+          options_.reward_bound, options_.name));
+    }
+  }
+  // What the accepted reports log, and (FIRST) learn at once.
+  std::vector<RewardOp> ops;
+  bool learn_now = false;
+  for (const RewardJoin::Report& report : join.reports) {
+    result.arm_outcomes.emplace_back(entry.arms[report.arm].arm_id,
+                                     report.accepted ? RewardOutcome::kAccepted
+                                                     : RewardOutcome::kDuplicate);
+    if (!report.accepted) continue;
+    RewardOp op{entry.event_id, report.arm, report.reward, {}};
+    if (report.learn_now) {
+      op.learn.push_back(ObservationOf(entry, report.arm, report.reward));
+      learn_now = true;
+    }
+    ops.push_back(std::move(op));
+  }
+  size_t logged = 0;
+  uint64_t last_seq = 0;
+  absl::Status status;
+  {
+    MutexLock queue(&queue_mu_);
+    if (learn_now) status = CheckRewardCapacityLocked(entry, ops.size());
+    for (size_t i = 0; status.ok() && i < ops.size(); ++i) {
+      auto seq = AppendLocked(std::move(ops[i]), nullptr,
+                              learn_now ? now : absl::InfinitePast());
+      if (!seq.ok()) {
+        status = seq.status();
+      } else {
+        last_seq = *seq;
+        ++logged;
+      }
+    }
+  }
+  // The ones logged are accepted even if a later one failed (replay will learn them).
+  ledger_->RecordJoined(join, logged);
+  if (!status.ok()) return status;
+  result.outcome = ops.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
+  *wait_for = ops.empty() ? LastLogged() : last_seq;
+  return result;
+}
+
+absl::Status Model::CheckRewardCapacityLocked(const LedgerEntry& entry, size_t rewards) {
+  if (options_.exact() &&
+      rewards_held_ + static_cast<int64_t>(rewards) > options_.exact_max_observations) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "model \"%s\" (exact GP) holds %d observations, its limit "
+        "(exact_gp.max_observations is %d); use an EK policy for long-running models",
+        options_.name, rewards_held_, options_.exact_max_observations));
+  }
+  if (registry_->Find(entry.user_id) < 0 && !reserved_users_.contains(entry.user_id)) {
+    if (registry_->size() + static_cast<int64_t>(reserved_users_.size()) + 1 > options_.max_users) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "model \"%s\" has reached its limit of %d users (limits.max_users)", options_.name,
+          options_.max_users));
+    }
+    reserved_users_.insert(entry.user_id);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,58 @@
+// What the model publishes for decisions to read (an immutable ModelView per applied batch),
+// and what applying a graph edit reports.
+#ifndef GRAPHBANDIT_CORE_MODEL_MODEL_VIEW_H_
+#define GRAPHBANDIT_CORE_MODEL_MODEL_VIEW_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "core/fit/hyperparameter_fit.h"
+#include "core/kernel/arm_kernel.h"
+#include "core/learner/posterior.h"
+
+namespace graphbandit {
+
+// The kernel hyper-parameters a published state uses (kernel policies with fixed dimensions).
+struct HyperparameterView {
+  Hyperparameters values;
+  double kors_mu = 0.0;  // EK policies
+  int64_t fits_applied = 0;
+  int64_t coarsenings = 0;  // full-dictionary rebuilds with a coarser KORS mu (core/fit/refit.h)
+  int64_t last_fit_rewards = 0;
+  int32_t last_fit_points = 0;
+  double last_fit_log_likelihood = 0.0;
+};
+
+// What decisions read: immutable once published.
+struct ModelView {
+  uint64_t version = 0;
+  std::shared_ptr<const Scorer> scorer;  // null until the dimensions are fixed
+  FeatureScaling scaling;                // valid when dimensions_fixed
+  int context_dim = 0;
+  int arm_dim = 0;
+  bool dimensions_fixed = false;
+  int64_t rewards_learned = 0;
+  int64_t history_size = 0;
+  int64_t dictionary_size = 0;
+  int64_t dictionary_points_refused = 0;  // at the cap (core/learner/posterior.h)
+  int64_t edges = 0;
+  int64_t graph_components = 0;
+  int64_t graph_users = 0;
+  // Multiplies `exploration` in the selection rule (1: the posterior standard deviation).
+  double exploration_width = 1.0;
+  // The drifting baseline added to every mean (core/learner/baseline_tracker.h; 0 when off).
+  double baseline = 0.0;
+  std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
+};
+
+struct EdgeEditResult {
+  int changed = 0;    // edges added (AddEdges) or removed (RemoveEdges)
+  int unchanged = 0;  // AddEdges: existing edges re-weighted; RemoveEdges: pairs with no edge
+  int users_added = 0;
+  int64_t edges = 0;  // total after the edit
+};
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_MODEL_VIEW_H_

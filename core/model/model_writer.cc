@@ -1,0 +1,187 @@
+// The model's writer thread: applies logged operations to the learned state in log order,
+// publishes views, takes snapshots, and lets the fit scheduler decide after each batch.
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/base/log.h"
+#include "core/model/ledger_records.h"
+#include "core/model/model.h"
+
+namespace graphbandit {
+
+void Model::WriterLoop() {
+  for (;;) {
+    std::deque<Pending> batch;
+    bool snapshot = false;
+    std::shared_ptr<const std::function<void()>> hook;
+    {
+      MutexLock lock(&queue_mu_);
+      queue_cv_.Wait(&queue_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !queue_.empty() || stopping_ || snapshot_requested_ || fit_ready_;
+      });
+      if (queue_.empty() && stopping_) return;  // everything logged is applied
+      batch.swap(queue_);
+      snapshot = snapshot_requested_;
+      fit_ready_ = false;
+      hook = after_apply_hook_;
+    }
+    ApplyBatch(&batch);
+    if (hook != nullptr) (*hook)();
+    fits_.AfterBatch(state_.get());
+    MarkDecided();
+    if (!snapshot && !snapshots_.Due()) continue;
+    const absl::StatusOr<uint64_t> taken = TakeSnapshot();
+    if (!taken.ok()) {
+      LogWarning(absl::StrFormat("model \"%s\": snapshot failed: %s", options_.name,
+                                 taken.status().message()));
+    }
+    // The snapshot applied what was logged up to its point: decide fits for that too.
+    fits_.AfterBatch(state_.get());
+    MarkDecided();
+    std::vector<std::shared_ptr<OpCompletion>> waiters;
+    {
+      MutexLock lock(&queue_mu_);
+      snapshot_requested_ = false;
+      waiters.swap(snapshot_waiters_);
+    }
+    for (auto& waiter : waiters) {
+      waiter->status = taken.status();
+      waiter->seq = taken.ok() ? *taken : 0;
+      waiter->done.Notify();
+    }
+  }
+}
+
+void Model::ApplyBatch(std::deque<Pending>* batch) {
+  if (batch->empty()) return;
+  for (Pending& pending : *batch) {
+    EdgeEditResult result;
+    absl::Status status = state_->Apply(pending.op, &result);
+    if (std::holds_alternative<HyperparametersOp>(pending.op)) fits_.HyperparametersApplied();
+    if (!status.ok()) {
+      LogWarning(absl::StrFormat("model \"%s\": operation %d not applied: %s", options_.name,
+                                 pending.seq, status.message()));
+    }
+    if (pending.completion != nullptr) {
+      pending.completion->status = status;
+      pending.completion->result = result;
+    }
+  }
+  Publish(batch->back().seq);
+  const absl::Time published = absl::Now();
+  {
+    MutexLock lock(&stats_mu_);
+    for (const Pending& pending : *batch) {
+      if (pending.acknowledged == absl::InfinitePast()) continue;
+      const double seconds = absl::ToDoubleSeconds(published - pending.acknowledged);
+      ++freshness_.count;
+      freshness_.sum += seconds;
+      for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
+        if (seconds <= FreshnessStats::kBounds[b]) ++freshness_.buckets[b];
+      }
+    }
+  }
+  snapshots_.CountApplied(static_cast<int64_t>(batch->size()));
+  {
+    MutexLock lock(&queue_mu_);
+    applied_seq_ = batch->back().seq;
+    queue_cv_.SignalAll();
+  }
+  for (Pending& pending : *batch) {
+    if (pending.completion != nullptr) pending.completion->done.Notify();
+  }
+  batch->clear();
+}
+
+void Model::ApplyUpTo(uint64_t seq) {
+  for (;;) {
+    std::deque<Pending> batch;
+    {
+      MutexLock lock(&queue_mu_);
+      while (!queue_.empty() && queue_.front().seq <= seq) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    if (batch.empty()) return;
+    ApplyBatch(&batch);
+  }
+}
+
+void Model::Publish(uint64_t version) {
+  std::shared_ptr<const ModelView> view = state_->BuildView(version);
+  MutexLock lock(&view_mu_);
+  view_ = std::move(view);
+}
+
+void Model::MarkDecided() {
+  MutexLock lock(&queue_mu_);
+  decided_seq_ = applied_seq_;
+  queue_cv_.SignalAll();
+}
+
+absl::StatusOr<PreparedSnapshot> Model::BeginSnapshotLocked() {
+  PreparedSnapshot prepared;
+  {
+    MutexLock lock(&queue_mu_);
+    prepared.seq = next_seq_ - 1;
+  }
+  if (!dir_.has_value()) return prepared;
+  prepared.ledger = EncodeLedger(*ledger_);
+  MutexLock lock(&queue_mu_);
+  if (absl::Status s = log_->StartSegment(dir_->SegmentPath(prepared.seq + 1), prepared.seq);
+      !s.ok()) {
+    return s;
+  }
+  return prepared;
+}
+
+absl::StatusOr<PreparedSnapshot> Model::CompleteSnapshotState(
+    absl::StatusOr<PreparedSnapshot> prepared) {
+  if (!prepared.ok()) return prepared;
+  // The writer applies what was logged up to the snapshot's sequence number (and nothing
+  // after it), so the graph and the learner are at the same point as the ledger copy.
+  ApplyUpTo(prepared->seq);
+  snapshots_.Taken();  // the records up to here are in this snapshot
+  if (dir_.has_value()) {
+    // The learned state, then the ledger as copied in step 1.
+    prepared->payload = state_->Save(prepared->seq);
+    prepared->payload.append(prepared->ledger);
+  }
+  prepared->ledger.clear();
+  return prepared;
+}
+
+absl::StatusOr<uint64_t> Model::TakeSnapshot() {
+  // Only the ledger is copied under the ledger lock (decisions and rewards wait that long);
+  // learning up to the snapshot point, serializing and writing happen without it.
+  absl::StatusOr<PreparedSnapshot> prepared;
+  {
+    MutexLock ledger(&ledger_mu_);
+    prepared = BeginSnapshotLocked();
+  }
+  prepared = CompleteSnapshotState(std::move(prepared));
+  if (!prepared.ok()) return prepared.status();
+  return snapshots_.Write(*prepared);
+}
+
+absl::Status Model::LogHyperparameters(HyperparametersOp op) {
+  MutexLock ledger(&ledger_mu_);
+  MutexLock lock(&queue_mu_);
+  absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());
+  if (!seq.ok()) {
+    if (stopping_) return absl::CancelledError("the model is shutting down");
+    return seq.status();
+  }
+  ++fits_in_flight_;  // with the append: WaitForFits sees the record or the fit in flight
+  return absl::OkStatus();
+}
+
+void Model::AddFitsInFlight(int delta) {
+  MutexLock lock(&queue_mu_);
+  fits_in_flight_ += delta;
+  queue_cv_.SignalAll();
+}
+
+}  // namespace graphbandit

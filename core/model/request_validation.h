@@ -1,0 +1,51 @@
+// Checks of what callers send a model, before anything is logged: decision requests against the
+// model's limits and (once fixed) its dimensions, and graph edits. Pure functions of the request
+// and the configuration; every error is INVALID_ARGUMENT with a message naming the field.
+#ifndef GRAPHBANDIT_CORE_MODEL_REQUEST_VALIDATION_H_
+#define GRAPHBANDIT_CORE_MODEL_REQUEST_VALIDATION_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/ledger/decision.h"
+#include "core/model/model_ops.h"
+#include "core/model/model_options.h"
+
+namespace graphbandit {
+
+// A model's feature dimensions as requests see them (fixed by the configuration, or by the
+// first decision request).
+struct Dimensions {
+  bool fixed = false;
+  int context_dim = 0;
+  int arm_dim = 0;
+};
+
+// A non-empty id of at most kMaxIdBytes bytes; `field` names it in the message.
+absl::Status CheckId(absl::string_view id, absl::string_view field);
+// Every value finite and within kMaxFeatureMagnitude.
+absl::Status CheckFinite(absl::Span<const double> values, absl::string_view field);
+
+// A decision request: ids, the candidate count and slate size within the model's limits,
+// distinct arm ids, and features of the fixed dimensions (or, before they are fixed, of one
+// dimension shared by every candidate, within limits.max_feature_dim).
+absl::Status ValidateDecisionRequest(const DecisionRequest& request, const Dimensions& dims,
+                                     const ModelOptions& options);
+
+// Graph administration: a non-empty list within limits.max_graph_edits_per_call of valid ids;
+// edges join two different users with a weight in [kMinEdgeWeight, kMaxEdgeWeight], and no
+// pair of users is named twice. ValidateEdges returns the ids the edges name (user_a, user_b
+// of each edge in order).
+absl::Status ValidateUsers(absl::Span<const std::string> users, const ModelOptions& options);
+absl::StatusOr<std::vector<std::string>> ValidateEdges(const std::vector<EdgeEdit>& edges,
+                                                       const ModelOptions& options);
+absl::Status ValidateEdgePairs(const std::vector<std::pair<std::string, std::string>>& pairs,
+                               const ModelOptions& options);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_MODEL_REQUEST_VALIDATION_H_

@@ -1,0 +1,278 @@
+// Persistence and replay in-process (core/model/engine.h): bit-identical restarts and crash
+// recovery, damaged logs and snapshots, the configured edge list.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/random.h"
+#include "core/model/engine.h"
+#include "tests/core/model/engine_test_util.h"
+
+namespace graphbandit {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(EngineTest, RestartFromTheShutdownSnapshotIsBitIdentical) {
+  TempDir dir;
+  std::vector<double> before;
+  int64_t learned = 0;
+  uint64_t version = 0;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    before = DriveAndProbe(*engine, 80);
+    Model* model = *engine->FindModel("");
+    model->WaitForFits();
+    learned = model->View()->rewards_learned;
+    version = model->View()->version;
+    EXPECT_EQ(learned, 80);
+  }
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  EXPECT_EQ(model->recovery().snapshot_seq, version);  // the shutdown snapshot holds everything
+  EXPECT_EQ(model->recovery().records_replayed, 0);
+  EXPECT_TRUE(model->recovery().damage.empty());
+  EXPECT_EQ(model->View()->rewards_learned, learned);
+  EXPECT_EQ(model->View()->version, version);
+  EXPECT_EQ(model->View()->edges, 2);
+  EXPECT_EQ(Probe(*engine), before);  // bit-identical
+}
+
+TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  DriveAndProbe(*engine, 40);
+  auto snapshot = model->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  // Decisions still waiting for their reward at the crash must survive it too.
+  OwnedRequest open = ThreeArms("user1");
+  open.event_id = "open-at-crash";
+  auto open_decision = engine->SelectArm(open.View());
+  ASSERT_TRUE(open_decision.ok());
+  DriveAndProbe(*engine, 40);  // event ids e0..e39 again: retries, nothing new learned
+  for (int round = 0; round < 30; ++round) {
+    OwnedRequest request = ThreeArms(absl::StrCat("user", round % 5));
+    request.event_id = absl::StrCat("late", round);
+    auto decision = engine->SelectArm(request.View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.05 * (round % 7), {}, ""}).ok());
+  }
+  model->WaitForFits();
+  const std::vector<double> before = Probe(*engine);
+  const int64_t learned = model->View()->rewards_learned;
+  const uint64_t version = model->View()->version;
+  EXPECT_EQ(learned, 70);
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+
+  auto recovered = Reopen(crashed);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_EQ(again->recovery().snapshot_seq, *snapshot);
+  EXPECT_GT(again->recovery().records_replayed, 30);
+  EXPECT_TRUE(again->recovery().damage.empty());
+  EXPECT_EQ(again->View()->rewards_learned, learned);
+  EXPECT_GE(again->View()->version, version);  // the probes' decisions are logged too
+  EXPECT_EQ(Probe(**recovered), before);  // bit-identical
+
+  // The open decision is still open: its retry returns it, its reward is accepted once.
+  auto retried = (*recovered)->SelectArm(open.View());
+  ASSERT_TRUE(retried.ok());
+  EXPECT_TRUE(retried->replayed);
+  EXPECT_EQ(retried->arms[0].arm_id, open_decision->arms[0].arm_id);
+  EXPECT_EQ(retried->arms[0].score, open_decision->arms[0].score);
+  auto accepted = (*recovered)->ReportReward({"open-at-crash", 1.0, {}, ""});
+  ASSERT_TRUE(accepted.ok());
+  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);
+  // Rewards acknowledged before the crash are duplicates, not learned twice.
+  auto repeated = (*recovered)->ReportReward({"late7", 1.0, {}, ""});
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_EQ(repeated->outcome, RewardOutcome::kDuplicate);
+  again->WaitForFits();
+  EXPECT_EQ(again->View()->rewards_learned, learned + 1);
+  (*recovered)->Shutdown();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, TornLogTailIsReportedAndTruncated) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 10));
+  model->WaitForFits();
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
+  ASSERT_EQ(segments.size(), 1u);
+  std::filesystem::resize_file(segments[0], std::filesystem::file_size(segments[0]) - 5);
+
+  auto recovered = Reopen(crashed);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_TRUE(again->recovery().truncated);
+  ASSERT_EQ(again->recovery().damage.size(), 1u);
+  EXPECT_THAT(again->recovery().damage[0], HasSubstr("truncated"));
+  // The torn record was the last reward: 9 of the 10 remain learned.
+  EXPECT_EQ(again->View()->rewards_learned, 9);
+  // The model keeps working and logging after recovery, and that survives a restart.
+  auto decision = (*recovered)->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE((*recovered)->ReportReward({decision->event_id, 1.0, {}, ""}).ok());
+  recovered->reset();
+  auto reopened = Reopen(crashed);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*(*reopened)->FindModel(""))->View()->rewards_learned, 10);
+  EXPECT_TRUE((*(*reopened)->FindModel(""))->recovery().damage.empty());
+  reopened->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, CorruptionInsideTheLogStopsReplayAtTheLastGoodRecord) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 40));
+  model->WaitForFits();
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> segments = FilesMatching(crashed + "/default", "log-");
+  ASSERT_EQ(segments.size(), 1u);
+  const auto size = std::filesystem::file_size(segments[0]);
+  FlipByte(segments[0], static_cast<std::streamoff>(size / 2));
+
+  auto recovered = Reopen(crashed);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_TRUE(again->recovery().truncated);
+  ASSERT_FALSE(again->recovery().damage.empty());
+  const int64_t learned = again->View()->rewards_learned;
+  EXPECT_GT(learned, 10);
+  EXPECT_LT(learned, 40);
+  // The damaged bytes are set aside, not deleted.
+  EXPECT_FALSE(FilesMatching(crashed + "/default", "log-").empty());
+  bool set_aside = false;
+  for (const auto& entry : std::filesystem::directory_iterator(crashed + "/default")) {
+    set_aside |= entry.path().filename().string().find("corrupt") != std::string::npos ||
+                 entry.path().filename().string().find("discard") != std::string::npos;
+  }
+  EXPECT_TRUE(set_aside);
+  recovered->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, WithEverySnapshotDamagedAndTheLogTrimmedItRefusesToStartEmpty) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    Model* model = *engine->FindModel("");
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+      ASSERT_TRUE(model->Snapshot().ok());  // the third removes the segments before the first
+    }
+  }
+  const std::string model_dir = dir.path() + "/default";
+  ASSERT_GT(std::filesystem::path(FilesMatching(model_dir, "log-").front()).filename().string(),
+            "log-00000000000000000001.log");
+  for (const std::string& snapshot : FilesMatching(model_dir, "snapshot-")) {
+    FlipByte(snapshot, static_cast<std::streamoff>(std::filesystem::file_size(snapshot) / 2));
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {  // also once the damaged files are set aside
+    auto refused = Reopen(dir.path());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("refusing to start with an empty model"));
+  }
+}
+
+TEST(EngineTest, AnIntactSnapshotThatContradictsTheConfigurationIsNotDiscarded) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+  }
+  ModelOptions other;
+  other.policy = PolicyKind::kLinUcbPooled;  // another learner than the snapshot holds
+  EngineOptions options;
+  options.state_dir = dir.path();
+  options.models = {other};
+  auto refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("cannot be restored"));
+  // The snapshot is still there, and the original configuration opens it.
+  auto reopened = Reopen(dir.path());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*(*reopened)->FindModel(""))->View()->rewards_learned, 5);
+}
+
+TEST(EngineTest, ACorruptSnapshotFallsBackToTheOlderOneAndTheLog) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  DriveAndProbe(*engine, 30);
+  const auto first = model->Snapshot();
+  ASSERT_TRUE(first.ok());
+  for (int round = 0; round < 20; ++round) {
+    auto decision = engine->SelectArm(ThreeArms(absl::StrCat("user", round % 3)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.1 * (round % 4), {}, ""}).ok());
+  }
+  const auto second = model->Snapshot();
+  ASSERT_TRUE(second.ok());
+  ASSERT_GT(*second, *first);
+  model->WaitForFits();
+  const std::vector<double> before = Probe(*engine);
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  const std::vector<std::string> snapshots = FilesMatching(crashed + "/default", "snapshot-");
+  ASSERT_EQ(snapshots.size(), 2u);
+  FlipByte(snapshots[1], static_cast<std::streamoff>(std::filesystem::file_size(snapshots[1]) / 2));
+
+  auto recovered = Reopen(crashed);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* again = *(*recovered)->FindModel("");
+  EXPECT_EQ(again->recovery().snapshot_seq, *first);
+  ASSERT_EQ(again->recovery().damage.size(), 1u);
+  EXPECT_THAT(again->recovery().damage[0], HasSubstr("snapshot-"));
+  EXPECT_EQ(again->View()->rewards_learned, 50);
+  EXPECT_EQ(Probe(**recovered), before);  // the log after the older snapshot rebuilds it all
+  recovered->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+TEST(EngineTest, EdgeListFileIsAppliedAtStartAndNotRelogged) {
+  TempDir dir;
+  const std::string edges = dir.path() + "/edges.txt";
+  {
+    std::ofstream out(edges);
+    out << "# friends\nalice\tbob\n bob carol 2.5\n\nbob alice 1\n";
+  }
+  ModelOptions options;
+  options.edge_list_file = edges;
+  uint64_t version = 0;
+  {
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    EXPECT_EQ(model->View()->edges, 2);
+    EXPECT_EQ(model->Stats().users, 3);
+    EXPECT_EQ(model->View()->graph_components, 1);
+    version = model->View()->version;
+  }
+  auto engine = OpenEngine({options}, dir.path());
+  EXPECT_EQ((*engine->FindModel(""))->View()->version, version);  // nothing new logged
+
+  {
+    std::ofstream out(edges);
+    out << "alice bob -1\n";
+  }
+  EngineOptions bad;
+  bad.models = {options};
+  const auto failed = Engine::Open(bad);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("line 1"));
+}
+
+}  // namespace
+}  // namespace graphbandit

@@ -1,0 +1,156 @@
+// The reward join in-process (core/model/engine.h): aggregation rules, default rewards, slates,
+// tombstones.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/random.h"
+#include "core/model/engine.h"
+#include "tests/core/model/engine_test_util.h"
+
+namespace graphbandit {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(EngineTest, AggregationRulesLearnTheCombinedRewardWhenTheWindowEnds) {
+  struct Case {
+    Aggregation rule;
+    double expected;
+  };
+  for (const Case& c : {Case{Aggregation::kSum, 0.3 + 0.5 + 0.1}, Case{Aggregation::kMax, 0.5},
+                        Case{Aggregation::kLast, 0.1}}) {
+    SCOPED_TRACE(AggregationName(c.rule));
+    ModelOptions options;
+    options.aggregation = c.rule;
+    options.reward_window = absl::Seconds(10);
+    auto engine = ManualClockEngine(options);
+    Model* model = *engine->FindModel("");
+    const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+    ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+    for (double reward : {0.3, 0.5, 0.1}) {
+      auto result = engine->ReportRewardAt({"e", reward, {}, ""}, t0 + absl::Seconds(1),
+                                           absl::InfiniteFuture());
+      ASSERT_TRUE(result.ok());
+      EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);  // every report counts
+    }
+    model->WaitForFits();
+    EXPECT_EQ(model->View()->rewards_learned, 0);  // nothing learned before the window ends
+    EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(9)), 0);
+    EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+    model->WaitForFits();
+    EXPECT_EQ(model->View()->rewards_learned, 1);
+    // Exactly what learning the aggregate once teaches.
+    EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(c.expected));
+    auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(11),
+                                       absl::InfiniteFuture());
+    ASSERT_TRUE(late.ok());
+    EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+    model->WaitForFits();
+    EXPECT_EQ(model->View()->rewards_learned, 1);
+  }
+}
+
+TEST(EngineTest, FirstRuleLearnsAtOnceAndRepeatsAreDuplicatesEvenAfterTheWindow) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  auto first = engine->ReportRewardAt({"e", 0.3, {}, ""}, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->outcome, RewardOutcome::kAccepted);
+  auto again = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, RewardOutcome::kDuplicate);
+  model->WaitForFits();
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.3));
+  // "e" and the probe's decision close; only the probe's counts as expired without a reward.
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 2);
+  auto after = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0 + absl::Seconds(11),
+                                      absl::InfiniteFuture());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->outcome, RewardOutcome::kDuplicate);  // complete, not late
+  EXPECT_EQ(model->Stats().expired_decisions, 1);
+}
+
+TEST(EngineTest, DefaultRewardIsLearnedForDecisionsThatGetNone) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.25;
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+  model->WaitForFits();
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  EXPECT_EQ(model->Stats().expired_decisions, 1);
+  EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.25));
+  auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(12),
+                                     absl::InfiniteFuture());
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+}
+
+TEST(EngineTest, SlatesGetPerSlotRewardsAndDefaultsForTheSilentSlots) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.0;
+  auto engine = ManualClockEngine(options);
+  Model* model = *engine->FindModel("");
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  OwnedRequest slate = ThreeArms();
+  slate.slate_size = 3;
+  slate.event_id = "slate";
+  auto decision = engine->SelectArmAt(slate.View(), t0, absl::InfiniteFuture());
+  ASSERT_TRUE(decision.ok());
+  auto clicked = engine->ReportRewardAt({"slate", std::nullopt, {{decision->arms[1].arm_id, 1.0}}, ""},
+                                        t0, absl::InfiniteFuture());
+  ASSERT_TRUE(clicked.ok());
+  ASSERT_EQ(clicked->arm_outcomes.size(), 1u);
+  EXPECT_EQ(clicked->arm_outcomes[0].first, decision->arms[1].arm_id);
+  EXPECT_EQ(clicked->arm_outcomes[0].second, RewardOutcome::kAccepted);
+  model->WaitForFits();
+  EXPECT_EQ(model->View()->rewards_learned, 1);  // FIRST: the slot's reward at once
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+  model->WaitForFits();
+  EXPECT_EQ(model->View()->rewards_learned, 3);  // the two silent slots learn the default
+}
+
+TEST(EngineTest, TombstonesAreBoundedAndOlderEventsBecomeUnknown) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(1);
+  options.max_tombstones = 2;
+  auto engine = ManualClockEngine(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(engine->SelectArmAt(OneArm(id).View(), t0, absl::InfiniteFuture()).ok());
+  }
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(2)), 3);
+  auto outcome = [&](const char* id) {
+    auto result = engine->ReportRewardAt({id, 1.0, {}, ""}, t0 + absl::Seconds(3), absl::InfiniteFuture());
+    EXPECT_TRUE(result.ok());
+    return result->outcome;
+  };
+  EXPECT_EQ(outcome("a"), RewardOutcome::kUnknownEvent);  // its tombstone was evicted
+  EXPECT_EQ(outcome("b"), RewardOutcome::kLate);
+  EXPECT_EQ(outcome("c"), RewardOutcome::kLate);
+  // A closed event id cannot be reused for a new decision.
+  EXPECT_EQ(engine->SelectArmAt(OneArm("c").View(), t0 + absl::Seconds(3), absl::InfiniteFuture())
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace graphbandit
