@@ -186,7 +186,7 @@ absl::Status BatchedNystromPosterior::Recompute() {
   return absl::OkStatus();
 }
 
-absl::Status BatchedNystromPosterior::SetGraph(const UserGraph& graph,
+absl::Status BatchedNystromPosterior::SetGraph(const UserGraph& /*graph*/,
                                                std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
   return Recompute();

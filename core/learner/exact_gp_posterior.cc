@@ -114,7 +114,7 @@ absl::Status ExactGpPosterior::Observe(int32_t user,
   return absl::OkStatus();
 }
 
-absl::Status ExactGpPosterior::SetGraph(const UserGraph& graph,
+absl::Status ExactGpPosterior::SetGraph(const UserGraph& /*graph*/,
                                         std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
   return Refactor();

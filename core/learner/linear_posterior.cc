@@ -246,7 +246,7 @@ absl::Status LinearUcbPosterior::Observe(int32_t user,
 }
 
 absl::Status LinearUcbPosterior::SetGraph(const UserGraph& graph,
-                                          std::shared_ptr<const UserKernel> kernel) {
+                                          std::shared_ptr<const UserKernel> /*kernel*/) {
   if (options_.prior != LinearOptions::Prior::kGraph) return absl::OkStatus();
   const int d = dim_;
   const int32_t n = graph.num_users();

@@ -235,7 +235,7 @@ absl::Status LkGpPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::
   return absl::OkStatus();
 }
 
-absl::Status LkGpPosterior::SetGraph(const UserGraph& graph,
+absl::Status LkGpPosterior::SetGraph(const UserGraph& /*graph*/,
                                      std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
   return Rebuild();

@@ -262,7 +262,8 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
   return absl::OkStatus();
 }
 
-absl::Status NystromPosterior::SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) {
+absl::Status NystromPosterior::SetGraph(const UserGraph& /*graph*/,
+                                          std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
   return Readmit(/*thin=*/false);
 }

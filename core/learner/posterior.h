@@ -135,8 +135,8 @@ class Learner : public Scorer {
   // history. The rebuild is a deterministic function of the
   // learner's state and `refit`, so replaying a logged refit reproduces it bit for bit.
   virtual bool SupportsRefit() const { return false; }
-  virtual FitData SpreadObservations(int64_t max) const { return {}; }
-  virtual absl::Status Refit(const LearnerRefit& refit) {
+  virtual FitData SpreadObservations(int64_t /*max*/) const { return {}; }
+  virtual absl::Status Refit(const LearnerRefit& /*refit*/) {
     return absl::UnimplementedError("this learner has no hyper-parameters to refit");
   }
 
@@ -152,7 +152,7 @@ class Learner : public Scorer {
   // Restores a state written by SaveState of a learner constructed with the same options and
   // kernel. On malformed input returns DataLoss and leaves the learner unusable (the caller
   // discards it).
-  virtual absl::Status LoadState(storage::Decoder* in) {
+  virtual absl::Status LoadState(storage::Decoder* /*in*/) {
     return absl::UnimplementedError("this learner does not support state snapshots");
   }
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
 #include "core/learner/learner_factory.h"
+#include "core/policy/decision_step.h"
 #include "core/policy/selection.h"
 
 namespace graphbandit {
@@ -24,12 +25,9 @@ absl::Status MalformedSnapshot(absl::string_view what) {
 }
 
 LearnedState::LearnedState(const ModelOptions& options)
-    : options_(options), baseline_(options.baseline_half_life) {
-  hyper_.signal_variance = options.kernel_variance;
-  hyper_.offset_variance = 0.0;
-  hyper_.noise_variance = options.ridge;
-  hyper_.rho = options.rho;
-  hyper_.prior_mean = 0.0;
+    : options_(options),
+      hyper_(ConfiguredHyperparameters(options)),
+      baseline_(options.baseline_half_life) {
   kors_mu_factor_ = options.refit.kors_mu_factor;
   next_fit_at_ = NextFitAfter(0, options.refit);
 }
@@ -152,18 +150,11 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
       const int32_t user = Register(observe->user);
       Eigen::VectorXd point(scaling_.joint_dim());
       scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
-      // A drifting baseline is taken out before learning (core/learner/baseline_tracker.h).
-      double prediction = 0.0;
-      if (baseline_.enabled()) {
-        Eigen::VectorXd mean, sd;
-        learner_->Score(user, point, &mean, &sd);
-        prediction = mean(0);
-      }
-      const double target = baseline_.Target(observe->reward);
-      absl::Status learned = learner_->Observe(user, point, target);
+      // The learning step the simulator takes too (core/policy/decision_step.h): a drifting
+      // baseline is taken out before learning.
+      absl::Status learned = LearnReward(*learner_, baseline_, user, point, observe->reward);
       if (learned.ok()) {
         ++rewards_learned_;
-        baseline_.Update(target, prediction);
       } else {
         status = learned;
       }

@@ -11,6 +11,7 @@
 #include "core/graph/edge_list.h"
 #include "core/learner/learner_factory.h"
 #include "core/model/ledger_records.h"
+#include "core/policy/decision_step.h"
 #include "core/policy/selection.h"
 
 namespace graphbandit {
@@ -234,22 +235,26 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     view = View();
     if (view->scorer == nullptr) return absl::InternalError("model has no posterior");
   }
-  const int n = static_cast<int>(request.candidates.size());
-  Eigen::MatrixXd points(view->scaling.joint_dim(), n);
-  for (int i = 0; i < n; ++i) {
-    view->scaling.Apply(request.context.data(), request.candidates[i].features.data(),
-                        points.col(i).data());
-  }
-  Eigen::VectorXd mean, stddev;
-  view->scorer->Score(registry_->Find(request.user_id), points, &mean, &stddev);
-  mean.array() += view->baseline;  // the same for every candidate: reported, not ranked by
-  if (!mean.allFinite() || !stddev.allFinite()) {
-    return absl::InternalError("the posterior produced a non-finite score");
-  }
+  // The decision step the simulator takes too (core/policy/decision_step.h).
+  std::vector<const double*> arms(request.candidates.size());
+  for (size_t i = 0; i < arms.size(); ++i) arms[i] = request.candidates[i].features.data();
+  Eigen::MatrixXd points;
+  CandidatePoints(view->scaling, request.context.data(), arms, /*intercept=*/false, &points);
+  DecisionRule rule;
+  rule.rule = SelectionRuleFor(options_);
+  rule.exploration = options_.exploration;
+  rule.width = view->exploration_width;
+  rule.baseline = view->baseline;
   Rng rng(StableHash(event_id, options_.seed));
-  const std::vector<RankedChoice> slate =
-      SelectSlate(SelectionRuleFor(options_), options_.exploration * view->exploration_width, mean,
-                  stddev, request.slate_size, rng);
+  ScoredSlate scored;
+  if (absl::Status s = DecideSlate(*view->scorer, registry_->Find(request.user_id), points, rule,
+                                   request.slate_size, rng, /*probabilities=*/true, &scored);
+      !s.ok()) {
+    return s;
+  }
+  const std::vector<RankedChoice>& slate = scored.slate;
+  const Eigen::VectorXd& mean = scored.mean;
+  const Eigen::VectorXd& stddev = scored.stddev;
   Decision decision;
   decision.event_id = event_id;
   decision.model = options_.name;
