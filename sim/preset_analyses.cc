@@ -29,11 +29,14 @@ std::string LkPilotBest(const std::vector<RunOutput>& runs) {
   for (const Summary& s : Summarise(results)) {
     const std::string method = s.policy.substr(0, s.policy.find(" ["));
     auto it = best.find(method);
-    if (it == best.end() || s.final_mean < it->second.first) best[method] = {s.final_mean, s.policy};
+    if (it == best.end() || s.final_mean < it->second.first) {
+      best[method] = {s.final_mean, s.policy};
+    }
   }
   std::string out = "| method | best setting | mean pilot regret |\n|---|---|---|\n";
   for (const auto& [method, value] : best) {
-    absl::StrAppend(&out, absl::StrFormat("| %s | %s | %.2f |\n", method, value.second, value.first));
+    absl::StrAppend(&out,
+                    absl::StrFormat("| %s | %s | %.2f |\n", method, value.second, value.first));
   }
   return out;
 }

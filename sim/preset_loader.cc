@@ -71,7 +71,8 @@ absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
     case pb::LkEnvironment::GP_DRAW: reward = RewardKind::kGpDraw; break;
     case pb::LkEnvironment::REPRESENTER: reward = RewardKind::kRepresenter; break;
     case pb::LkEnvironment::LINEAR_GOB: reward = RewardKind::kLinearGob; break;
-    default: return absl::InvalidArgumentError("lk.reward must be GP_DRAW, REPRESENTER or LINEAR_GOB");
+    default:
+      return absl::InvalidArgumentError("lk.reward must be GP_DRAW, REPRESENTER or LINEAR_GOB");
   }
   GraphKind graph;
   switch (e.graph()) {
@@ -135,10 +136,17 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
 
 // ---- Sweeps ---------------------------------------------------------------------------------
 
+// A singular numeric field and the message that holds it (mutable when asked for).
+struct FieldRef {
+  const Message* holder;
+  Message* mutable_holder;  // null unless asked for
+  const FieldDescriptor* field;
+};
+
 // The singular numeric field at `path` ("exploration", "served.exploration") of `message`,
-// creating the messages on the way when `mutable_message`.
-absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> NumericField(
-    const Message& message, Message* mutable_message, const std::string& path) {
+// creating the messages on the way when `mutable_message` (which is `message`) is given.
+absl::StatusOr<FieldRef> NumericField(const Message& message, Message* mutable_message,
+                                      const std::string& path) {
   const Message* m = &message;
   Message* mm = mutable_message;
   const std::vector<std::string> parts = absl::StrSplit(path, '.');
@@ -156,7 +164,7 @@ absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> NumericField(
         type != FieldDescriptor::CPPTYPE_INT64) {
       break;
     }
-    return std::make_pair(mm, field);
+    return FieldRef{m, mm, field};
   }
   return absl::InvalidArgumentError(
       absl::StrFormat("\"%s\" is not a numeric field of Policy", absl::CEscape(path)));
@@ -165,7 +173,8 @@ absl::StatusOr<std::pair<Message*, const FieldDescriptor*>> NumericField(
 absl::Status SetNumeric(pb::Policy* policy, const std::string& path, double value) {
   auto field = NumericField(*policy, policy, path);
   if (!field.ok()) return field.status();
-  auto [message, descriptor] = *field;
+  Message* message = field->mutable_holder;
+  const FieldDescriptor* descriptor = field->field;
   const Reflection* reflection = message->GetReflection();
   if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
     reflection->SetDouble(message, descriptor, value);
@@ -194,13 +203,8 @@ absl::StatusOr<std::string> ExpandName(const pb::Policy& policy) {
     const std::string path(rest.substr(open + 1, close - open - 1));
     auto field = NumericField(policy, nullptr, path);
     if (!field.ok()) return field.status();
-    const FieldDescriptor* descriptor = field->second;
-    // The message that holds the field (for "served.x": the served message).
-    const Message* holder = &policy;
-    if (absl::StrContains(path, '.')) {
-      holder = &policy.GetReflection()->GetMessage(
-          policy, policy.GetDescriptor()->FindFieldByName(path.substr(0, path.find('.'))));
-    }
+    const FieldDescriptor* descriptor = field->field;
+    const Message* holder = field->holder;
     const Reflection* reflection = holder->GetReflection();
     if (descriptor->has_presence() && !reflection->HasField(*holder, descriptor)) {
       return absl::InvalidArgumentError(
@@ -208,9 +212,15 @@ absl::StatusOr<std::string> ExpandName(const pb::Policy& policy) {
     }
     double value = 0;
     switch (descriptor->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_DOUBLE: value = reflection->GetDouble(*holder, descriptor); break;
-      case FieldDescriptor::CPPTYPE_INT32: value = reflection->GetInt32(*holder, descriptor); break;
-      default: value = static_cast<double>(reflection->GetInt64(*holder, descriptor)); break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        value = reflection->GetDouble(*holder, descriptor);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        value = reflection->GetInt32(*holder, descriptor);
+        break;
+      default:
+        value = static_cast<double>(reflection->GetInt64(*holder, descriptor));
+        break;
     }
     absl::StrAppend(&name, rest.substr(0, open), absl::StrFormat("%g", value));
     rest.remove_prefix(close + 1);
@@ -235,7 +245,9 @@ absl::Status Expand(const pb::PolicyEntry& entry,
     out->push_back(std::move(policy));
     return absl::OkStatus();
   }
-  if (!entry.has_sweep()) return absl::InvalidArgumentError("a policy entry sets neither policy nor sweep");
+  if (!entry.has_sweep()) {
+    return absl::InvalidArgumentError("a policy entry sets neither policy nor sweep");
+  }
   const pb::PolicySweep& sweep = entry.sweep();
   if (sweep.value().empty() || sweep.entry().empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -381,7 +393,9 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       ModelOptions& o = spec.served;
       if (s.policy() == pb::ServedModel::EK_TS) o.policy = PolicyKind::kEkTs;
       if (s.has_exploration()) o.exploration = s.exploration();
-      if (s.exploration_width() == pb::ServedModel::AMM) o.exploration_width = ExplorationWidth::kAmm;
+      if (s.exploration_width() == pb::ServedModel::AMM) {
+        o.exploration_width = ExplorationWidth::kAmm;
+      }
       if (s.has_baseline_half_life()) o.baseline_half_life = s.baseline_half_life();
       if (s.has_fit()) o.refit.enabled = s.fit();
       if (s.has_min_gain_per_parameter()) {
@@ -417,7 +431,8 @@ absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& fi
       absl::EndsWith(file_name, ".textproto")
           ? file_name.substr(0, file_name.size() - std::string(".textproto").size())
           : file_name;
-  const std::string base = stem.substr(stem.rfind('/') == std::string::npos ? 0 : stem.rfind('/') + 1);
+  const size_t slash = stem.rfind('/');
+  const std::string base = slash == std::string::npos ? stem : stem.substr(slash + 1);
   if (preset.name.empty()) return Invalid(file_name, "name is not set");
   if (preset.name != base) {
     return Invalid(file_name, absl::StrFormat("name \"%s\" differs from the file's name \"%s\"",
@@ -430,10 +445,12 @@ absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& fi
   for (int i = 0; i < data.environment_size(); ++i) {
     auto env = ToEnvironmentSpec(data.environment(i));
     if (!env.ok()) {
-      return Invalid(file_name, absl::StrFormat("environment %d: %s", i + 1, env.status().message()));
+      return Invalid(file_name,
+                     absl::StrFormat("environment %d: %s", i + 1, env.status().message()));
     }
     if (!labels.insert(env->label).second) {
-      return Invalid(file_name, absl::StrFormat("two environments are labelled \"%s\"", env->label));
+      return Invalid(file_name,
+                     absl::StrFormat("two environments are labelled \"%s\"", env->label));
     }
     preset.environments.push_back(*std::move(env));
   }
