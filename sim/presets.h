@@ -1,5 +1,7 @@
 // Named experiments: each reproduces one table or figure of the papers (or one of our own
-// claims) with one command, `graphbandit-sim --preset=NAME --out=DIR`.
+// claims) with one command, `graphbandit-sim --preset=NAME --out=DIR`. The presets are data:
+// one text-format file each under sim/presets/ (schema: sim/preset.proto), embedded into the
+// binary at build time (sim/preset_loader.h).
 #ifndef GRAPHBANDIT_SIM_PRESETS_H_
 #define GRAPHBANDIT_SIM_PRESETS_H_
 
@@ -36,16 +38,12 @@ struct Preset {
   std::function<std::string(const std::vector<RunOutput>&)> analysis;
 };
 
+// The embedded presets, in sim/CMakeLists.txt's order.
 const std::vector<Preset>& Presets();
 const Preset* FindPreset(const std::string& name);
 
 // One of the EK paper's environments (Bump, Chessboard, Step Diagonal).
 EnvironmentSpec EkEnvironmentSpec(EkKind kind);
-
-// A linear model (LinUCB per user or pooled, GraphUCB or GoB.Lin by `prior` and `rho`) with
-// ridge lambda 1 on the raw features, exploration alpha.
-PolicySpec LinearPolicy(const std::string& name, LinearOptions::Prior prior, double alpha,
-                        double rho, bool pooled = false);
 
 // The LK paper's task sizes (§1.9): easy (M=10, d=5), medium (M=20, d=10), hard (M=50, d=20),
 // 5 candidates a round.

@@ -15,35 +15,6 @@
 namespace graphbandit::sim {
 namespace {
 
-// An environment whose every run is an `Env` (TaskEnvironment or Environment) created from
-// `options` with the run's seed.
-template <typename Env, typename Options>
-EnvironmentSpec SeededSpec(std::string label, const Options& options) {
-  EnvironmentSpec spec;
-  spec.label = std::move(label);
-  spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    Options seeded = options;
-    seeded.seed = seed;
-    auto env = Env::Create(seeded);
-    if (!env.ok()) return env.status();
-    return std::unique_ptr<SimEnvironment>(new Env(*std::move(env)));
-  };
-  return spec;
-}
-
-EnvironmentSpec TaskSpec(const TaskOptions& options) {
-  return SeededSpec<TaskEnvironment>(options.label, options);
-}
-
-// The bundled load generator's task (graphbandit-loadtest's defaults): the LK GP draw with
-// p = 1 and the environment's rho = 0.01, medium size, n = 20, on an ER graph. One row of the
-// table like the others.
-EnvironmentSpec LoadGeneratorTask() {
-  EnvironmentOptions options = LkTask("medium", 20, RewardKind::kGpDraw, GraphKind::kErdosRenyi);
-  options.exponent = 1.0;
-  return SeededSpec<Environment>("load generator (LK GP draw, ER n=20)", options);
-}
-
 // Each task differs from the first (the task of the report that opened issue 9: an SBM of 30
 // users in 3 blocks, 20 fresh candidates with 8 features, a non-linear reward shared within
 // each block plus a small per-user linear part, Gaussian noise) in what its label names: the
@@ -108,50 +79,6 @@ std::vector<std::pair<std::string, TaskOptions>> TaskList() {
   });
   add("context", "context x features", [](TaskOptions& o) { o.context_dim = 3; });
   return tasks;
-}
-
-std::vector<EnvironmentSpec> RobustnessEnvironments(std::vector<std::string>* linear_tasks) {
-  std::vector<EnvironmentSpec> tasks;
-  for (const auto& [name, options] : TaskList()) {
-    tasks.push_back(TaskSpec(options));
-    if (!options.nonlinear) linear_tasks->push_back(options.label);
-  }
-  tasks.push_back(LoadGeneratorTask());
-  tasks.push_back(EkEnvironmentSpec(EkKind::kBump));
-  return tasks;
-}
-
-// The grids the linear baselines are tuned over (per task: the best alpha is reported).
-constexpr double kAlphaGrid[] = {0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0};
-
-void AddLinearBaselines(Preset* p) {
-  for (double alpha : kAlphaGrid) {
-    PolicySpec per_user = LinearPolicy(absl::StrFormat("%sa=%g]", kPerUserPrefix, alpha),
-                                       LinearOptions::Prior::kPerUser, alpha, 0.1);
-    per_user.intercept = true;
-    p->policies.push_back(per_user);
-  }
-  for (double alpha : kAlphaGrid) {
-    PolicySpec pooled = LinearPolicy(absl::StrFormat("%sa=%g]", kPooledPrefix, alpha),
-                                     LinearOptions::Prior::kPooled, alpha, 0.1, /*pooled=*/true);
-    pooled.intercept = true;
-    p->policies.push_back(pooled);
-  }
-  for (double alpha : kAlphaGrid) {
-    PolicySpec graph = LinearPolicy(absl::StrFormat("%sa=%g]", kGraphPrefix, alpha),
-                                    LinearOptions::Prior::kGraph, alpha, 0.1);
-    graph.intercept = true;
-    p->policies.push_back(graph);
-  }
-  PolicySpec random;
-  random.name = kRandomName;
-  random.family = Family::kRandom;
-  p->policies.push_back(random);
-}
-
-ModelOptions Thompson(ModelOptions o) {
-  o.policy = PolicyKind::kEkTs;
-  return o;
 }
 
 struct Stat {
@@ -268,98 +195,6 @@ std::string RobustnessFindings(const std::vector<RunResult>& runs,
   absl::StrAppend(&out, absl::StrFormat("\nEK-UCB (default) meets the checks on %d of %d tasks.\n",
                                         checked - failures, checked));
   return out;
-}
-
-void AddRobustnessPresets(std::vector<Preset>* presets) {
-  std::vector<std::string> linear_tasks;
-  const std::vector<EnvironmentSpec> environments = RobustnessEnvironments(&linear_tasks);
-  auto findings = [linear_tasks](const std::vector<RunOutput>& outputs) {
-    std::vector<RunResult> runs;
-    for (const RunOutput& r : outputs) {
-      if (r.error.empty()) runs.push_back(r.result);
-    }
-    return RobustnessFindings(runs, linear_tasks);
-  };
-  const ModelOptions defaults;
-  {
-    Preset p;
-    p.name = "robustness";
-    p.description =
-        "The server's default model on tasks nobody tuned it for (issue 9): SBM and Erdos-Renyi "
-        "graphs, non-linear rewards shared along the graph, linear rewards with per-user "
-        "intercepts, irrelevant features, feature scales 0.1 and 10, 10 to 1,000 users with "
-        "cold users, a drifting baseline, a context, noisier rewards, the load generator's task "
-        "and the EK paper's Bump; EK_UCB and EK_TS exactly as configured by default, beside "
-        "per-user LinUCB with an intercept, pooled LinUCB and GraphUCB (alpha tuned per task) "
-        "and random choice.";
-    p.environments = environments;
-    p.policies.push_back(ServedPolicy(kDefaultUcbName, defaults));
-    p.policies.push_back(ServedPolicy(kDefaultTsName, Thompson(defaults)));
-    AddLinearBaselines(&p);
-    p.seeds = 10;
-    p.rounds = 5000;
-    p.sample_points = 50;
-    p.dictionary_plot = true;
-    p.analysis = findings;
-    presets->push_back(std::move(p));
-  }
-  {
-    Preset p;
-    p.name = "robustness-sensitivity";
-    p.description =
-        "The evidence behind the defaults: on the robustness tasks, the default EK_UCB against "
-        "one change at a time (exploration scale 0.25, 1 and 2; the AMM confidence width; no "
-        "drifting-baseline tracker; every fit applied; KORS mu 10 times the noise variance; a "
-        "full dictionary coarsened) and against the model before issue 9 (nothing fitted, "
-        "exploration 2, no tracker), beside the same baselines.";
-    p.environments = environments;
-    p.policies.push_back(ServedPolicy(kDefaultUcbName, defaults));
-    for (double beta : {0.25, 1.0, 2.0}) {
-      ModelOptions o = defaults;
-      o.exploration = beta;
-      p.policies.push_back(ServedPolicy(absl::StrFormat("EK-UCB [exploration %g]", beta), o));
-    }
-    {
-      ModelOptions o = defaults;
-      o.exploration_width = ExplorationWidth::kAmm;
-      o.exploration = 0.05;
-      p.policies.push_back(ServedPolicy("EK-UCB [AMM width, 0.05]", o));
-    }
-    {
-      ModelOptions o = defaults;
-      o.baseline_half_life = 0.0;
-      p.policies.push_back(ServedPolicy("EK-UCB [no baseline tracker]", o));
-    }
-    {
-      ModelOptions o = defaults;
-      o.refit.min_gain_per_parameter = 0.0;
-      p.policies.push_back(ServedPolicy("EK-UCB [every fit applied]", o));
-    }
-    {
-      ModelOptions o = defaults;
-      o.refit.kors_mu_factor = 10.0;
-      p.policies.push_back(ServedPolicy("EK-UCB [KORS mu 10x noise]", o));
-    }
-    {
-      ModelOptions o = defaults;
-      o.coarsen_full_dictionary = true;
-      p.policies.push_back(ServedPolicy("EK-UCB [coarsen a full dictionary]", o));
-    }
-    {
-      // The server before issue 9: nothing fitted, exploration 2, no tracker.
-      ModelOptions o = defaults;
-      o.refit.enabled = false;
-      o.exploration = 2.0;
-      o.baseline_half_life = 0.0;
-      p.policies.push_back(ServedPolicy("EK-UCB [before issue 9]", o));
-    }
-    AddLinearBaselines(&p);
-    p.seeds = 2;
-    p.rounds = 5000;
-    p.sample_points = 50;
-    p.analysis = findings;
-    presets->push_back(std::move(p));
-  }
 }
 
 }  // namespace graphbandit::sim

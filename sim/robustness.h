@@ -1,6 +1,7 @@
 // The robustness suite (issue 9): tasks unlike the ones the papers and the bundled load
 // generator use, on which the server's default model runs with no per-task tuning beside the
-// simple baselines a user would otherwise deploy.
+// simple baselines a user would otherwise deploy. Its presets are data
+// (sim/presets/robustness*.textproto, with the tasks by short name):
 //
 //   robustness              the default EK_UCB and EK_TS models (the server's ModelOptions
 //                           defaults, exactly), per-user LinUCB with an intercept and pooled
@@ -31,9 +32,6 @@ namespace graphbandit::sim {
 // The suite's synthetic tasks by short name (e.g. "sbm-nonlinear"), as the load generator's
 // --task plays them against a server.
 std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions();
-
-// Appends the robustness and robustness-sensitivity presets.
-void AddRobustnessPresets(std::vector<Preset>* presets);
 
 // A policy exactly as a server model configured with `options` serves it (Family::kServed):
 // the model's learner factory, start values, fitting, exploration and its width, the baseline

@@ -1,0 +1,528 @@
+#include "sim/preset_loader.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "sim/preset.pb.h"
+#include "sim/preset_analyses.h"
+#include "sim/robustness.h"
+#include "sim/task_environment.h"
+
+namespace graphbandit::sim {
+namespace {
+
+namespace pb = ::graphbandit::sim::v1;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    errors.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  std::vector<std::string> errors;
+};
+
+// ---- Environments ---------------------------------------------------------------------------
+
+// An environment whose every run is an `Env` (Environment or TaskEnvironment) created from
+// `options` with the run's seed.
+template <typename Env, typename Options>
+EnvironmentSpec SeededSpec(std::string label, const Options& options) {
+  EnvironmentSpec spec;
+  spec.label = std::move(label);
+  spec.make = [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
+    Options seeded = options;
+    seeded.seed = seed;
+    auto env = Env::Create(seeded);
+    if (!env.ok()) return env.status();
+    return std::unique_ptr<SimEnvironment>(new Env(*std::move(env)));
+  };
+  return spec;
+}
+
+// The appendix's exponent (LK F.1.2), the default of LkEnvironment.exponent.
+constexpr double kAppendixExponent = 0.5;
+
+absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
+  if (e.level() != "easy" && e.level() != "medium" && e.level() != "hard") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lk.level \"%s\" must be easy, medium or hard", absl::CEscape(e.level())));
+  }
+  if (e.users() < 1) return absl::InvalidArgumentError("lk.users must be at least 1");
+  if (e.switch_round() < 0) return absl::InvalidArgumentError("lk.switch_round is negative");
+  RewardKind reward;
+  switch (e.reward()) {
+    case pb::LkEnvironment::GP_DRAW: reward = RewardKind::kGpDraw; break;
+    case pb::LkEnvironment::REPRESENTER: reward = RewardKind::kRepresenter; break;
+    case pb::LkEnvironment::LINEAR_GOB: reward = RewardKind::kLinearGob; break;
+    default:
+      return absl::InvalidArgumentError("lk.reward must be GP_DRAW, REPRESENTER or LINEAR_GOB");
+  }
+  GraphKind graph;
+  switch (e.graph()) {
+    case pb::LkEnvironment::ERDOS_RENYI: graph = GraphKind::kErdosRenyi; break;
+    case pb::LkEnvironment::RBF: graph = GraphKind::kRbf; break;
+    case pb::LkEnvironment::SBM: graph = GraphKind::kSbm; break;
+    default: return absl::InvalidArgumentError("lk.graph must be ERDOS_RENYI, RBF or SBM");
+  }
+  EnvironmentOptions options = LkTask(e.level(), e.users(), reward, graph);
+  options.exponent = e.has_exponent() ? e.exponent() : kAppendixExponent;
+  options.switch_round = e.switch_round();
+  std::string label = absl::StrFormat("%s %s n=%d", e.level(),
+                                      reward == RewardKind::kGpDraw        ? "GP-draw ER"
+                                      : reward == RewardKind::kRepresenter ? "representer ER"
+                                                                           : "Linear-GOB ER",
+                                      e.users());
+  if (graph != GraphKind::kErdosRenyi) {
+    label = absl::StrFormat("%s %s %s n=%d", e.level(),
+                            reward == RewardKind::kGpDraw ? "GP-draw" : "representer",
+                            graph == GraphKind::kRbf ? "RBF" : "SBM", e.users());
+  }
+  return SeededSpec<Environment>(std::move(label), options);
+}
+
+absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
+  absl::StatusOr<EnvironmentSpec> spec;
+  switch (e.kind_case()) {
+    case pb::Environment::kLk:
+      spec = LkEnvironmentSpec(e.lk());
+      break;
+    case pb::Environment::kEk:
+      switch (e.ek()) {
+        case pb::BUMP: spec = EkEnvironmentSpec(EkKind::kBump); break;
+        case pb::CHESSBOARD: spec = EkEnvironmentSpec(EkKind::kChessboard); break;
+        case pb::STEP_DIAGONAL: spec = EkEnvironmentSpec(EkKind::kStepDiagonal); break;
+        default: return absl::InvalidArgumentError("ek must be BUMP, CHESSBOARD or STEP_DIAGONAL");
+      }
+      break;
+    case pb::Environment::kRobustnessTask: {
+      std::vector<std::string> names;
+      for (const auto& [name, options] : RobustnessTaskOptions()) {
+        if (name == e.robustness_task()) {
+          spec = SeededSpec<TaskEnvironment>(options.label, options);
+          break;
+        }
+        names.push_back(name);
+      }
+      if (names.size() == RobustnessTaskOptions().size()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("unknown robustness_task \"%s\" (known: %s)",
+                            absl::CEscape(e.robustness_task()), absl::StrJoin(names, ", ")));
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("sets none of lk, ek and robustness_task");
+  }
+  if (spec.ok() && !e.label().empty()) spec->label = e.label();
+  return spec;
+}
+
+// ---- Sweeps ---------------------------------------------------------------------------------
+
+// A singular numeric field and the message that holds it (mutable when asked for).
+struct FieldRef {
+  const Message* holder;
+  Message* mutable_holder;  // null unless asked for
+  const FieldDescriptor* field;
+};
+
+// The singular numeric field at `path` ("exploration", "served.exploration") of `message`,
+// creating the messages on the way when `mutable_message` (which is `message`) is given.
+absl::StatusOr<FieldRef> NumericField(const Message& message, Message* mutable_message,
+                                      const std::string& path) {
+  const Message* m = &message;
+  Message* mm = mutable_message;
+  const std::vector<std::string> parts = absl::StrSplit(path, '.');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const FieldDescriptor* field = m->GetDescriptor()->FindFieldByName(parts[i]);
+    if (field == nullptr || field->is_repeated()) break;
+    if (i + 1 < parts.size()) {
+      if (field->type() != FieldDescriptor::TYPE_MESSAGE) break;
+      if (mm != nullptr) mm = mm->GetReflection()->MutableMessage(mm, field);
+      m = mm != nullptr ? mm : &m->GetReflection()->GetMessage(*m, field);
+      continue;
+    }
+    const FieldDescriptor::CppType type = field->cpp_type();
+    if (type != FieldDescriptor::CPPTYPE_DOUBLE && type != FieldDescriptor::CPPTYPE_INT32 &&
+        type != FieldDescriptor::CPPTYPE_INT64) {
+      break;
+    }
+    return FieldRef{m, mm, field};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("\"%s\" is not a numeric field of Policy", absl::CEscape(path)));
+}
+
+absl::Status SetNumeric(pb::Policy* policy, const std::string& path, double value) {
+  auto field = NumericField(*policy, policy, path);
+  if (!field.ok()) return field.status();
+  Message* message = field->mutable_holder;
+  const FieldDescriptor* descriptor = field->field;
+  const Reflection* reflection = message->GetReflection();
+  if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+    reflection->SetDouble(message, descriptor, value);
+  } else if (value != std::floor(value) || std::abs(value) > 1e15) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is an integer field: %g is not an integer", path, value));
+  } else if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
+    reflection->SetInt32(message, descriptor, static_cast<int32_t>(value));
+  } else {
+    reflection->SetInt64(message, descriptor, static_cast<int64_t>(value));
+  }
+  return absl::OkStatus();
+}
+
+// The name with every "{field}" replaced by the field's value (%g).
+absl::StatusOr<std::string> ExpandName(const pb::Policy& policy) {
+  std::string name;
+  absl::string_view rest = policy.name();
+  while (true) {
+    const size_t open = rest.find('{');
+    if (open == absl::string_view::npos) break;
+    const size_t close = rest.find('}', open);
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError("an unclosed '{' in the policy name");
+    }
+    const std::string path(rest.substr(open + 1, close - open - 1));
+    auto field = NumericField(policy, nullptr, path);
+    if (!field.ok()) return field.status();
+    const FieldDescriptor* descriptor = field->field;
+    const Message* holder = field->holder;
+    const Reflection* reflection = holder->GetReflection();
+    if (descriptor->has_presence() && !reflection->HasField(*holder, descriptor)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("the name uses {%s}, which is not set", path));
+    }
+    double value = 0;
+    switch (descriptor->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        value = reflection->GetDouble(*holder, descriptor);
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        value = reflection->GetInt32(*holder, descriptor);
+        break;
+      default:
+        value = static_cast<double>(reflection->GetInt64(*holder, descriptor));
+        break;
+    }
+    absl::StrAppend(&name, rest.substr(0, open), absl::StrFormat("%g", value));
+    rest.remove_prefix(close + 1);
+  }
+  absl::StrAppend(&name, rest);
+  return name;
+}
+
+// Appends the policies of `entry` with `bindings` (parameter, value) applied, in order.
+absl::Status Expand(const pb::PolicyEntry& entry,
+                    const std::vector<std::pair<std::string, double>>& bindings,
+                    std::vector<pb::Policy>* out) {
+  if (entry.has_policy()) {
+    pb::Policy policy = entry.policy();
+    for (const auto& [path, value] : bindings) {
+      absl::Status status = SetNumeric(&policy, path, value);
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "policy \"%s\": sweep: %s", absl::CEscape(policy.name()), status.message()));
+      }
+    }
+    out->push_back(std::move(policy));
+    return absl::OkStatus();
+  }
+  if (!entry.has_sweep()) {
+    return absl::InvalidArgumentError("a policy entry sets neither policy nor sweep");
+  }
+  const pb::PolicySweep& sweep = entry.sweep();
+  if (sweep.value().empty() || sweep.entry().empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the sweep over \"%s\" needs at least one value and one entry",
+        absl::CEscape(sweep.parameter())));
+  }
+  for (double value : sweep.value()) {
+    std::vector<std::pair<std::string, double>> inner = bindings;
+    inner.emplace_back(sweep.parameter(), value);
+    for (const pb::PolicyEntry& e : sweep.entry()) {
+      absl::Status status = Expand(e, inner, out);
+      if (!status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Policies -------------------------------------------------------------------------------
+
+// The fields each family may set (name and family: every family).
+const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
+  static const auto* allowed = [] {
+    const std::set<std::string> learner = {"rule",   "exploration",     "user_kernel",
+                                           "rho",    "pooled",          "arm_lengthscale",
+                                           "context_lengthscale"};
+    auto with = [&learner](std::set<std::string> more) {
+      more.insert(learner.begin(), learner.end());
+      return more;
+    };
+    auto* m = new std::map<pb::Policy::Family, std::set<std::string>>;
+    (*m)[pb::Policy::LK_GP] = with({"ek_beta", "lambda_base", "grid", "ridge"});
+    (*m)[pb::Policy::EK] = with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu",
+                                 "kors_gamma", "kors_gamma_per_ridge", "max_dictionary_size",
+                                 "max_history", "forget_evicted"});
+    (*m)[pb::Policy::BATCHED] = with({"ek_beta", "ridge", "threshold", "oversampling_per_ridge"});
+    (*m)[pb::Policy::LINEAR] = with({"intercept", "prior", "linear_lambda", "linear_rho"});
+    (*m)[pb::Policy::RANDOM] = {};
+    (*m)[pb::Policy::SERVED] = {"served"};
+    return m;
+  }();
+  static const std::set<std::string> none;
+  auto it = allowed->find(family);
+  return it == allowed->end() ? none : it->second;
+}
+
+absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
+  PolicySpec spec;
+  auto name = ExpandName(p);
+  if (!name.ok()) return name.status();
+  spec.name = *name;
+  if (spec.name.empty()) return absl::InvalidArgumentError("a policy has no name");
+  const std::set<std::string>& allowed = AllowedFields(p.family());
+  std::vector<const FieldDescriptor*> fields;
+  p.GetReflection()->ListFields(p, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->name() == "name" || field->name() == "family" || allowed.count(field->name())) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "field %s is not used by family %s", field->name(),
+        pb::Policy::Family_Name(p.family()).empty() ? "FAMILY_UNSPECIFIED"
+                                                    : pb::Policy::Family_Name(p.family())));
+  }
+  switch (p.family()) {
+    case pb::Policy::LK_GP: spec.family = Family::kLkGp; break;
+    case pb::Policy::EK: spec.family = Family::kEk; break;
+    case pb::Policy::BATCHED: spec.family = Family::kBatched; break;
+    case pb::Policy::LINEAR: spec.family = Family::kLinear; break;
+    case pb::Policy::RANDOM: spec.family = Family::kRandom; break;
+    case pb::Policy::SERVED: spec.family = Family::kServed; break;
+    default:
+      return absl::InvalidArgumentError(
+          "family must be LK_GP, EK, BATCHED, LINEAR, RANDOM or SERVED");
+  }
+  if (p.rule() == pb::Policy::THOMPSON) spec.rule = SelectionRule::kThompson;
+  if (p.has_exploration()) spec.exploration = p.exploration();
+  switch (p.user_kernel()) {
+    case pb::Policy::HEAT: spec.user_kernel.kind = UserKernelKind::kHeat; break;
+    case pb::Policy::SPECTRAL_RBF: spec.user_kernel.kind = UserKernelKind::kSpectralRbf; break;
+    case pb::Policy::ALL_ONES: spec.user_kernel.kind = UserKernelKind::kAllOnes; break;
+    case pb::Policy::IDENTITY: spec.user_kernel.kind = UserKernelKind::kIdentity; break;
+    default: spec.user_kernel.kind = UserKernelKind::kLaplacianInverse; break;
+  }
+  if (p.has_rho()) spec.user_kernel.rho = p.rho();
+  spec.pooled = p.pooled();
+  spec.intercept = p.intercept();
+  if (p.has_arm_lengthscale()) spec.arm_lengthscale = p.arm_lengthscale();
+  if (p.has_context_lengthscale()) spec.context_lengthscale = p.context_lengthscale();
+  if ((p.has_ek_beta() || p.has_kors_gamma_per_ridge() || p.has_oversampling_per_ridge()) &&
+      !p.has_ridge()) {
+    return absl::InvalidArgumentError(
+        "ek_beta, kors_gamma_per_ridge and oversampling_per_ridge need ridge");
+  }
+  if (p.has_ek_beta()) {
+    if (p.has_exploration()) return absl::InvalidArgumentError("sets both exploration and ek_beta");
+    spec.exploration = p.ek_beta() / std::sqrt(p.ridge());
+  }
+  if (p.has_kors_gamma() && p.has_kors_gamma_per_ridge()) {
+    return absl::InvalidArgumentError("sets both kors_gamma and kors_gamma_per_ridge");
+  }
+  switch (spec.family) {
+    case Family::kLkGp:
+      if (p.has_lambda_base()) {
+        spec.lk.schedule = true;
+        spec.lk.lambda_base = p.lambda_base();
+      }
+      spec.lk.grid = p.grid();
+      if (p.has_ridge()) spec.lk.ridge = p.ridge();
+      break;
+    case Family::kEk:
+      if (p.has_ridge()) spec.nystrom.ridge = p.ridge();
+      if (p.has_ridge_from_lambda_base()) spec.ridge_from_lambda_base = p.ridge_from_lambda_base();
+      if (p.has_kors_mu()) spec.nystrom.kors_mu = p.kors_mu();
+      if (p.has_kors_gamma()) spec.nystrom.kors_gamma = p.kors_gamma();
+      if (p.has_kors_gamma_per_ridge()) {
+        spec.nystrom.kors_gamma = p.kors_gamma_per_ridge() * p.ridge();
+      }
+      if (p.has_max_dictionary_size()) spec.nystrom.max_dictionary_size = p.max_dictionary_size();
+      if (p.has_max_history()) spec.nystrom.max_history = p.max_history();
+      spec.nystrom.forget_evicted = p.forget_evicted();
+      break;
+    case Family::kBatched:
+      if (p.has_ridge()) spec.batched.ridge = p.ridge();
+      if (p.has_threshold()) spec.batched.threshold = p.threshold();
+      if (p.has_oversampling_per_ridge()) {
+        spec.batched.oversampling = p.oversampling_per_ridge() * p.ridge();
+      }
+      break;
+    case Family::kLinear:
+      switch (p.prior()) {
+        case pb::Policy::PER_USER: spec.linear.prior = LinearOptions::Prior::kPerUser; break;
+        case pb::Policy::POOLED: spec.linear.prior = LinearOptions::Prior::kPooled; break;
+        case pb::Policy::GRAPH: spec.linear.prior = LinearOptions::Prior::kGraph; break;
+        default: return absl::InvalidArgumentError("prior must be PER_USER, POOLED or GRAPH");
+      }
+      if (p.has_linear_lambda()) spec.linear.lambda = p.linear_lambda();
+      if (p.has_linear_rho()) spec.linear.rho = p.linear_rho();
+      break;
+    case Family::kRandom:
+      break;
+    case Family::kServed: {
+      const pb::ServedModel& s = p.served();
+      ModelOptions& o = spec.served;
+      if (s.policy() == pb::ServedModel::EK_TS) o.policy = PolicyKind::kEkTs;
+      if (s.has_exploration()) o.exploration = s.exploration();
+      if (s.exploration_width() == pb::ServedModel::AMM) {
+        o.exploration_width = ExplorationWidth::kAmm;
+      }
+      if (s.has_baseline_half_life()) o.baseline_half_life = s.baseline_half_life();
+      if (s.has_fit()) o.refit.enabled = s.fit();
+      if (s.has_min_gain_per_parameter()) {
+        o.refit.min_gain_per_parameter = s.min_gain_per_parameter();
+      }
+      if (s.has_kors_mu_factor()) o.refit.kors_mu_factor = s.kors_mu_factor();
+      if (s.has_coarsen_full_dictionary()) o.coarsen_full_dictionary = s.coarsen_full_dictionary();
+      absl::Status valid = ValidateModelOptions(o);
+      if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("served: ", valid.message()));
+      break;
+    }
+  }
+  return spec;
+}
+
+absl::Status Invalid(const std::string& file_name, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& file_name) {
+  pb::Preset data;
+  CollectErrors errors;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &data)) {
+    return Invalid(file_name, absl::StrJoin(errors.errors, "; "));
+  }
+  Preset preset;
+  preset.name = data.name();
+  const std::string stem =
+      absl::EndsWith(file_name, ".textproto")
+          ? file_name.substr(0, file_name.size() - std::string(".textproto").size())
+          : file_name;
+  const size_t slash = stem.rfind('/');
+  const std::string base = slash == std::string::npos ? stem : stem.substr(slash + 1);
+  if (preset.name.empty()) return Invalid(file_name, "name is not set");
+  if (preset.name != base) {
+    return Invalid(file_name, absl::StrFormat("name \"%s\" differs from the file's name \"%s\"",
+                                              absl::CEscape(preset.name), base));
+  }
+  preset.description = data.description();
+  if (preset.description.empty()) return Invalid(file_name, "description is not set");
+
+  std::set<std::string> labels;
+  for (int i = 0; i < data.environment_size(); ++i) {
+    auto env = ToEnvironmentSpec(data.environment(i));
+    if (!env.ok()) {
+      return Invalid(file_name,
+                     absl::StrFormat("environment %d: %s", i + 1, env.status().message()));
+    }
+    if (!labels.insert(env->label).second) {
+      return Invalid(file_name,
+                     absl::StrFormat("two environments are labelled \"%s\"", env->label));
+    }
+    preset.environments.push_back(*std::move(env));
+  }
+  if (preset.environments.empty()) return Invalid(file_name, "no environment");
+
+  std::vector<pb::Policy> policies;
+  for (const pb::PolicyEntry& entry : data.policy()) {
+    absl::Status status = Expand(entry, {}, &policies);
+    if (!status.ok()) return Invalid(file_name, std::string(status.message()));
+  }
+  std::set<std::string> names;
+  for (const pb::Policy& policy : policies) {
+    auto spec = ToPolicySpec(policy);
+    if (!spec.ok()) {
+      return Invalid(file_name, absl::StrFormat("policy \"%s\": %s", absl::CEscape(policy.name()),
+                                                spec.status().message()));
+    }
+    if (!names.insert(spec->name).second) {
+      return Invalid(file_name, absl::StrFormat("two policies are named \"%s\"", spec->name));
+    }
+    preset.policies.push_back(*std::move(spec));
+  }
+  if (preset.policies.empty()) return Invalid(file_name, "no policy");
+
+  if (data.has_seeds()) preset.seeds = data.seeds();
+  if (data.has_rounds()) preset.rounds = data.rounds();
+  if (data.has_sample_points()) preset.sample_points = data.sample_points();
+  if (data.has_timing_window()) preset.timing_window = data.timing_window();
+  if (preset.seeds < 1 || preset.rounds < 1 || preset.sample_points < 1 ||
+      preset.timing_window < 0) {
+    return Invalid(file_name, "seeds, rounds and sample_points must be positive, timing_window "
+                              "not negative");
+  }
+  for (const pb::Reference& r : data.reference()) {
+    if (!labels.count(r.environment()) || !names.count(r.policy())) {
+      return Invalid(file_name, absl::StrFormat(
+          "the reference for (\"%s\", \"%s\") names no environment or policy of the preset",
+          absl::CEscape(r.environment()), absl::CEscape(r.policy())));
+    }
+    if (!preset.references.insert({{r.environment(), r.policy()}, Reference{r.mean(), r.se()}})
+             .second) {
+      return Invalid(file_name, absl::StrFormat("two references for (\"%s\", \"%s\")",
+                                                r.environment(), r.policy()));
+    }
+  }
+  preset.dictionary_plot = data.dictionary_plot();
+  preset.tradeoff_plot = data.tradeoff_plot();
+  if (!data.analysis().empty()) {
+    const PresetAnalysis* analysis = FindPresetAnalysis(data.analysis());
+    if (analysis == nullptr) {
+      return Invalid(file_name, absl::StrFormat("unknown analysis \"%s\" (known: %s)",
+                                                absl::CEscape(data.analysis()),
+                                                absl::StrJoin(PresetAnalysisNames(), ", ")));
+    }
+    preset.analysis = *analysis;
+  }
+  return preset;
+}
+
+absl::StatusOr<std::vector<Preset>> LoadEmbeddedPresets() {
+  std::vector<Preset> presets;
+  std::set<std::string> names;
+  for (const EmbeddedPresetFile& file : EmbeddedPresetFiles()) {
+    auto preset = ParsePreset(file.text, file.name);
+    if (!preset.ok()) return preset.status();
+    if (!names.insert(preset->name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: a second preset named \"%s\"", file.name, preset->name));
+    }
+    presets.push_back(*std::move(preset));
+  }
+  return presets;
+}
+
+}  // namespace graphbandit::sim

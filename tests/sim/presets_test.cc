@@ -1,0 +1,168 @@
+// Presets as data (sim/preset_loader.h): every embedded file of sim/presets/ parses and
+// validates, names are unique, a malformed file is refused with a clear error, and the data
+// gives the presets their known contents.
+#include "sim/preset_loader.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/presets.h"
+
+namespace graphbandit::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PresetsTest, EveryEmbeddedFileParsesAndValidates) {
+  ASSERT_FALSE(EmbeddedPresetFiles().empty());
+  std::set<std::string> names;
+  for (const EmbeddedPresetFile& file : EmbeddedPresetFiles()) {
+    auto preset = ParsePreset(file.text, file.name);
+    ASSERT_TRUE(preset.ok()) << preset.status();
+    EXPECT_EQ(preset->name + ".textproto", file.name);
+    EXPECT_TRUE(names.insert(preset->name).second) << preset->name;
+    EXPECT_FALSE(preset->description.empty()) << file.name;
+  }
+  auto all = LoadEmbeddedPresets();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(Presets().size(), all->size());
+  for (const char* name : {"smoke", "lk-pilot", "lk-table1", "lk-coop-kernels", "ek-vs-lk",
+                           "ek-bump", "ek-chessboard", "memory-bounded", "bounded-regret",
+                           "robustness", "robustness-sensitivity"}) {
+    EXPECT_NE(FindPreset(name), nullptr) << name;
+  }
+  EXPECT_EQ(FindPreset("no-such-preset"), nullptr);
+}
+
+TEST(PresetsTest, LkTable1HasTheTunedPolicies) {
+  const Preset* p = FindPreset("lk-table1");
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->environments.size(), 4u);
+  EXPECT_EQ(p->environments[0].label, "medium GP-draw ER n=20");
+  EXPECT_EQ(p->environments[3].label, "medium GP-draw ER n=200");
+  ASSERT_EQ(p->policies.size(), 9u);
+  EXPECT_EQ(p->seeds, 20);
+  EXPECT_EQ(p->rounds, 3000);
+  EXPECT_EQ(p->references.size(), 32u);
+  EXPECT_TRUE(static_cast<bool>(p->analysis));
+
+  const PolicySpec& lk = p->policies[0];
+  EXPECT_EQ(lk.name, "LK-GP-UCB");
+  EXPECT_EQ(lk.family, Family::kLkGp);
+  EXPECT_EQ(lk.rule, SelectionRule::kUcb);
+  EXPECT_EQ(lk.exploration, 1.0);
+  EXPECT_TRUE(lk.lk.schedule);
+  EXPECT_EQ(lk.lk.lambda_base, 0.001);
+  EXPECT_TRUE(lk.lk.grid);
+  EXPECT_EQ(lk.user_kernel.kind, UserKernelKind::kLaplacianInverse);
+  EXPECT_EQ(lk.user_kernel.rho, 0.1);
+
+  const PolicySpec& ts = p->policies[1];
+  EXPECT_EQ(ts.name, "LK-GP-TS");
+  EXPECT_EQ(ts.rule, SelectionRule::kThompson);
+  EXPECT_EQ(ts.exploration, 0.5);
+  EXPECT_EQ(ts.lk.lambda_base, 0.01);
+
+  const PolicySpec& gp = p->policies[6];
+  EXPECT_EQ(gp.name, "GP-UCB");
+  EXPECT_TRUE(gp.pooled);
+  EXPECT_EQ(gp.user_kernel.kind, UserKernelKind::kIdentity);
+  EXPECT_EQ(gp.exploration, 4.0);
+
+  const PolicySpec& per_user = p->policies[8];
+  EXPECT_EQ(per_user.name, "PerUser-LinUCB");
+  EXPECT_EQ(per_user.family, Family::kLinear);
+  EXPECT_EQ(per_user.linear.prior, LinearOptions::Prior::kPerUser);
+  EXPECT_EQ(per_user.exploration, 2.0);
+  EXPECT_EQ(per_user.linear.lambda, 1.0);
+  EXPECT_EQ(per_user.arm_lengthscale, 1.0);
+
+  auto ref = p->references.find({"medium GP-draw ER n=20", "LK-GP-UCB"});
+  ASSERT_NE(ref, p->references.end());
+  EXPECT_EQ(ref->second.mean, 627.22);
+  EXPECT_EQ(ref->second.se, 32.98);
+}
+
+TEST(PresetsTest, SweepsExpandInOrder) {
+  const Preset* pilot = FindPreset("lk-pilot");
+  ASSERT_NE(pilot, nullptr);
+  // 4 exploration values x (5 lambda_base values x 6 GP methods + 4 linear methods).
+  ASSERT_EQ(pilot->policies.size(), 136u);
+  EXPECT_EQ(pilot->policies[0].name, "LK-GP-UCB [b=0.5 lb=0.001]");
+  EXPECT_EQ(pilot->policies[0].exploration, 0.5);
+  EXPECT_EQ(pilot->policies[0].lk.lambda_base, 0.001);
+  EXPECT_EQ(pilot->policies[6].name, "LK-GP-UCB [b=0.5 lb=0.005]");
+  EXPECT_EQ(pilot->policies[30].name, "GOB.Lin [a=0.5]");
+  EXPECT_EQ(pilot->policies[34].name, "LK-GP-UCB [b=1 lb=0.001]");
+  EXPECT_EQ(pilot->policies[135].name, "PerUser-LinUCB [a=4]");
+  EXPECT_EQ(pilot->policies[135].exploration, 4.0);
+
+  const Preset* bump = FindPreset("ek-bump");
+  ASSERT_NE(bump, nullptr);
+  ASSERT_EQ(bump->policies.size(), 8u);
+  EXPECT_EQ(bump->policies[1].name, "EK-UCB lambda=10 mu=10");
+  EXPECT_EQ(bump->policies[1].nystrom.kors_mu, 10.0);
+  EXPECT_EQ(bump->policies[1].exploration, 0.1 / std::sqrt(10.0));
+  EXPECT_EQ(bump->policies[1].nystrom.kors_gamma, 0.1 * 10.0);
+  EXPECT_EQ(bump->policies[7].name, "CBBKB lambda=10 C=30");
+  EXPECT_EQ(bump->policies[7].batched.threshold, 30.0);
+
+  const Preset* sensitivity = FindPreset("robustness-sensitivity");
+  ASSERT_NE(sensitivity, nullptr);
+  EXPECT_EQ(sensitivity->policies[1].name, "EK-UCB [exploration 0.25]");
+  EXPECT_EQ(sensitivity->policies[1].family, Family::kServed);
+  EXPECT_EQ(sensitivity->policies[1].served.exploration, 0.25);
+}
+
+// A small valid preset that the malformed variants below change.
+constexpr char kValid[] = R"pb(
+  name: "tiny"
+  description: "a test"
+  environment { ek: BUMP }
+  policy { policy { name: "EK" family: EK ridge: 1 } }
+)pb";
+
+std::string ErrorOf(const std::string& text, const std::string& file = "tiny.textproto") {
+  auto preset = ParsePreset(text, file);
+  return preset.ok() ? std::string("(no error)") : std::string(preset.status().message());
+}
+
+TEST(PresetsTest, MalformedFilesAreRefusedClearly) {
+  ASSERT_EQ(ErrorOf(kValid), "(no error)");
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "rounds: \"many\"\n"),
+              HasSubstr("tiny.textproto: line"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "no_such_field: 1\n"),
+              HasSubstr("no_such_field"));
+  EXPECT_THAT(ErrorOf(kValid, "other.textproto"),
+              HasSubstr("other.textproto: name \"tiny\" differs from the file's name \"other\""));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"L\" family: LK_GP "
+                                            "kors_mu: 1 } }\n"),
+              HasSubstr("policy \"L\": field kors_mu is not used by family LK_GP"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"EK\" family: EK } }\n"),
+              HasSubstr("two policies are named \"EK\""));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "analysis: \"nope\"\n"),
+              HasSubstr("unknown analysis \"nope\""));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "environment { robustness_task: \"nope\" }\n"),
+              HasSubstr("environment 2: unknown robustness_task \"nope\""));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "environment { lk { level: \"huge\" users: 2 "
+                                            "reward: GP_DRAW graph: SBM } }\n"),
+              HasSubstr("lk.level \"huge\" must be easy, medium or hard"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { sweep { parameter: \"rule\" value: 1 "
+                                            "entry { policy { name: \"X\" family: EK } } } }\n"),
+              HasSubstr("\"rule\" is not a numeric field of Policy"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"X {kors_mu}\" "
+                                            "family: EK } }\n"),
+              HasSubstr("the name uses {kors_mu}, which is not set"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "reference { environment: \"Bump\" policy: \"Z\" }\n"),
+              HasSubstr("names no environment or policy"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"B\" family: BATCHED "
+                                            "ek_beta: 0.1 } }\n"),
+              HasSubstr("need ridge"));
+}
+
+}  // namespace
+}  // namespace graphbandit::sim
