@@ -15,6 +15,9 @@
 //                       paused meanwhile) after t observations, for each --refit_history.
 //
 // Each prints a table; figures come from one run, side by side.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,25 +29,22 @@
 #include <thread>
 #include <vector>
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "core/base/log.h"
-#include "core/model/engine.h"
-#include "absl/strings/numbers.h"
-#include "core/graph/green_function.h"
-#include "core/learner/learner_factory.h"
-#include "core/learner/nystrom_posterior.h"
 #include "core/base/percentile.h"
 #include "core/base/random.h"
 #include "core/fit/refit.h"
+#include "core/graph/green_function.h"
+#include "core/learner/learner_factory.h"
+#include "core/learner/nystrom_posterior.h"
+#include "core/model/engine.h"
 
 ABSL_FLAG(std::string, mode, "all", "reward_rate, durability, refit or all.");
 ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
@@ -82,7 +82,8 @@ Items MakeItems(int n) {
   Items items;
   for (int i = 0; i < n; ++i) {
     items.ids.push_back(absl::StrCat("item", i));
-    items.features.push_back({std::cos(i * 0.7), std::sin(i * 0.7), std::cos(i * 0.3), 0.1 * (i % 5)});
+    items.features.push_back(
+        {std::cos(i * 0.7), std::sin(i * 0.7), std::cos(i * 0.3), 0.1 * (i % 5)});
   }
   return items;
 }
@@ -90,7 +91,8 @@ Items MakeItems(int n) {
 DecisionRequest Request(const Items& items, const std::string& user, const std::string& event_id) {
   DecisionRequest request;
   request.user_id = user;
-  for (size_t i = 0; i < items.ids.size(); ++i) request.candidates.push_back({items.ids[i], items.features[i]});
+  for (size_t i = 0; i < items.ids.size(); ++i)
+    request.candidates.push_back({items.ids[i], items.features[i]});
   request.event_id = event_id;
   return request;
 }
@@ -146,11 +148,13 @@ void RewardRate() {
   }
   model->WaitForWriter();
 
-  std::printf("SelectArm latency against the reward rate (in-process, %d closed-loop deciders, %d "
-              "candidates, EK-UCB, default durability; %.0f s per phase)\n",
-              deciders, static_cast<int>(items.ids.size()), phase_seconds);
+  std::printf(
+      "SelectArm latency against the reward rate (in-process, %d closed-loop deciders, %d "
+      "candidates, EK-UCB, default durability; %.0f s per phase)\n",
+      deciders, static_cast<int>(items.ids.size()), phase_seconds);
   std::printf("%-12s %12s %12s %10s %10s %10s %14s %14s %8s %6s\n", "target/s", "rewards/s",
-              "decisions/s", "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms", "CPU %", "m");
+              "decisions/s", "p50 ms", "p99 ms", "max ms", "fresh p50 ms", "fresh p99 ms", "CPU %",
+              "m");
   int phase_index = 0;
   for (absl::string_view rate_text : absl::StrSplit(absl::GetFlag(FLAGS_reward_rates), ',')) {
     const bool unpaced = rate_text == "max";
@@ -208,7 +212,8 @@ void RewardRate() {
     const FreshnessStats fresh_after = model->Stats().freshness;
     const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
     const double p50 = Percentile(&latencies, 0.50), p99 = Percentile(&latencies, 0.99);
-    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    const double max =
+        latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
     std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g %8.0f %6lld\n",
                 std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
                 decisions_per_s, p50, p99, max,
@@ -218,9 +223,10 @@ void RewardRate() {
     std::fflush(stdout);
     ++phase_index;
   }
-  std::printf("(freshness figures are histogram bucket bounds: 'at most'; CPU %% is the whole "
-              "process over the phase, %u hardware threads = %u%%)\n\n",
-              std::thread::hardware_concurrency(), 100 * std::thread::hardware_concurrency());
+  std::printf(
+      "(freshness figures are histogram bucket bounds: 'at most'; CPU %% is the whole "
+      "process over the phase, %u hardware threads = %u%%)\n\n",
+      std::thread::hardware_concurrency(), 100 * std::thread::hardware_concurrency());
   engine->Shutdown();
   std::filesystem::remove_all(dir);
 }
@@ -229,10 +235,11 @@ void DurabilityCost() {
   const int reporters = absl::GetFlag(FLAGS_reporters);
   const double phase_seconds = absl::GetFlag(FLAGS_phase_seconds);
   const Items items = MakeItems(5);
-  std::printf("ReportReward under each fsync policy (in-process, %d closed-loop reporters, each "
-              "round = SelectArm + ReportReward; %.0f s each; state under %s)\n",
-              reporters, phase_seconds,
-              absl::GetFlag(FLAGS_state_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_state_dir).c_str());
+  std::printf(
+      "ReportReward under each fsync policy (in-process, %d closed-loop reporters, each "
+      "round = SelectArm + ReportReward; %.0f s each; state under %s)\n",
+      reporters, phase_seconds,
+      absl::GetFlag(FLAGS_state_dir).empty() ? "/tmp" : absl::GetFlag(FLAGS_state_dir).c_str());
   std::printf("%-22s %12s %12s %12s %12s %12s\n", "sync", "rewards/s", "p50 ms", "p99 ms", "max ms",
               "fsyncs/s");
   struct Policy {
@@ -275,9 +282,10 @@ void DurabilityCost() {
     const double syncs = static_cast<double>(model->Stats().log_syncs - syncs_before);
     const double count = static_cast<double>(latencies.size());
     const double p50 = Percentile(&latencies, 0.5), p99 = Percentile(&latencies, 0.99);
-    const double max = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
-    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds, p50,
-                p99, max, syncs / phase_seconds);
+    const double max =
+        latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds,
+                p50, p99, max, syncs / phase_seconds);
     std::fflush(stdout);
     engine->Shutdown();
     engine.reset();
@@ -306,9 +314,10 @@ void RefitCost() {
   UserGraph graph;
   graph.EnsureUsers(kUsers);
   for (int u = 0; u < kUsers; ++u) graph.SetEdge(u, (u + 3) % kUsers, 1.0);  // 3 rings of 10
-  std::printf("# refit cost: EK_UCB learner, %d features, %d users, dictionary cap 1000, fit on "
-              "up to %d points\n",
-              kDim, kUsers, RefitOptions().max_points);
+  std::printf(
+      "# refit cost: EK_UCB learner, %d features, %d users, dictionary cap 1000, fit on "
+      "up to %d points\n",
+      kDim, kUsers, RefitOptions().max_points);
   std::printf("%9s %6s %10s %12s %13s %12s %10s\n", "history", "m", "fit s", "evaluations",
               "fit MB (RSS)", "rebuild s", "applied");
   for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_refit_history), ',')) {
@@ -364,26 +373,27 @@ void RefitCost() {
     const auto rebuild_started = Clock::now();
     storage::Encoder backup;
     learner.SaveState(&backup);
-    if (absl::Status s = ApplyHyperparameters(fit->values, shape, 1.0, graph, &scaling, &users,
-                                              &learner);
+    if (absl::Status s =
+            ApplyHyperparameters(fit->values, shape, 1.0, graph, &scaling, &users, &learner);
         !s.ok()) {
       std::fprintf(stderr, "rebuild: %s\n", std::string(s.message()).c_str());
       std::exit(1);
     }
     const double rebuild_seconds =
         std::chrono::duration<double>(Clock::now() - rebuild_started).count();
-    std::printf("%9d %6lld %10.2f %12d %13.0f %12.2f %10s\n", history,
-                static_cast<long long>(learner.dictionary_size()), fit_seconds, fit->evaluations,
-                (rss_after - rss_before) / 1024.0, rebuild_seconds,
-                FitImproves(*fit, refit) &&
-                        MateriallyDifferent(start, fit->values, refit.min_change)
-                    ? "yes"
-                    : "no");
+    std::printf(
+        "%9d %6lld %10.2f %12d %13.0f %12.2f %10s\n", history,
+        static_cast<long long>(learner.dictionary_size()), fit_seconds, fit->evaluations,
+        (rss_after - rss_before) / 1024.0, rebuild_seconds,
+        FitImproves(*fit, refit) && MateriallyDifferent(start, fit->values, refit.min_change)
+            ? "yes"
+            : "no");
     std::fflush(stdout);
   }
-  std::printf("(fit MB: growth of the peak resident set during the fit; 0 when an earlier, "
-              "larger row already reached it. rebuild s: the writer's pause, timed as if the fit "
-              "were applied; applied: whether the server would apply it)\n\n");
+  std::printf(
+      "(fit MB: growth of the peak resident set during the fit; 0 when an earlier, "
+      "larger row already reached it. rebuild s: the writer's pause, timed as if the fit "
+      "were applied; applied: whether the server would apply it)\n\n");
 }
 
 }  // namespace graphbandit

@@ -1,6 +1,7 @@
 // graphbandit-cli: one RPC per invocation, for humans at a terminal and for shell scripts.
 // Exit status: 0 success, 1 health not SERVING (or a bad flag / --help, as for every absl
 // program), 2 the call failed, 64 usage error (EX_USAGE).
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,8 +16,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -37,8 +36,7 @@ ABSL_FLAG(int32_t, deadline_ms, 5000,
           "DEADLINE_EXCEEDED.");
 // Options of the select/reward shortcuts. They are optional-typed so that "given" can be told
 // apart from "left at the default", which lets misplaced ones be reported instead of ignored.
-ABSL_FLAG(std::optional<std::string>, user, std::nullopt,
-          "select: the user to serve (required).");
+ABSL_FLAG(std::optional<std::string>, user, std::nullopt, "select: the user to serve (required).");
 ABSL_FLAG(std::optional<std::string>, model, std::nullopt,
           "select, reward: model name; unset means the server's default model.");
 ABSL_FLAG(std::optional<int32_t>, k, std::nullopt,
@@ -113,11 +111,23 @@ int UsageError(const std::string& message) {
 }
 
 std::string CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {
-      "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
   const int index = static_cast<int>(code);
   if (index >= 0 && index < static_cast<int>(std::size(kNames))) return kNames[index];
   return absl::StrCat("CODE_", index);
@@ -154,8 +164,7 @@ struct Method {
 // are deduced from the stub's member function.
 template <typename Service, typename Request, typename Response>
 Method MakeMethod(const char* name, grpc::Status (Service::Stub::*rpc)(grpc::ClientContext*,
-                                                                        const Request&,
-                                                                        Response*)) {
+                                                                       const Request&, Response*)) {
   return Method{Service::service_full_name(), name, &Request::default_instance(),
                 &Response::default_instance(),
                 [rpc](const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* context,
@@ -220,7 +229,8 @@ int Invoke(const graphbandit::client::Connection& connection, const Method& meth
 
 int RunMethod(const graphbandit::client::Connection& connection, const Method& method,
               const std::vector<std::string>& args) {
-  if (args.size() > 1) return UsageError(absl::StrCat(method.name, " takes at most one JSON argument"));
+  if (args.size() > 1)
+    return UsageError(absl::StrCat(method.name, " takes at most one JSON argument"));
   std::string json;
   if (!args.empty() && args[0] != "-") {
     json = args[0];
@@ -341,8 +351,7 @@ std::string MisplacedFlag(const std::string& command) {
 
 // ---- health and services --------------------------------------------------------------------
 
-int RunHealth(const std::shared_ptr<grpc::Channel>& channel,
-              const std::vector<std::string>& args) {
+int RunHealth(const std::shared_ptr<grpc::Channel>& channel, const std::vector<std::string>& args) {
   using grpc::health::v1::HealthCheckResponse;
   if (args.size() > 1) return UsageError("health takes at most one SERVICE name");
   grpc::health::v1::HealthCheckRequest request;

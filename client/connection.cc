@@ -88,8 +88,7 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
   }
   grpc::ChannelArguments arguments;
   if (!server_name.empty()) arguments.SetSslTargetNameOverride(server_name);
-  connection.channel =
-      grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), arguments);
+  connection.channel = grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), arguments);
   return connection;
 }
 

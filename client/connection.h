@@ -4,12 +4,12 @@
 #ifndef GRAPHBANDIT_CLIENT_CONNECTION_H_
 #define GRAPHBANDIT_CLIENT_CONNECTION_H_
 
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/channel.h>
-#include <grpcpp/client_context.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -42,7 +42,8 @@ ABSL_FLAG(std::string, graph, "er", "User graph: er (Erdos-Renyi p=0.2), rbf or 
 ABSL_FLAG(std::string, reward_model, "gp",
           "Reward regime: gp (Laplacian-kernel GP draw), representer, or linear (Linear-GOB).");
 ABSL_FLAG(double, env_rho, 0.01, "rho of the environment's user kernel (L + rho I)^-p.");
-ABSL_FLAG(double, env_exponent, 1.0, "p of the environment's user kernel (the paper's appendix uses 0.5).");
+ABSL_FLAG(double, env_exponent, 1.0,
+          "p of the environment's user kernel (the paper's appendix uses 0.5).");
 ABSL_FLAG(int64_t, window, 1000, "Rounds per window in the regret-over-time table.");
 ABSL_FLAG(int64_t, compare_window, 2000,
           "Size of the first and last blocks of rounds whose average regret is compared.");
@@ -221,13 +222,12 @@ int main(int argc, char** argv) {
   if (!before.ok()) return Fail(before.status());
   if (absl::Status status = session->RegisterGraph(env, naming); !status.ok()) return Fail(status);
   const std::string first_user = naming.UserId(0);
-  std::printf("registered %d users (%s0..%d) and %zu edges on model \"%s\" at %s\n",
-              env.users(), first_user.substr(0, first_user.size() - 1).c_str(), env.users() - 1,
+  std::printf("registered %d users (%s0..%d) and %zu edges on model \"%s\" at %s\n", env.users(),
+              first_user.substr(0, first_user.size() - 1).c_str(), env.users() - 1,
               env.edges().size(), settings->model.empty() ? "(default)" : settings->model.c_str(),
               settings->target.c_str());
 
-  const loadtest::RunResult run = session->Run(env, naming, settings->rounds,
-                                               settings->concurrency,
+  const loadtest::RunResult run = session->Run(env, naming, settings->rounds, settings->concurrency,
                                                absl::GetFlag(FLAGS_max_seconds));
   const graphbandit::v1::ModelDescription after =
       session->WaitForLearning(absl::GetFlag(FLAGS_learn_wait_seconds));

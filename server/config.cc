@@ -10,22 +10,11 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/generated_enum_reflection.h"
-#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "proto/text_format.h"
 
 namespace graphbandit::server {
 namespace {
-
-class CollectErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    errors.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
-  }
-  void AddWarning(int line, int column, const std::string& message) override {
-    AddError(line, column, message);
-  }
-  std::vector<std::string> errors;
-};
 
 template <typename T>
 T Or(T value, T fallback) {
@@ -126,12 +115,8 @@ absl::Status FromProto(const EnumRow<Proto, Core> (&table)[N], Proto value, Core
 absl::StatusOr<v1::ServerConfig> ParseServerConfig(const std::string& text,
                                                    const std::string& source_name) {
   v1::ServerConfig config;
-  CollectErrors errors;
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &config)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: %s", source_name, absl::StrJoin(errors.errors, "; ")));
+  if (absl::Status parsed = ParseTextFormat(text, &config); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", source_name, parsed.message()));
   }
   return config;
 }
@@ -178,13 +163,12 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.fit_noise_variance = c.ridge() == 0.0;
   o.refit.fit_offset_variance = h.has_fit_offset() ? h.fit_offset() : d.refit.fit_offset_variance;
   o.refit.fit_prior_mean = h.has_fit_mean() ? h.fit_mean() : d.refit.fit_prior_mean;
-  o.refit.fit_linear_variance =
-      h.has_fit_linear() ? h.fit_linear() : d.refit.fit_linear_variance;
+  o.refit.fit_linear_variance = h.has_fit_linear() ? h.fit_linear() : d.refit.fit_linear_variance;
   o.refit.fit_user_variance =
       h.has_fit_user_variance() ? h.fit_user_variance() : d.refit.fit_user_variance;
   o.refit.per_dimension = h.has_per_dimension() ? h.per_dimension() : d.refit.per_dimension;
-  o.refit.first_fit = static_cast<int64_t>(
-      Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
+  o.refit.first_fit =
+      static_cast<int64_t>(Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
   o.refit.growth = Or(h.growth(), d.refit.growth);
   o.refit.max_interval = static_cast<int64_t>(
       Or<uint32_t>(h.max_interval(), static_cast<uint32_t>(d.refit.max_interval)));
@@ -193,9 +177,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.max_evaluations = static_cast<int>(
       Or<uint32_t>(h.max_evaluations(), static_cast<uint32_t>(d.refit.max_evaluations)));
   o.refit.min_change = h.has_min_change() ? h.min_change() : d.refit.min_change;
-  o.refit.min_gain_per_parameter = h.has_min_gain_per_parameter()
-                                       ? h.min_gain_per_parameter()
-                                       : d.refit.min_gain_per_parameter;
+  o.refit.min_gain_per_parameter =
+      h.has_min_gain_per_parameter() ? h.min_gain_per_parameter() : d.refit.min_gain_per_parameter;
   o.edge_list_file = c.graph().edge_list_file();
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
@@ -204,13 +187,12 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
-  o.baseline_half_life =
-      c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
+  o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
-  o.max_dictionary_size = static_cast<int>(Or<uint32_t>(c.nystrom().max_dictionary_size(),
-                                                        d.max_dictionary_size));
+  o.max_dictionary_size =
+      static_cast<int>(Or<uint32_t>(c.nystrom().max_dictionary_size(), d.max_dictionary_size));
   o.max_history = static_cast<int64_t>(c.nystrom().max_history());
   o.forget_evicted = c.nystrom().forget_evicted();
   o.coarsen_full_dictionary = c.nystrom().coarsen_when_full();
@@ -219,8 +201,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.context_dim = static_cast<int>(c.context_dim());
   o.arm_dim = static_cast<int>(c.arm_feature_dim());
   o.seed = Or<uint64_t>(c.seed(), d.seed);
-  o.max_candidates =
-      static_cast<int>(Or<uint32_t>(c.limits().max_candidates(), d.max_candidates));
+  o.max_candidates = static_cast<int>(Or<uint32_t>(c.limits().max_candidates(), d.max_candidates));
   o.max_feature_dim =
       static_cast<int>(Or<uint32_t>(c.limits().max_feature_dim(), d.max_feature_dim));
   o.max_users = static_cast<int64_t>(Or<uint64_t>(c.limits().max_users(), d.max_users));
@@ -230,8 +211,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.reward_window = c.ledger().reward_window_seconds() > 0
                         ? absl::Seconds(c.ledger().reward_window_seconds())
                         : d.reward_window;
-  o.max_decisions = static_cast<int64_t>(Or<uint32_t>(c.ledger().max_decisions(),
-                                                      static_cast<uint32_t>(d.max_decisions)));
+  o.max_decisions = static_cast<int64_t>(
+      Or<uint32_t>(c.ledger().max_decisions(), static_cast<uint32_t>(d.max_decisions)));
   if (c.ledger().has_default_reward()) o.default_reward = c.ledger().default_reward();
   o.max_tombstones = static_cast<int64_t>(c.ledger().max_tombstones());
   if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
@@ -328,8 +309,9 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     return status;
   }
   if (d.group_commit_interval_ms() > 1000) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "durability.group_commit_interval_ms is %d; it must be 1..1000", d.group_commit_interval_ms()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("durability.group_commit_interval_ms is %d; it must be 1..1000",
+                        d.group_commit_interval_ms()));
   }
   if (d.group_commit_interval_ms() > 0) {
     options.durability.group_commit_interval = absl::Milliseconds(d.group_commit_interval_ms());

@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
       "online graph-kernel bandit decisions over gRPC.\n"
       "Usage: graphbandit-server [--listen=HOST:PORT] [--metrics_listen=HOST:PORT]\n"
       "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]\n"
-      "                          [--tls_cert_file=PEM --tls_key_file=PEM [--tls_client_ca_file=PEM]]\n"
+      "                          [--tls_cert_file=PEM --tls_key_file=PEM "
+      "[--tls_client_ca_file=PEM]]\n"
       "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]");
   absl::ParseCommandLine(argc, argv);
 
@@ -134,7 +135,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "graphbandit-server: model \"%s\" (%s): snapshot at record %llu, %lld log "
                  "records replayed, %lld rewards learned, %lld users, %lld edges\n",
-                 name.c_str(), std::string(graphbandit::PolicyName(model->options().policy)).c_str(),
+                 name.c_str(),
+                 std::string(graphbandit::PolicyName(model->options().policy)).c_str(),
                  static_cast<unsigned long long>(recovery.snapshot_seq),
                  static_cast<long long>(recovery.records_replayed),
                  static_cast<long long>(view->rewards_learned),

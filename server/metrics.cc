@@ -1,12 +1,12 @@
 #include "server/metrics.h"
 
+#include <prometheus/metric_family.h>
+
 #include <limits>
 #include <string>
 
-#include <prometheus/metric_family.h>
-
-#include "core/model/model.h"
 #include "core/fit/refit.h"
+#include "core/model/model.h"
 
 namespace graphbandit::server {
 namespace {
@@ -34,36 +34,58 @@ class ModelCollector : public prometheus::Collectable {
         {"graphbandit_decisions_total", "Decisions made by SelectArm since the server started.",
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.decisions); }},
         {"graphbandit_dictionary_size", "Nystrom dictionary size m (0 for exact-GP models).",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.dictionary_size); }},
-        {"graphbandit_dictionary_points_refused_total", "Points the Nystrom dictionary could not take because it was at its cap.",
-         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.view.dictionary_points_refused); }},
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.view.dictionary_size); }},
+        {"graphbandit_dictionary_points_refused_total",
+         "Points the Nystrom dictionary could not take because it was at its cap.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.view.dictionary_points_refused); }},
         {"graphbandit_users", "Users registered in the model's graph.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.users); }},
         {"graphbandit_graph_edges", "Undirected edges in the model's user graph.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.edges); }},
         {"graphbandit_pending_decisions", "Decisions waiting for at least one reward.",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.pending_decisions); }},
-        {"graphbandit_ledger_decisions", "Decisions held by the ledger (pending and recently completed).",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.pending_decisions); }},
+        {"graphbandit_ledger_decisions",
+         "Decisions held by the ledger (pending and recently completed).",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.ledger_size); }},
-        {"graphbandit_decisions_expired_total", "Decisions whose reward window ended with an arm still unrewarded.",
-         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.expired_decisions); }},
-        {"graphbandit_rewards_learned", "Rewards the model has learned from over its logged history.",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.rewards_learned); }},
-        {"graphbandit_model_version", "Version (last applied log sequence number) of the served state.",
+        {"graphbandit_decisions_expired_total",
+         "Decisions whose reward window ended with an arm still unrewarded.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.expired_decisions); }},
+        {"graphbandit_rewards_learned",
+         "Rewards the model has learned from over its logged history.",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.view.rewards_learned); }},
+        {"graphbandit_model_version",
+         "Version (last applied log sequence number) of the served state.",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.view.version); }},
-        {"graphbandit_reward_baseline", "Drifting reward baseline subtracted before learning (0 when off).",
+        {"graphbandit_reward_baseline",
+         "Drifting reward baseline subtracted before learning (0 when off).",
          prometheus::MetricType::Gauge, [](const ModelStats& s) { return s.view.baseline; }},
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.queued_operations); }},
-        {"graphbandit_log_syncs_total", "fdatasync calls on the model's log since the server started.",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.queued_operations); }},
+        {"graphbandit_log_syncs_total",
+         "fdatasync calls on the model's log since the server started.",
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.log_syncs); }},
-        {"graphbandit_snapshots_written_total", "Snapshots of the model state written since the server started.",
-         prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.snapshots_written); }},
-        {"graphbandit_last_snapshot_seq", "Log sequence number covered by the newest snapshot written by this process (0: none yet).",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) { return double(s.last_snapshot_seq); }},
-        {"graphbandit_last_snapshot_timestamp_seconds", "Unix time of the newest snapshot written by this process (0: none yet).",
-         prometheus::MetricType::Gauge, [](const ModelStats& s) {
-           return s.last_snapshot_time == absl::InfinitePast() ? 0.0 : absl::ToDoubleSeconds(s.last_snapshot_time - absl::UnixEpoch());
+        {"graphbandit_snapshots_written_total",
+         "Snapshots of the model state written since the server started.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.snapshots_written); }},
+        {"graphbandit_last_snapshot_seq",
+         "Log sequence number covered by the newest snapshot written by this process (0: none "
+         "yet).",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.last_snapshot_seq); }},
+        {"graphbandit_last_snapshot_timestamp_seconds",
+         "Unix time of the newest snapshot written by this process (0: none yet).",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) {
+           return s.last_snapshot_time == absl::InfinitePast()
+                      ? 0.0
+                      : absl::ToDoubleSeconds(s.last_snapshot_time - absl::UnixEpoch());
          }},
     };
     std::vector<ModelStats> stats;
@@ -88,7 +110,8 @@ class ModelCollector : public prometheus::Collectable {
     prometheus::MetricFamily freshness{
         "graphbandit_state_freshness_seconds",
         "Time from acknowledging a reward to serving decisions from a state that learned it.",
-        prometheus::MetricType::Histogram, {}};
+        prometheus::MetricType::Histogram,
+        {}};
     for (size_t i = 0; i < names.size(); ++i) {
       const FreshnessStats& f = stats[i].freshness;
       prometheus::ClientMetric metric;
@@ -112,7 +135,8 @@ class ModelCollector : public prometheus::Collectable {
         "graphbandit_ledger_capacity",
         "Decisions the ledger can hold (ledger.max_decisions); SelectArm fails with "
         "RESOURCE_EXHAUSTED when no slot can be freed.",
-        prometheus::MetricType::Gauge, {}};
+        prometheus::MetricType::Gauge,
+        {}};
     for (const std::string& name : names) {
       const ModelOptions& options = (*engine_->FindModel(name))->options();
       prometheus::ClientMetric metric;
@@ -129,17 +153,20 @@ class ModelCollector : public prometheus::Collectable {
     prometheus::MetricFamily hyper{
         "graphbandit_hyperparameter",
         "Kernel hyper-parameters the served state uses (fitted or configured), by parameter.",
-        prometheus::MetricType::Gauge, {}};
+        prometheus::MetricType::Gauge,
+        {}};
     prometheus::MetricFamily fits{
         "graphbandit_hyperparameter_fits_total",
         "Hyper-parameter fits finished, by outcome: applied (logged and applied), unchanged "
         "(no value moved enough, or the likelihood did not gain a nat per fitted parameter), "
         "skipped (nothing to fit yet), failed.",
-        prometheus::MetricType::Counter, {}};
+        prometheus::MetricType::Counter,
+        {}};
     prometheus::MetricFamily fit_seconds{
         "graphbandit_hyperparameter_fit_seconds_total",
         "Time spent fitting hyper-parameters on the helper thread.",
-        prometheus::MetricType::Counter, {}};
+        prometheus::MetricType::Counter,
+        {}};
     for (size_t i = 0; i < names.size(); ++i) {
       const ModelStats& st = stats[i];
       auto add = [&](prometheus::MetricFamily* family, const std::string& label,
@@ -192,8 +219,10 @@ class ModelCollector : public prometheus::Collectable {
     families.push_back(std::move(hyper));
     families.push_back(std::move(fits));
     families.push_back(std::move(fit_seconds));
-    prometheus::MetricFamily info{"graphbandit_build_info", "Build information; always 1.",
-                                  prometheus::MetricType::Gauge, {}};
+    prometheus::MetricFamily info{"graphbandit_build_info",
+                                  "Build information; always 1.",
+                                  prometheus::MetricType::Gauge,
+                                  {}};
     prometheus::ClientMetric one;
     one.label = {{"version", "0.1.0"}};
     one.gauge.value = 1.0;
@@ -210,24 +239,42 @@ class ModelCollector : public prometheus::Collectable {
 
 const char* StatusCodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: return "UNKNOWN";
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -270,8 +317,8 @@ void ServerMetrics::RecordReward(const std::string& model, RewardOutcome outcome
     absl::MutexLock lock(&mu_);
     auto [it, inserted] = reward_series_.try_emplace({model, static_cast<int>(outcome)});
     if (inserted) {
-      it->second = &rewards_.Add(
-          {{"model", model}, {"outcome", std::string(RewardOutcomeName(outcome))}});
+      it->second =
+          &rewards_.Add({{"model", model}, {"outcome", std::string(RewardOutcomeName(outcome))}});
     }
     counter = it->second;
   }

@@ -8,16 +8,16 @@
 #ifndef GRAPHBANDIT_SERVER_METRICS_H_
 #define GRAPHBANDIT_SERVER_METRICS_H_
 
-#include <memory>
-#include <string>
-#include <utility>
-
 #include <grpcpp/support/status.h>
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"

@@ -33,16 +33,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     return grpc::InsecureServerCredentials();
   }
   if (options.cert_file.empty() || options.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "TLS needs both --tls_cert_file and --tls_key_file");
+    return absl::InvalidArgumentError("TLS needs both --tls_cert_file and --tls_key_file");
   }
   absl::StatusOr<std::string> cert = ReadSecretFile(options.cert_file, "tls_cert_file");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadSecretFile(options.key_file, "tls_key_file");
   if (!key.ok()) return key.status();
   if (!absl::StrContains(*cert, "-----BEGIN CERTIFICATE-----")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--tls_cert_file: %s is not a PEM certificate", options.cert_file));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--tls_cert_file: %s is not a PEM certificate", options.cert_file));
   }
   if (!absl::StrContains(*key, "PRIVATE KEY-----")) {
     return absl::InvalidArgumentError(
@@ -58,8 +57,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
           "--tls_client_ca_file: %s is not a PEM certificate bundle", options.client_ca_file));
     }
     ssl.pem_root_certs = *ca;
-    ssl.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
 }

@@ -6,12 +6,12 @@
 #ifndef GRAPHBANDIT_SERVER_SECURITY_H_
 #define GRAPHBANDIT_SERVER_SECURITY_H_
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "core/storage/file_util.h"

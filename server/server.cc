@@ -1,12 +1,12 @@
 #include "server/server.h"
 
-#include <chrono>
-#include <thread>
-
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+
+#include <chrono>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -23,8 +23,8 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   std::unique_ptr<GraphbanditServer> server(new GraphbanditServer());
   server->engine_ = std::move(engine);
   server->metrics_ = std::make_unique<ServerMetrics>(server->engine_.get());
-  server->bandit_ = std::make_unique<BanditServiceImpl>(server->engine_.get(), server->metrics_.get(),
-                                                        BearerToken(options.bandit_token));
+  server->bandit_ = std::make_unique<BanditServiceImpl>(
+      server->engine_.get(), server->metrics_.get(), BearerToken(options.bandit_token));
   server->admin_ = std::make_unique<AdminServiceImpl>(server->engine_.get(), server->metrics_.get(),
                                                       BearerToken(options.admin_token));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =

@@ -3,11 +3,11 @@
 #ifndef GRAPHBANDIT_SERVER_SERVER_H_
 #define GRAPHBANDIT_SERVER_SERVER_H_
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/server.h>
 #include <prometheus/exposer.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -19,18 +19,18 @@
 namespace graphbandit::server {
 
 struct ServerOptions {
-  std::string listen = "127.0.0.1:50051";          // port 0 picks a free port
-  std::string metrics_listen = "127.0.0.1:9464";   // empty: no metrics endpoint
+  std::string listen = "127.0.0.1:50051";         // port 0 picks a free port
+  std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
   int max_message_bytes = 8 << 20;
-  TlsOptions tls;             // the gRPC port's transport security (plaintext by default)
-  std::string admin_token;    // non-empty: AdminService calls need 'Bearer <admin_token>'
-  std::string bandit_token;   // non-empty: BanditService calls need 'Bearer <bandit_token>'
+  TlsOptions tls;            // the gRPC port's transport security (plaintext by default)
+  std::string admin_token;   // non-empty: AdminService calls need 'Bearer <admin_token>'
+  std::string bandit_token;  // non-empty: BanditService calls need 'Bearer <bandit_token>'
 };
 
 class GraphbanditServer {
  public:
   static absl::StatusOr<std::unique_ptr<GraphbanditServer>> Start(const ServerOptions& options,
-                                                                   std::unique_ptr<Engine> engine);
+                                                                  std::unique_ptr<Engine> engine);
   ~GraphbanditServer();
 
   int grpc_port() const { return grpc_port_; }

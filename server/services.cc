@@ -64,7 +64,8 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
   DecisionRequest decision_request;
   decision_request.model = request->model();
   decision_request.user_id = request->user_id();
-  decision_request.context = absl::MakeConstSpan(request->context().data(), request->context_size());
+  decision_request.context =
+      absl::MakeConstSpan(request->context().data(), request->context_size());
   decision_request.candidates.reserve(request->candidates_size());
   for (const v1::Arm& arm : request->candidates()) {
     decision_request.candidates.push_back(
@@ -166,7 +167,8 @@ grpc::Status AdminServiceImpl::RemoveEdges(grpc::ServerContext* context,
   grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
   if (!admitted.ok()) return rpc.Finish(admitted);
   std::vector<std::pair<std::string, std::string>> pairs;
-  for (const v1::UserPair& pair : request->edges()) pairs.emplace_back(pair.user_a(), pair.user_b());
+  for (const v1::UserPair& pair : request->edges())
+    pairs.emplace_back(pair.user_a(), pair.user_b());
   absl::StatusOr<EdgeEditResult> result = model->RemoveEdges(std::move(pairs), Deadline(context));
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_removed(result->changed);
@@ -240,7 +242,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
 }
 
 grpc::Status AdminServiceImpl::ListModels(grpc::ServerContext* context,
-                                          const v1::ListModelsRequest* request,
+                                          const v1::ListModelsRequest* /*request*/,
                                           v1::ListModelsResponse* response) {
   RpcRecorder rpc(metrics_, "ListModels");
   if (grpc::Status denied = token_.Check(*context); !denied.ok()) return rpc.Finish(denied);

@@ -2,9 +2,9 @@
 #ifndef GRAPHBANDIT_SERVER_STATUS_UTIL_H_
 #define GRAPHBANDIT_SERVER_STATUS_UTIL_H_
 
-#include <string>
-
 #include <grpcpp/support/status.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 

@@ -193,7 +193,8 @@ Round Environment::MakeRound(uint64_t index) const {
     std::swap(pool[k], pool[k + rng.UniformInt(options_.pool - k)]);
     round.items.push_back(pool[k]);
     round.arms.col(k) = items_.col(pool[k]);
-    const bool switched = options_.switch_round > 0 && static_cast<int64_t>(index) >= options_.switch_round;
+    const bool switched =
+        options_.switch_round > 0 && static_cast<int64_t>(index) >= options_.switch_round;
     round.means(k) = (switched ? switched_means_ : means_)(pool[k], round.user);
     round.noise(k) = noise_std_ * rng.Normal();
   }

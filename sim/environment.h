@@ -15,11 +15,10 @@
 #ifndef GRAPHBANDIT_SIM_ENVIRONMENT_H_
 #define GRAPHBANDIT_SIM_ENVIRONMENT_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,14 +28,15 @@ namespace graphbandit::sim {
 enum class GraphKind { kErdosRenyi, kRbf, kSbm };
 enum class RewardKind { kGpDraw, kRepresenter, kLinearGob };
 
-absl::StatusOr<GraphKind> ParseGraphKind(absl::string_view name);    // "er", "rbf", "sbm"
-absl::StatusOr<RewardKind> ParseRewardKind(absl::string_view name);  // "gp", "representer", "linear"
+absl::StatusOr<GraphKind> ParseGraphKind(absl::string_view name);  // "er", "rbf", "sbm"
+absl::StatusOr<RewardKind> ParseRewardKind(
+    absl::string_view name);  // "gp", "representer", "linear"
 
 struct EnvironmentOptions {
   int users = 20;
-  int pool = 20;        // M
-  int candidates = 5;   // M_t, shown per round
-  int dim = 10;         // d
+  int pool = 20;       // M
+  int candidates = 5;  // M_t, shown per round
+  int dim = 10;        // d
   GraphKind graph = GraphKind::kErdosRenyi;
   double er_probability = 0.2;
   double rbf_graph_scale = 0.1;      // rho_L in w_ij = exp(-rho_L |z_i - z_j|^2)
@@ -45,12 +45,12 @@ struct EnvironmentOptions {
   double sbm_p_in = 0.5;
   double sbm_p_out = 0.02;
   RewardKind reward = RewardKind::kGpDraw;
-  double rho = 0.01;           // of the environment's user kernel (not the learner's)
-  double exponent = 1.0;       // p in (L + rho I)^-p; the paper's appendix writes p = 1/2
-  double lengthscale = 1.0;    // of the environment's RBF item kernel
-  double noise_scale = 0.01;   // GP draw: noise std as a fraction of range(f)
-  double noise_std = 0.1;      // other regimes
-  double gob_eta = 1.0;        // Linear-GOB smoothing
+  double rho = 0.01;          // of the environment's user kernel (not the learner's)
+  double exponent = 1.0;      // p in (L + rho I)^-p; the paper's appendix writes p = 1/2
+  double lengthscale = 1.0;   // of the environment's RBF item kernel
+  double noise_scale = 0.01;  // GP draw: noise std as a fraction of range(f)
+  double noise_std = 0.1;     // other regimes
+  double gob_eta = 1.0;       // Linear-GOB smoothing
   // Drift: from this round on, rewards follow a second, independent draw of the same regime
   // (0 = never). Used to show what forgetting buys.
   int64_t switch_round = 0;
@@ -64,11 +64,11 @@ struct Edge {
 
 struct Round {
   int user = 0;
-  Eigen::VectorXd context;   // empty when the environment has no context
-  Eigen::MatrixXd arms;      // raw features of the shown arms, one column each
-  std::vector<int> items;    // pool index of each shown arm (finite-pool environments)
-  Eigen::VectorXd means;     // noise-free reward of each shown arm
-  Eigen::VectorXd noise;     // the noise that comes with each shown arm
+  Eigen::VectorXd context;  // empty when the environment has no context
+  Eigen::MatrixXd arms;     // raw features of the shown arms, one column each
+  std::vector<int> items;   // pool index of each shown arm (finite-pool environments)
+  Eigen::VectorXd means;    // noise-free reward of each shown arm
+  Eigen::VectorXd noise;    // the noise that comes with each shown arm
 };
 
 class SimEnvironment {

@@ -1,14 +1,14 @@
 #include "sim/policy_spec.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/learner/learner_factory.h"
 #include "core/base/random.h"
+#include "core/learner/learner_factory.h"
 
 namespace graphbandit::sim {
 namespace {
@@ -75,10 +75,13 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
                                 values_, spec_);
   if (!fit.ok()) {
     // Nothing to fit yet (e.g. every reward equal) or no point of the likelihood could be
-    // evaluated: keep the values and say so, as the server does (core/model/fit_scheduler.cc, FinishFit).
+    // evaluated: keep the values and say so, as the server does (core/model/fit_scheduler.cc,
+    // FinishFit).
     if (fit.status().code() != absl::StatusCode::kFailedPrecondition) {
-      absl::FPrintF(stderr, "graphbandit-sim: hyper-parameter fit at reward %d failed (%s); "
-                    "the values in use are kept\n", learned_, fit.status().message());
+      absl::FPrintF(stderr,
+                    "graphbandit-sim: hyper-parameter fit at reward %d failed (%s); "
+                    "the values in use are kept\n",
+                    learned_, fit.status().message());
     }
     return absl::OkStatus();
   }
@@ -86,8 +89,8 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
       !MateriallyDifferent(values_, fit->values, options_.min_change)) {
     return absl::OkStatus();
   }
-  if (absl::Status s = ApplyHyperparameters(fit->values, shape_, kors_mu_factor_, *graph_,
-                                            scaling, &user_kernel_, learner);
+  if (absl::Status s = ApplyHyperparameters(fit->values, shape_, kors_mu_factor_, *graph_, scaling,
+                                            &user_kernel_, learner);
       !s.ok()) {
     return s;
   }
@@ -161,9 +164,9 @@ absl::StatusOr<RunPolicy> MakeServedPolicy(const ModelOptions& configured,
     shape.context_dim = options.context_dim;
     shape.arm_dim = options.arm_dim;
     shape.fixed_kors_mu = options.kors_mu;
-    const bool coarsen = options.coarsen_full_dictionary && options.kors_mu == 0.0 &&
-                         (options.policy == PolicyKind::kEkUcb ||
-                          options.policy == PolicyKind::kEkTs);
+    const bool coarsen =
+        options.coarsen_full_dictionary && options.kors_mu == 0.0 &&
+        (options.policy == PolicyKind::kEkUcb || options.policy == PolicyKind::kEkTs);
     run.refitter = std::make_unique<InlineRefitter>(options.refit, shape, values, graph, *kernel,
                                                     coarsen ? options.max_dictionary_size : 0);
   }

@@ -11,7 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "sim/environment.h"
+#include "core/fit/refit.h"
+#include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
 #include "core/learner/baseline_tracker.h"
 #include "core/learner/batched_nystrom_posterior.h"
@@ -20,9 +21,8 @@
 #include "core/learner/nystrom_posterior.h"
 #include "core/learner/posterior.h"
 #include "core/model/model_options.h"
-#include "core/fit/refit.h"
 #include "core/policy/selection.h"
-#include "core/graph/user_kernel.h"
+#include "sim/environment.h"
 
 namespace graphbandit::sim {
 
@@ -111,7 +111,7 @@ struct RunPolicy {
   double exploration = 1.0;
   ExplorationWidth width = ExplorationWidth::kStddev;
   bool pooled = false;
-  bool intercept = false;  // points get a trailing constant 1
+  bool intercept = false;                    // points get a trailing constant 1
   std::unique_ptr<InlineRefitter> refitter;  // null: no refits
   BaselineTracker baseline;
   // Served policies: the model's seed, which seeds each decision's stream (DecisionSeed).

@@ -91,7 +91,8 @@ std::string EkVsLk(const std::vector<RunOutput>& runs) {
   for (const RunOutput& r : runs) results.push_back(r.result);
   const std::vector<Summary> s = Summarise(results);
   auto find = [&s](const std::string& policy) -> const Summary* {
-    for (const Summary& x : s) if (x.policy == policy) return &x;
+    for (const Summary& x : s)
+      if (x.policy == policy) return &x;
     return nullptr;
   };
   const Summary* ek = find("EK-UCB (multi-user kernel)");
@@ -118,10 +119,11 @@ std::string EkVsLk(const std::vector<RunOutput>& runs) {
       exact->seconds_per_step_mean >= 10.0 * ek->seconds_per_step_mean ? "holds" : "does not hold",
       counted > 0 ? m_final / counted : NAN);
   if (grid != nullptr) {
-    absl::StrAppend(&out, absl::StrFormat(
-        "- for reference, the paper's grid recursion (possible only because the 20 x 20 "
-        "(item, user) pairs form a finite pool) takes %.3f ms per step\n",
-        1e3 * grid->seconds_per_step_mean));
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "- for reference, the paper's grid recursion (possible only because the 20 x 20 "
+                  "(item, user) pairs form a finite pool) takes %.3f ms per step\n",
+                  1e3 * grid->seconds_per_step_mean));
   }
   return out;
 }
@@ -140,16 +142,18 @@ std::string EkTradeoff(const std::vector<RunOutput>& runs) {
     for (const Summary& other : s) {
       if (other.environment != ek.environment) continue;
       if (other.policy == "K-UCB " + lambda) {
-        absl::StrAppend(&out, absl::StrFormat(
-            "- %s, %s: %.3f ms/step vs %s %.3f ms/step: %s\n", ek.environment, ek.policy,
-            1e3 * ek.seconds_per_step_mean, other.policy, 1e3 * other.seconds_per_step_mean,
-            ek.seconds_per_step_mean < other.seconds_per_step_mean ? "faster" : "NOT faster"));
+        absl::StrAppend(
+            &out,
+            absl::StrFormat(
+                "- %s, %s: %.3f ms/step vs %s %.3f ms/step: %s\n", ek.environment, ek.policy,
+                1e3 * ek.seconds_per_step_mean, other.policy, 1e3 * other.seconds_per_step_mean,
+                ek.seconds_per_step_mean < other.seconds_per_step_mean ? "faster" : "NOT faster"));
       }
       if (other.policy.rfind("CBBKB " + lambda + " ", 0) == 0) {
-        absl::StrAppend(&out, absl::StrFormat(
-            "- %s, %s: regret %.1f vs %s %.1f: %s\n", ek.environment, ek.policy,
-            ek.final_mean, other.policy, other.final_mean,
-            ek.final_mean < other.final_mean ? "lower" : "NOT lower"));
+        absl::StrAppend(&out,
+                        absl::StrFormat("- %s, %s: regret %.1f vs %s %.1f: %s\n", ek.environment,
+                                        ek.policy, ek.final_mean, other.policy, other.final_mean,
+                                        ek.final_mean < other.final_mean ? "lower" : "NOT lower"));
       }
     }
   }
@@ -163,14 +167,16 @@ std::string MemoryFlatness(const std::vector<RunOutput>& runs) {
     const auto& w = r.window_seconds;
     if (w.size() < 2) continue;
     const double early = w[1], late = w.back();
-    absl::StrAppend(&out, absl::StrFormat(
-        "- %s: mean time per step %.4f ms in rounds 10^4..2*10^4, %.4f ms in the last 10^4 "
-        "rounds: ratio %.2f (target <= 1.5): **%s**; dictionary %.0f points at the end; "
-        "heap held at the end %.1f MiB\n",
-        r.result.policy, 1e3 * early, 1e3 * late, late / early,
-        late <= 1.5 * early ? "flat" : "not flat",
-        r.result.auxiliary.empty() ? NAN : r.result.auxiliary.back(),
-        r.heap_growth_bytes / (1024.0 * 1024.0)));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "- %s: mean time per step %.4f ms in rounds 10^4..2*10^4, %.4f ms in the last 10^4 "
+            "rounds: ratio %.2f (target <= 1.5): **%s**; dictionary %.0f points at the end; "
+            "heap held at the end %.1f MiB\n",
+            r.result.policy, 1e3 * early, 1e3 * late, late / early,
+            late <= 1.5 * early ? "flat" : "not flat",
+            r.result.auxiliary.empty() ? NAN : r.result.auxiliary.back(),
+            r.heap_growth_bytes / (1024.0 * 1024.0)));
   }
   return out;
 }
@@ -191,9 +197,9 @@ std::string Robustness(const std::vector<RunOutput>& outputs) {
 
 const std::map<std::string, PresetAnalysis>& Analyses() {
   static const auto* analyses = new std::map<std::string, PresetAnalysis>{
-      {"lk-pilot-best", LkPilotBest},       {"lk-table1-ordering", LkTable1Ordering},
-      {"coop-identities", CoopIdentities},  {"ek-vs-lk", EkVsLk},
-      {"ek-tradeoff", EkTradeoff},          {"memory-flatness", MemoryFlatness},
+      {"lk-pilot-best", LkPilotBest},      {"lk-table1-ordering", LkTable1Ordering},
+      {"coop-identities", CoopIdentities}, {"ek-vs-lk", EkVsLk},
+      {"ek-tradeoff", EkTradeoff},         {"memory-flatness", MemoryFlatness},
       {"robustness", Robustness},
   };
   return *analyses;

@@ -12,8 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/text_format.h"
+#include "proto/text_format.h"
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
 #include "sim/robustness.h"
@@ -26,17 +25,6 @@ namespace pb = ::graphbandit::sim::v1;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
-
-class CollectErrors : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    errors.push_back(absl::StrFormat("line %d column %d: %s", line + 1, column + 1, message));
-  }
-  void AddWarning(int line, int column, const std::string& message) override {
-    AddError(line, column, message);
-  }
-  std::vector<std::string> errors;
-};
 
 // ---- Environments ---------------------------------------------------------------------------
 
@@ -61,25 +49,38 @@ constexpr double kAppendixExponent = 0.5;
 
 absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
   if (e.level() != "easy" && e.level() != "medium" && e.level() != "hard") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "lk.level \"%s\" must be easy, medium or hard", absl::CEscape(e.level())));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("lk.level \"%s\" must be easy, medium or hard", absl::CEscape(e.level())));
   }
   if (e.users() < 1) return absl::InvalidArgumentError("lk.users must be at least 1");
   if (e.switch_round() < 0) return absl::InvalidArgumentError("lk.switch_round is negative");
   RewardKind reward;
   switch (e.reward()) {
-    case pb::LkEnvironment::GP_DRAW: reward = RewardKind::kGpDraw; break;
-    case pb::LkEnvironment::REPRESENTER: reward = RewardKind::kRepresenter; break;
-    case pb::LkEnvironment::LINEAR_GOB: reward = RewardKind::kLinearGob; break;
+    case pb::LkEnvironment::GP_DRAW:
+      reward = RewardKind::kGpDraw;
+      break;
+    case pb::LkEnvironment::REPRESENTER:
+      reward = RewardKind::kRepresenter;
+      break;
+    case pb::LkEnvironment::LINEAR_GOB:
+      reward = RewardKind::kLinearGob;
+      break;
     default:
       return absl::InvalidArgumentError("lk.reward must be GP_DRAW, REPRESENTER or LINEAR_GOB");
   }
   GraphKind graph;
   switch (e.graph()) {
-    case pb::LkEnvironment::ERDOS_RENYI: graph = GraphKind::kErdosRenyi; break;
-    case pb::LkEnvironment::RBF: graph = GraphKind::kRbf; break;
-    case pb::LkEnvironment::SBM: graph = GraphKind::kSbm; break;
-    default: return absl::InvalidArgumentError("lk.graph must be ERDOS_RENYI, RBF or SBM");
+    case pb::LkEnvironment::ERDOS_RENYI:
+      graph = GraphKind::kErdosRenyi;
+      break;
+    case pb::LkEnvironment::RBF:
+      graph = GraphKind::kRbf;
+      break;
+    case pb::LkEnvironment::SBM:
+      graph = GraphKind::kSbm;
+      break;
+    default:
+      return absl::InvalidArgumentError("lk.graph must be ERDOS_RENYI, RBF or SBM");
   }
   EnvironmentOptions options = LkTask(e.level(), e.users(), reward, graph);
   options.exponent = e.has_exponent() ? e.exponent() : kAppendixExponent;
@@ -105,10 +106,17 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
       break;
     case pb::Environment::kEk:
       switch (e.ek()) {
-        case pb::BUMP: spec = EkEnvironmentSpec(EkKind::kBump); break;
-        case pb::CHESSBOARD: spec = EkEnvironmentSpec(EkKind::kChessboard); break;
-        case pb::STEP_DIAGONAL: spec = EkEnvironmentSpec(EkKind::kStepDiagonal); break;
-        default: return absl::InvalidArgumentError("ek must be BUMP, CHESSBOARD or STEP_DIAGONAL");
+        case pb::BUMP:
+          spec = EkEnvironmentSpec(EkKind::kBump);
+          break;
+        case pb::CHESSBOARD:
+          spec = EkEnvironmentSpec(EkKind::kChessboard);
+          break;
+        case pb::STEP_DIAGONAL:
+          spec = EkEnvironmentSpec(EkKind::kStepDiagonal);
+          break;
+        default:
+          return absl::InvalidArgumentError("ek must be BUMP, CHESSBOARD or STEP_DIAGONAL");
       }
       break;
     case pb::Environment::kRobustnessTask: {
@@ -250,9 +258,9 @@ absl::Status Expand(const pb::PolicyEntry& entry,
   }
   const pb::PolicySweep& sweep = entry.sweep();
   if (sweep.value().empty() || sweep.entry().empty()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the sweep over \"%s\" needs at least one value and one entry",
-        absl::CEscape(sweep.parameter())));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the sweep over \"%s\" needs at least one value and one entry",
+                        absl::CEscape(sweep.parameter())));
   }
   for (double value : sweep.value()) {
     std::vector<std::pair<std::string, double>> inner = bindings;
@@ -270,18 +278,17 @@ absl::Status Expand(const pb::PolicyEntry& entry,
 // The fields each family may set (name and family: every family).
 const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
   static const auto* allowed = [] {
-    const std::set<std::string> learner = {"rule",   "exploration",     "user_kernel",
-                                           "rho",    "pooled",          "arm_lengthscale",
-                                           "context_lengthscale"};
+    const std::set<std::string> learner = {"rule",   "exploration",     "user_kernel",        "rho",
+                                           "pooled", "arm_lengthscale", "context_lengthscale"};
     auto with = [&learner](std::set<std::string> more) {
       more.insert(learner.begin(), learner.end());
       return more;
     };
     auto* m = new std::map<pb::Policy::Family, std::set<std::string>>;
     (*m)[pb::Policy::LK_GP] = with({"ek_beta", "lambda_base", "grid", "ridge"});
-    (*m)[pb::Policy::EK] = with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu",
-                                 "kors_gamma", "kors_gamma_per_ridge", "max_dictionary_size",
-                                 "max_history", "forget_evicted"});
+    (*m)[pb::Policy::EK] =
+        with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu", "kors_gamma",
+              "kors_gamma_per_ridge", "max_dictionary_size", "max_history", "forget_evicted"});
     (*m)[pb::Policy::BATCHED] = with({"ek_beta", "ridge", "threshold", "oversampling_per_ridge"});
     (*m)[pb::Policy::LINEAR] = with({"intercept", "prior", "linear_lambda", "linear_rho"});
     (*m)[pb::Policy::RANDOM] = {};
@@ -312,12 +319,24 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
                                                     : pb::Policy::Family_Name(p.family())));
   }
   switch (p.family()) {
-    case pb::Policy::LK_GP: spec.family = Family::kLkGp; break;
-    case pb::Policy::EK: spec.family = Family::kEk; break;
-    case pb::Policy::BATCHED: spec.family = Family::kBatched; break;
-    case pb::Policy::LINEAR: spec.family = Family::kLinear; break;
-    case pb::Policy::RANDOM: spec.family = Family::kRandom; break;
-    case pb::Policy::SERVED: spec.family = Family::kServed; break;
+    case pb::Policy::LK_GP:
+      spec.family = Family::kLkGp;
+      break;
+    case pb::Policy::EK:
+      spec.family = Family::kEk;
+      break;
+    case pb::Policy::BATCHED:
+      spec.family = Family::kBatched;
+      break;
+    case pb::Policy::LINEAR:
+      spec.family = Family::kLinear;
+      break;
+    case pb::Policy::RANDOM:
+      spec.family = Family::kRandom;
+      break;
+    case pb::Policy::SERVED:
+      spec.family = Family::kServed;
+      break;
     default:
       return absl::InvalidArgumentError(
           "family must be LK_GP, EK, BATCHED, LINEAR, RANDOM or SERVED");
@@ -325,11 +344,21 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   if (p.rule() == pb::Policy::THOMPSON) spec.rule = SelectionRule::kThompson;
   if (p.has_exploration()) spec.exploration = p.exploration();
   switch (p.user_kernel()) {
-    case pb::Policy::HEAT: spec.user_kernel.kind = UserKernelKind::kHeat; break;
-    case pb::Policy::SPECTRAL_RBF: spec.user_kernel.kind = UserKernelKind::kSpectralRbf; break;
-    case pb::Policy::ALL_ONES: spec.user_kernel.kind = UserKernelKind::kAllOnes; break;
-    case pb::Policy::IDENTITY: spec.user_kernel.kind = UserKernelKind::kIdentity; break;
-    default: spec.user_kernel.kind = UserKernelKind::kLaplacianInverse; break;
+    case pb::Policy::HEAT:
+      spec.user_kernel.kind = UserKernelKind::kHeat;
+      break;
+    case pb::Policy::SPECTRAL_RBF:
+      spec.user_kernel.kind = UserKernelKind::kSpectralRbf;
+      break;
+    case pb::Policy::ALL_ONES:
+      spec.user_kernel.kind = UserKernelKind::kAllOnes;
+      break;
+    case pb::Policy::IDENTITY:
+      spec.user_kernel.kind = UserKernelKind::kIdentity;
+      break;
+    default:
+      spec.user_kernel.kind = UserKernelKind::kLaplacianInverse;
+      break;
   }
   if (p.has_rho()) spec.user_kernel.rho = p.rho();
   spec.pooled = p.pooled();
@@ -378,10 +407,17 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       break;
     case Family::kLinear:
       switch (p.prior()) {
-        case pb::Policy::PER_USER: spec.linear.prior = LinearOptions::Prior::kPerUser; break;
-        case pb::Policy::POOLED: spec.linear.prior = LinearOptions::Prior::kPooled; break;
-        case pb::Policy::GRAPH: spec.linear.prior = LinearOptions::Prior::kGraph; break;
-        default: return absl::InvalidArgumentError("prior must be PER_USER, POOLED or GRAPH");
+        case pb::Policy::PER_USER:
+          spec.linear.prior = LinearOptions::Prior::kPerUser;
+          break;
+        case pb::Policy::POOLED:
+          spec.linear.prior = LinearOptions::Prior::kPooled;
+          break;
+        case pb::Policy::GRAPH:
+          spec.linear.prior = LinearOptions::Prior::kGraph;
+          break;
+        default:
+          return absl::InvalidArgumentError("prior must be PER_USER, POOLED or GRAPH");
       }
       if (p.has_linear_lambda()) spec.linear.lambda = p.linear_lambda();
       if (p.has_linear_rho()) spec.linear.rho = p.linear_rho();
@@ -419,11 +455,8 @@ absl::Status Invalid(const std::string& file_name, const std::string& what) {
 
 absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& file_name) {
   pb::Preset data;
-  CollectErrors errors;
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(std::string(text), &data)) {
-    return Invalid(file_name, absl::StrJoin(errors.errors, "; "));
+  if (absl::Status parsed = ParseTextFormat(std::string(text), &data); !parsed.ok()) {
+    return Invalid(file_name, std::string(parsed.message()));
   }
   Preset preset;
   preset.name = data.name();
@@ -481,14 +514,17 @@ absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& fi
   if (data.has_timing_window()) preset.timing_window = data.timing_window();
   if (preset.seeds < 1 || preset.rounds < 1 || preset.sample_points < 1 ||
       preset.timing_window < 0) {
-    return Invalid(file_name, "seeds, rounds and sample_points must be positive, timing_window "
-                              "not negative");
+    return Invalid(file_name,
+                   "seeds, rounds and sample_points must be positive, timing_window "
+                   "not negative");
   }
   for (const pb::Reference& r : data.reference()) {
     if (!labels.count(r.environment()) || !names.count(r.policy())) {
-      return Invalid(file_name, absl::StrFormat(
-          "the reference for (\"%s\", \"%s\") names no environment or policy of the preset",
-          absl::CEscape(r.environment()), absl::CEscape(r.policy())));
+      return Invalid(
+          file_name,
+          absl::StrFormat(
+              "the reference for (\"%s\", \"%s\") names no environment or policy of the preset",
+              absl::CEscape(r.environment()), absl::CEscape(r.policy())));
     }
     if (!preset.references.insert({{r.environment(), r.policy()}, Reference{r.mean(), r.se()}})
              .second) {

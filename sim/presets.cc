@@ -16,8 +16,7 @@ EnvironmentSpec EkEnvironmentSpec(EkKind kind) {
   return spec;
 }
 
-EnvironmentOptions LkTask(const std::string& level, int users, RewardKind reward,
-                          GraphKind graph) {
+EnvironmentOptions LkTask(const std::string& level, int users, RewardKind reward, GraphKind graph) {
   EnvironmentOptions options;
   options.users = users;
   options.candidates = 5;

@@ -178,10 +178,10 @@ std::string RobustnessFindings(const std::vector<RunResult>& runs,
       if (!first || !second) ++failures;
     }
     const std::string alpha =
-        tuned_name.empty() ? "–"
-                           : tuned_name.substr(std::string(kPerUserPrefix).size(),
-                                               tuned_name.size() - 1 -
-                                                   std::string(kPerUserPrefix).size());
+        tuned_name.empty()
+            ? "–"
+            : tuned_name.substr(std::string(kPerUserPrefix).size(),
+                                tuned_name.size() - 1 - std::string(kPerUserPrefix).size());
     absl::StrAppend(
         &out,
         absl::StrFormat("| %s | %.1f (%s) | %.1f | %s | %s | %s | %s | %s | %s | %s |\n", task,

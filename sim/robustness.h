@@ -22,10 +22,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/model/model_options.h"
 #include "sim/presets.h"
 #include "sim/report.h"
 #include "sim/task_environment.h"
-#include "core/model/model_options.h"
 
 namespace graphbandit::sim {
 

@@ -47,7 +47,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   // by every policy (common random numbers: two names for one algorithm make the same choices).
   uint64_t mix = spec.seed * 0x9E3779B97F4A7C15ULL ^ 0x5EED5EED5EED5EEDULL;
   Rng rng(SplitMix64(mix));
-  const bool ek_like = spec.policy.family == Family::kEk || spec.policy.family == Family::kBatched ||
+  const bool ek_like = spec.policy.family == Family::kEk ||
+                       spec.policy.family == Family::kBatched ||
                        (spec.policy.family == Family::kServed &&
                         (spec.policy.served.policy == PolicyKind::kEkUcb ||
                          spec.policy.served.policy == PolicyKind::kEkTs ||
@@ -55,7 +56,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
 
   int next_sample = 1;
   auto sample_step = [&spec](int k) {  // the k-th sampled round (1-based), same grid for all runs
-    return static_cast<int64_t>(std::ceil(static_cast<double>(k) * spec.rounds / spec.sample_points));
+    return static_cast<int64_t>(
+        std::ceil(static_cast<double>(k) * spec.rounds / spec.sample_points));
   };
   double cumulative = 0.0, total_seconds = 0.0, window_total = 0.0;
   int64_t window_steps = 0;
@@ -85,10 +87,9 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (policy->model_seed.has_value()) {
       decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
     }
-    absl::Status status =
-        DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1,
-                    decision_rng.has_value() ? *decision_rng : rng, /*probabilities=*/false,
-                    &scored);
+    absl::Status status = DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1,
+                                      decision_rng.has_value() ? *decision_rng : rng,
+                                      /*probabilities=*/false, &scored);
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
     if (status.ok()) {
       status = LearnReward(*policy->learner, policy->baseline, user, points.col(chosen),
@@ -117,7 +118,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     while (next_sample <= spec.sample_points && sample_step(next_sample) == t + 1) {
       out.result.steps.push_back(t + 1);
       out.result.cumulative_regret.push_back(cumulative);
-      if (ek_like) out.result.auxiliary.push_back(static_cast<double>(policy->learner->dictionary_size()));
+      if (ek_like)
+        out.result.auxiliary.push_back(static_cast<double>(policy->learner->dictionary_size()));
       ++next_sample;
     }
     if (steps_done != nullptr) steps_done->fetch_add(1, std::memory_order_relaxed);
@@ -148,10 +150,10 @@ std::vector<RunOutput> RunAll(const std::vector<RunSpec>& specs, int jobs, bool 
       const double fraction = total_steps > 0 ? double(steps.load()) / double(total_steps) : 1.0;
       const int width = 30, filled = static_cast<int>(fraction * width);
       const std::string bar = std::string(filled, '=') + std::string(width - filled, ' ');
-      const std::string line = absl::StrFormat(
-          "[%s] %5.1f%%  %d/%d runs  %s elapsed, ~%s left", bar, 100.0 * fraction,
-          finished.load(), specs.size(), Duration(elapsed),
-          Duration(fraction > 0 ? elapsed * (1.0 - fraction) / fraction : NAN));
+      const std::string line =
+          absl::StrFormat("[%s] %5.1f%%  %d/%d runs  %s elapsed, ~%s left", bar, 100.0 * fraction,
+                          finished.load(), specs.size(), Duration(elapsed),
+                          Duration(fraction > 0 ? elapsed * (1.0 - fraction) / fraction : NAN));
       if (tty) {
         std::fprintf(stderr, "\r%s", line.c_str());
       } else if (now - last_line > std::chrono::seconds(30)) {  // logs: a line now and then

@@ -27,8 +27,8 @@ struct RunSpec {
   PolicySpec policy;
   uint64_t seed = 0;
   int64_t rounds = 1000;
-  int sample_points = 100;    // cumulative-regret samples per run
-  int64_t timing_window = 0;  // > 0: also record the mean step time of each window of rounds
+  int sample_points = 100;      // cumulative-regret samples per run
+  int64_t timing_window = 0;    // > 0: also record the mean step time of each window of rounds
   bool record_choices = false;  // keep the chosen candidate of every round (RunOutput::choices)
 };
 
@@ -38,8 +38,8 @@ struct RunOutput {
   // Heap in use at the end of the run minus at its start (glibc's mallinfo2): the memory the
   // run's learner and environment hold. Meaningful only when runs do not overlap (--jobs=1).
   double heap_growth_bytes = 0.0;
-  std::string error;                   // empty when the run succeeded
-  std::vector<int> choices;            // with record_choices: the chosen candidate per round
+  std::string error;         // empty when the run succeeded
+  std::vector<int> choices;  // with record_choices: the chosen candidate per round
 };
 
 // Runs one spec; adds each finished round to *steps_done (may be null).

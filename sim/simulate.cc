@@ -25,10 +25,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "graphbandit_version.h"
 #include "sim/presets.h"
 #include "sim/report.h"
 #include "sim/runner.h"
-#include "graphbandit_version.h"
 
 ABSL_FLAG(std::string, preset, "", "Experiment to run (see --list_presets).");
 ABSL_FLAG(std::string, out, "", "Directory for regret.csv, the plots and summary.md.");
@@ -84,7 +84,8 @@ std::string Shell(const std::string& command) {
 
 std::string MachineDescription() {
   std::string cpu = Shell("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'");
-  const std::string memory = Shell("grep -m1 MemTotal /proc/meminfo | awk '{printf \"%.1f GiB\", $2/1048576}'");
+  const std::string memory =
+      Shell("grep -m1 MemTotal /proc/meminfo | awk '{printf \"%.1f GiB\", $2/1048576}'");
   utsname name{};
   uname(&name);
   return absl::StrFormat("%s; %d cores; %s RAM; %s %s", cpu.empty() ? "unknown CPU" : cpu,
@@ -136,9 +137,11 @@ int main(int argc, char** argv) {
   if (Shell("mkdir -p '" + out + "' && echo ok") != "ok") return Fail("cannot create " + out);
 
   const int seeds = absl::GetFlag(FLAGS_seeds) > 0 ? absl::GetFlag(FLAGS_seeds) : preset->seeds;
-  const int64_t rounds = absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds) : preset->rounds;
-  const int jobs = absl::GetFlag(FLAGS_jobs) > 0 ? absl::GetFlag(FLAGS_jobs)
-                                                 : static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t rounds =
+      absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds) : preset->rounds;
+  const int jobs = absl::GetFlag(FLAGS_jobs) > 0
+                       ? absl::GetFlag(FLAGS_jobs)
+                       : static_cast<int>(std::thread::hardware_concurrency());
   std::vector<RunSpec> specs;
   for (const EnvironmentSpec& env : preset->environments) {
     if (!Matches(env.label, absl::GetFlag(FLAGS_environments))) continue;
@@ -160,8 +163,8 @@ int main(int argc, char** argv) {
   }
   if (specs.empty()) return Fail("the filters leave no run");
   const std::string commit = Commit();
-  std::fprintf(stderr, "graphbandit-sim: preset %s: %zu runs on %d threads\n",
-               preset->name.c_str(), specs.size(), jobs);
+  std::fprintf(stderr, "graphbandit-sim: preset %s: %zu runs on %d threads\n", preset->name.c_str(),
+               specs.size(), jobs);
   const absl::Time started = absl::Now();
   const std::vector<RunOutput> outputs = RunAll(specs, jobs, /*show_progress=*/true);
   const absl::Duration took = absl::Now() - started;
@@ -196,7 +199,8 @@ int main(int argc, char** argv) {
     if (preset->dictionary_plot) {
       const std::string dict = "dictionary-" + Slug(env) + ".svg";
       if (WriteAuxiliaryPlot(results, env, out + "/" + dict,
-                             absl::StrFormat("%s: Nystrom dictionary size", env), "dictionary size m")
+                             absl::StrFormat("%s: Nystrom dictionary size", env),
+                             "dictionary size m")
               .ok()) {
         absl::StrAppend(&plots, absl::StrFormat("![%s dictionary](%s)\n\n", env, dict));
       }
@@ -233,15 +237,16 @@ int main(int argc, char** argv) {
   std::string command = "graphbandit-sim";
   for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
   std::ostringstream md;
-  md << "# " << preset->name << "\n\n" << preset->description << "\n\n"
+  md << "# " << preset->name << "\n\n"
+     << preset->description << "\n\n"
      << "- command: `" << command << "`\n"
      << "- commit: " << commit << "\n"
      << "- machine: " << MachineDescription() << "\n"
-     << absl::StrFormat("- runs: %zu (%d seeds x %lld rounds), %d threads, %s wall time, peak "
-                        "resident memory %.1f MiB\n",
-                        specs.size(), seeds, static_cast<long long>(rounds), jobs,
-                        absl::FormatDuration(absl::Trunc(took, absl::Seconds(1))),
-                        usage.ru_maxrss / 1024.0)
+     << absl::StrFormat(
+            "- runs: %zu (%d seeds x %lld rounds), %d threads, %s wall time, peak "
+            "resident memory %.1f MiB\n",
+            specs.size(), seeds, static_cast<long long>(rounds), jobs,
+            absl::FormatDuration(absl::Trunc(took, absl::Seconds(1))), usage.ru_maxrss / 1024.0)
      << "- date: " << absl::FormatTime("%Y-%m-%d", absl::Now(), absl::UTCTimeZone()) << "\n\n"
      << "## Final regret\n\n"
      << MarkdownTable(summaries, preset->references) << "\n";
@@ -251,7 +256,8 @@ int main(int argc, char** argv) {
     for (const std::string& f : failures) md << "- " << f << "\n";
     md << "\n";
   }
-  md << "## Plots\n\n" << plots << "Raw curves: `regret.csv`"
+  md << "## Plots\n\n"
+     << plots << "Raw curves: `regret.csv`"
      << (preset->timing_window > 0 ? ", timing per window: `timing.csv`" : "") << ".\n";
   std::ofstream(out + "/summary.md") << md.str();
   std::printf("%s", MarkdownTable(summaries, preset->references).c_str());

@@ -48,7 +48,7 @@ absl::StatusOr<TaskEnvironment> TaskEnvironment::Create(const TaskOptions& optio
   Rng graph_rng = StreamRng(options.seed, kGraph);
   for (int a = 0; a < n; ++a) {
     for (int b = a + 1; b < n; ++b) {
-      const double p = options.graph == GraphKind::kErdosRenyi ? options.er_probability
+      const double p = options.graph == GraphKind::kErdosRenyi    ? options.er_probability
                        : a % options.blocks == b % options.blocks ? options.p_in
                                                                   : options.p_out;
       if (graph_rng.Uniform() < p) env.edges_.push_back({a, b, 1.0});
@@ -67,8 +67,7 @@ absl::StatusOr<TaskEnvironment> TaskEnvironment::Create(const TaskOptions& optio
     }
     const Eigen::MatrixXd independent = Normals(f_rng, n, cols);
     const Eigen::MatrixXd l = DenseLaplacian(n, env.edges_);
-    return Eigen::MatrixXd(
-        (Eigen::MatrixXd::Identity(n, n) + l).ldlt().solve(independent));
+    return Eigen::MatrixXd((Eigen::MatrixXd::Identity(n, n) + l).ldlt().solve(independent));
   };
 
   // A fixed sample of inputs to normalise the shared part to unit standard deviation per user.
@@ -145,9 +144,8 @@ double TaskEnvironment::Mean(const Eigen::VectorXd& context, const Eigen::Vector
   z.tail(relevant) = x.head(relevant) / options_.feature_scale;
   double value = Shared(z, user) + theta_.row(user).dot(z) + intercepts_(user);
   if (options_.drift_amplitude != 0.0) {
-    value += options_.drift_amplitude *
-             std::sin(2.0 * M_PI * static_cast<double>(round) /
-                      static_cast<double>(options_.drift_period));
+    value += options_.drift_amplitude * std::sin(2.0 * M_PI * static_cast<double>(round) /
+                                                 static_cast<double>(options_.drift_period));
   }
   return value;
 }
@@ -156,8 +154,8 @@ Round TaskEnvironment::MakeRound(uint64_t index) const {
   Rng rng = StreamRng(options_.seed, kRounds, index);
   Round round;
   const double u = rng.Uniform();
-  round.user = static_cast<int>(
-      std::lower_bound(arrival_cdf_.begin(), arrival_cdf_.end(), u) - arrival_cdf_.begin());
+  round.user = static_cast<int>(std::lower_bound(arrival_cdf_.begin(), arrival_cdf_.end(), u) -
+                                arrival_cdf_.begin());
   round.user = std::min(round.user, options_.users - 1);
   round.context = Normals(rng, options_.context_dim, 1).col(0);
   round.arms = Normals(rng, options_.dim, options_.candidates, options_.feature_scale);

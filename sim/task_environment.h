@@ -23,11 +23,10 @@
 #ifndef GRAPHBANDIT_SIM_TASK_ENVIRONMENT_H_
 #define GRAPHBANDIT_SIM_TASK_ENVIRONMENT_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/status/statusor.h"
 #include "sim/environment.h"
@@ -47,13 +46,13 @@ struct TaskOptions {
   int relevant = 0;     // features the reward depends on (0 = all)
   int context_dim = 0;  // a context vector N(0, I) per round, seen by the non-linear part
   double feature_scale = 1.0;
-  bool nonlinear = true;       // false: the shared part is linear
-  int hidden = 8;              // tanh units of the non-linear part
-  bool block_units = false;    // SBM: each block draws its own units (else all share them)
-  double user_linear = 0.2;    // std of the per-user linear part
-  double intercept = 0.0;      // std of the per-user intercepts
+  bool nonlinear = true;     // false: the shared part is linear
+  int hidden = 8;            // tanh units of the non-linear part
+  bool block_units = false;  // SBM: each block draws its own units (else all share them)
+  double user_linear = 0.2;  // std of the per-user linear part
+  double intercept = 0.0;    // std of the per-user intercepts
   double noise_std = 0.3;
-  double zipf = 0.0;           // user arrivals: 0 uniform, s > 0 Zipf with exponent s
+  double zipf = 0.0;  // user arrivals: 0 uniform, s > 0 Zipf with exponent s
   double drift_amplitude = 0.0;
   int64_t drift_period = 1000;
   uint64_t seed = 1;

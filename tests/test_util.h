@@ -2,10 +2,9 @@
 #ifndef GRAPHBANDIT_TESTS_TEST_UTIL_H_
 #define GRAPHBANDIT_TESTS_TEST_UTIL_H_
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-
-#include <Eigen/Dense>
 
 #include "core/base/random.h"
 

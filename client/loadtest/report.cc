@@ -81,8 +81,8 @@ Regret RegretOf(const std::vector<Sample>& samples, int64_t played, int64_t wind
 
 void PrintLatency(const char* label, const Percentiles& p) {
   std::printf("latency %-12s (ms): p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", label,
-              OrNan(p.has_p50(), p.p50()), OrNan(p.has_p90(), p.p90()),
-              OrNan(p.has_p99(), p.p99()), OrNan(p.has_max(), p.max()));
+              OrNan(p.has_p50(), p.p50()), OrNan(p.has_p90(), p.p90()), OrNan(p.has_p99(), p.p99()),
+              OrNan(p.has_max(), p.max()));
 }
 
 }  // namespace

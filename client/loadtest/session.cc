@@ -1,11 +1,11 @@
 #include "client/loadtest/session.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
 #include <utility>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -20,9 +20,9 @@ constexpr char kAdmin[] = "graphbandit.v1.AdminService";
 constexpr size_t kEdgesPerCall = 10000;
 
 absl::Status CallError(const char* rpc, const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrFormat("%s failed: %d (%s)", rpc, status.error_code(),
-                                      status.error_message()));
+  return absl::Status(
+      static_cast<absl::StatusCode>(status.error_code()),
+      absl::StrFormat("%s failed: %d (%s)", rpc, status.error_code(), status.error_message()));
 }
 
 std::string ErrorKey(const char* rpc, const grpc::Status& status) {
@@ -44,9 +44,8 @@ Session::Session(client::Connection connection, std::string model,
       bandit_(v1::BanditService::NewStub(connection_.channel)),
       admin_(v1::AdminService::NewStub(connection_.channel)) {}
 
-absl::StatusOr<Session> Session::Connect(client::Connection connection,
-                                         const std::string& target, std::string model,
-                                         std::chrono::milliseconds deadline) {
+absl::StatusOr<Session> Session::Connect(client::Connection connection, const std::string& target,
+                                         std::string model, std::chrono::milliseconds deadline) {
   if (!connection.channel->WaitForConnected(std::chrono::system_clock::now() + deadline)) {
     return absl::UnavailableError(absl::StrFormat("cannot reach a server at %s", target));
   }
@@ -121,9 +120,8 @@ std::string Session::PlayRound(const sim::SimEnvironment& env, const Naming& nam
   for (Eigen::Index k = 0; k < round.arms.cols(); ++k) {
     v1::Arm* arm = select.add_candidates();
     // Pool items keep their id; fresh candidates get one of their own.
-    arm->set_id(k < static_cast<Eigen::Index>(round.items.size())
-                    ? Naming::ItemId(round.items[k])
-                    : absl::StrCat("r", r, "-c", k));
+    arm->set_id(k < static_cast<Eigen::Index>(round.items.size()) ? Naming::ItemId(round.items[k])
+                                                                  : absl::StrCat("r", r, "-c", k));
     for (int i = 0; i < env.arm_dim(); ++i) arm->add_features(round.arms(i, k));
   }
   v1::SelectArmResponse decision;

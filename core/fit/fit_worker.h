@@ -2,8 +2,8 @@
 // one fit at a time, off the writer and off the decision path. The writer hands it a job (a
 // copy of the recent observations and of what the fit needs), goes on applying the log, and
 // picks the outcome up when `ready` tells it one is waiting; it then logs the fitted values and
-// applies them in log order (core/model/model.h). Stop() cancels a running fit (the optimiser checks
-// between likelihood evaluations) and joins the thread.
+// applies them in log order (core/model/model.h). Stop() cancels a running fit (the optimiser
+// checks between likelihood evaluations) and joins the thread.
 #ifndef GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 #define GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 
@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "core/fit/hyperparameter_fit.h"
 #include "core/base/sync.h"
+#include "core/fit/hyperparameter_fit.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
 
@@ -26,7 +26,7 @@ class FitWorker {
  public:
   struct Job {
     FitData data;
-    std::shared_ptr<const UserGraph> graph;      // a copy, when rho is fitted
+    std::shared_ptr<const UserGraph> graph;         // a copy, when rho is fitted
     std::shared_ptr<const UserKernel> fixed_users;  // otherwise
     Hyperparameters start;
     FitSpec spec;

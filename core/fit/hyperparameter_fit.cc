@@ -33,9 +33,9 @@ struct Problem {
   Likelihood* likelihood;
   const FitSpec* spec;
   Layout layout;
-  Eigen::VectorXd base;     // full log-space vector: fixed parameters come from here
-  Eigen::VectorXd centre;   // prior centres (full layout)
-  double prior_precision;   // 1 / sd^2 of the log-normal prior
+  Eigen::VectorXd base;    // full log-space vector: fixed parameters come from here
+  Eigen::VectorXd centre;  // prior centres (full layout)
+  double prior_precision;  // 1 / sd^2 of the log-normal prior
   int evaluations = 0;
   // The best point evaluated so far (objective and free values), whatever the optimiser
   // reports in the end: L-BFGS can stop with a generic failure after a line search meets a
@@ -89,8 +89,8 @@ bool Hyperparameters::InRange(int dim) const {
   auto non_negative = [](double v) { return v >= 0.0 && std::isfinite(v); };
   return (dim < 0 || lengthscales.size() == dim) && (lengthscales.array() > 0.0).all() &&
          lengthscales.allFinite() && positive(signal_variance) && non_negative(offset_variance) &&
-         non_negative(linear_variance) && non_negative(user_variance) &&
-         positive(noise_variance) && positive(rho) && std::isfinite(prior_mean);
+         non_negative(linear_variance) && non_negative(user_variance) && positive(noise_variance) &&
+         positive(rho) && std::isfinite(prior_mean);
 }
 
 std::string Hyperparameters::DebugString() const {
@@ -178,8 +178,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   lower(EtaIndex(groups)) = std::log(1e-8 * g_diagonal);
   upper(EtaIndex(groups)) = std::log(1e3 * g_diagonal);
 
-  Problem problem{&likelihood, &spec, layout, ToFull(start, spec), centre,
-                  1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
+  Problem problem{&likelihood,         &spec,  layout,
+                  ToFull(start, spec), centre, 1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
   FitResult result;
   result.points = n;
   result.free_parameters = static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
@@ -236,7 +236,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   }
   if (!spec.fit_user_variance) best.user_variance = start.user_variance;
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
-    if (!spec.fit_lengthscale[spec.lengthscale_group[d]]) best.lengthscales(d) = start.lengthscales(d);
+    if (!spec.fit_lengthscale[spec.lengthscale_group[d]])
+      best.lengthscales(d) = start.lengthscales(d);
   }
   if (!spec.fit_noise_variance) best.noise_variance = start.noise_variance;
   if (!(spec.fit_rho && likelihood.users().laplacian())) best.rho = start.rho;

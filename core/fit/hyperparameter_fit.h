@@ -7,8 +7,9 @@
 //   G = (L + rho I)^-1
 //
 // (the Laplacian multi-user kernel of LK eq. 2 with a fitted arm kernel, plus each user's own
-// deviation; core/kernel/multi_user_kernel.h), on a bounded subset of the history. Free parameters, all optimised in log
-// space with analytic gradients by L-BFGS (NLopt) within wide data-relative bounds:
+// deviation; core/kernel/multi_user_kernel.h), on a bounded subset of the history. Free parameters,
+// all optimised in log space with analytic gradients by L-BFGS (NLopt) within wide data-relative
+// bounds:
 //   s2      the arm kernel's variance;
 //   b2      a constant added to the arm kernel (per-user intercepts shared along the graph);
 //   c2      a linear part <x/l, x'/l> added to a stationary arm kernel (linear trends);
@@ -30,18 +31,17 @@
 #ifndef GRAPHBANDIT_CORE_FIT_HYPERPARAMETER_FIT_H_
 #define GRAPHBANDIT_CORE_FIT_HYPERPARAMETER_FIT_H_
 
+#include <Eigen/Dense>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/status/statusor.h"
-#include "core/kernel/arm_kernel.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
+#include "core/kernel/arm_kernel.h"
 
 namespace graphbandit {
 
@@ -54,7 +54,7 @@ struct Hyperparameters {
   Eigen::VectorXd lengthscales;  // one per joint input dimension (context first)
   double noise_variance = 0.1;   // lambda
   double rho = 0.1;
-  double prior_mean = 0.0;       // m0
+  double prior_mean = 0.0;  // m0
 
   bool operator==(const Hyperparameters& o) const {
     return signal_variance == o.signal_variance && offset_variance == o.offset_variance &&
@@ -110,7 +110,7 @@ struct FitResult {
 // The users' side of the kernel for a fit: either the Green's function of `graph` (rho may then
 // be fitted), or a fixed user kernel.
 struct FitUsers {
-  const UserGraph* graph = nullptr;       // Green's function (L + rho I)^-1 of this graph
+  const UserGraph* graph = nullptr;         // Green's function (L + rho I)^-1 of this graph
   std::shared_ptr<const UserKernel> fixed;  // used when graph is null
 };
 

@@ -319,8 +319,7 @@ absl::StatusOr<double> Likelihood::Evaluate(const Hyperparameters& h, Eigen::Vec
   const Eigen::VectorXd alpha = llt_.solve(residual);
   const Eigen::MatrixXd& factor = llt_.matrixLLT();
   const double log_det = 2.0 * factor.diagonal().array().log().sum();
-  const double value =
-      -0.5 * residual.dot(alpha) - 0.5 * log_det - 0.5 * n * std::log(2.0 * M_PI);
+  const double value = -0.5 * residual.dot(alpha) - 0.5 * log_det - 0.5 * n * std::log(2.0 * M_PI);
   if (gradient == nullptr) return value;
 
   // d log p / d theta = 1/2 tr(W dK/dtheta), W = alpha alpha^T - A^-1.
@@ -454,8 +453,8 @@ absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers
   Likelihood likelihood;
   if (absl::Status s = likelihood.Init(data, users, spec); !s.ok()) return s;
   Eigen::VectorXd full_gradient;
-  absl::StatusOr<double> value = likelihood.Evaluate(
-      values, gradient != nullptr ? &full_gradient : nullptr, profiled_mean);
+  absl::StatusOr<double> value =
+      likelihood.Evaluate(values, gradient != nullptr ? &full_gradient : nullptr, profiled_mean);
   if (!value.ok() || gradient == nullptr) return value;
   const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
   gradient->resize(static_cast<int>(layout.free.size()));

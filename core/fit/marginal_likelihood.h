@@ -14,11 +14,10 @@
 #ifndef GRAPHBANDIT_CORE_FIT_MARGINAL_LIKELIHOOD_H_
 #define GRAPHBANDIT_CORE_FIT_MARGINAL_LIKELIHOOD_H_
 
-#include <cstdint>
-#include <vector>
-
 #include <Eigen/Dense>
 #include <Eigen/SparseCholesky>
+#include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -88,7 +87,8 @@ class Likelihood {
   // Workspaces of Evaluate (see there). Memory: about 14 n x n matrices, plus two per group when
   // grouped, plus O(n dim).
   Eigen::MatrixXd z_, raw_scaled_, projected_;
-  Eigen::MatrixXd gu_, gu2_, gp_, scaled_, root_, profile_, inner_, arm_, a_, linv_, w_, wg_, slope_;
+  Eigen::MatrixXd gu_, gu2_, gp_, scaled_, root_, profile_, inner_, arm_, a_, linv_, w_, wg_,
+      slope_;
   Eigen::LLT<Eigen::MatrixXd> llt_;
 };
 

@@ -35,8 +35,8 @@ absl::Status RefitOptions::Validate() const {
                                min_gain_per_parameter));
   }
   if (!(kors_mu_factor > 0.0) || !std::isfinite(kors_mu_factor)) {
-    return bad(absl::StrFormat("kors_mu_factor must be a finite number > 0, got %g",
-                               kors_mu_factor));
+    return bad(
+        absl::StrFormat("kors_mu_factor must be a finite number > 0, got %g", kors_mu_factor));
   }
   return absl::OkStatus();
 }
@@ -107,10 +107,10 @@ std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, b
         {"offset_variance", spec.fit_offset_variance},
         {"linear_variance", spec.fit_linear_variance},
         {"user_variance", spec.fit_user_variance},
-        {"context_lengthscale", lengthscales_fitted(0, shape.context_dim,
-                                                    options.fit_context_lengthscale)},
-        {"arm_lengthscale", lengthscales_fitted(shape.context_dim, dim,
-                                                options.fit_arm_lengthscale)},
+        {"context_lengthscale",
+         lengthscales_fitted(0, shape.context_dim, options.fit_context_lengthscale)},
+        {"arm_lengthscale",
+         lengthscales_fitted(shape.context_dim, dim, options.fit_arm_lengthscale)},
         {"noise_variance", spec.fit_noise_variance},
         {"rho", spec.fit_rho},
         {"prior_mean", spec.fit_prior_mean}}) {
@@ -175,8 +175,8 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
   return std::abs(a.prior_mean - b.prior_mean) > min_change * noise_sd;
 }
 
-FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
-                      const UserGraph& graph, std::shared_ptr<const UserKernel> current) {
+FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, const UserGraph& graph,
+                      std::shared_ptr<const UserKernel> current) {
   FitUsers users;
   if (options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     users.graph = &graph;

@@ -1,6 +1,6 @@
 // When and how a kernel model refits its hyper-parameters (core/fit/hyperparameter_fit.h) and how
-// fitted values reach its learner, shared by the server's models (core/model/model.h, which fit on a
-// helper thread and log the result) and the simulator (which fits inline at the same points).
+// fitted values reach its learner, shared by the server's models (core/model/model.h, which fit on
+// a helper thread and log the result) and the simulator (which fits inline at the same points).
 //
 // Schedule: the first fit once `first_fit` rewards are learned, then each time the number of
 // learned rewards has grown by the factor `growth` (but at least every `max_interval`). A fit
@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/kernel/arm_kernel.h"
 #include "core/fit/hyperparameter_fit.h"
-#include "core/learner/posterior.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
+#include "core/kernel/arm_kernel.h"
+#include "core/learner/posterior.h"
 
 namespace graphbandit {
 
@@ -139,8 +139,8 @@ bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameter
                          double min_change);
 
 // The FitUsers for a fit of a model with this graph and user kernel.
-FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
-                      const UserGraph& graph, std::shared_ptr<const UserKernel> current);
+FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, const UserGraph& graph,
+                      std::shared_ptr<const UserKernel> current);
 
 // Switches `learner` (and the model's `scaling` and `user_kernel`) to `values`: builds the user
 // kernel for values.rho when it is the Green's function, rescales, and calls Learner::Refit.
@@ -149,8 +149,7 @@ FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options,
 absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelShape& shape,
                                   double kors_mu_factor, const UserGraph& graph,
                                   FeatureScaling* scaling,
-                                  std::shared_ptr<const UserKernel>* user_kernel,
-                                  Learner* learner);
+                                  std::shared_ptr<const UserKernel>* user_kernel, Learner* learner);
 
 }  // namespace graphbandit
 

@@ -9,19 +9,18 @@
 #ifndef GRAPHBANDIT_CORE_GRAPH_GREEN_FUNCTION_H_
 #define GRAPHBANDIT_CORE_GRAPH_GREEN_FUNCTION_H_
 
+#include <Eigen/Dense>
+#include <Eigen/SparseCholesky>
 #include <cstdint>
 #include <list>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-#include <Eigen/SparseCholesky>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "core/graph/user_graph.h"
 #include "core/base/sync.h"
+#include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
 
 namespace graphbandit {
@@ -30,8 +29,10 @@ class GreenFunction final : public UserKernel {
  public:
   // Factorises L + rho I for the users of `graph` that have edges. cache_bytes bounds the
   // memory of cached columns (at least 16 columns are kept).
-  static absl::StatusOr<std::shared_ptr<const GreenFunction>> Build(
-      const UserGraph& graph, double rho, size_t cache_bytes = size_t{256} << 20);
+  static absl::StatusOr<std::shared_ptr<const GreenFunction>> Build(const UserGraph& graph,
+                                                                    double rho,
+                                                                    size_t cache_bytes = size_t{256}
+                                                                                         << 20);
 
   double rho() const { return rho_; }
   // Users that belong to the factorised (non-isolated) part.
@@ -47,8 +48,7 @@ class GreenFunction final : public UserKernel {
   double rho_ = 1.0;
   std::vector<int32_t> compact_of_user_;   // user index -> compact index, or -1
   std::vector<int32_t> users_of_compact_;  // compact index -> user index
-  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>>
-      solver_;
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>> solver_;
   size_t cache_capacity_ = 16;
 
   mutable Mutex cache_mu_;

@@ -8,8 +8,8 @@
 #define GRAPHBANDIT_CORE_GRAPH_USER_GRAPH_H_
 
 #include <cstdint>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"

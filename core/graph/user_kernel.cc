@@ -95,7 +95,8 @@ absl::StatusOr<std::shared_ptr<const UserKernel>> BuildUserKernel(
         std::make_shared<DenseUserKernel>(Eigen::MatrixXd(), outside));
   }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(DenseLaplacian(graph));
-  if (eig.info() != Eigen::Success) return absl::InternalError("Laplacian eigendecomposition failed");
+  if (eig.info() != Eigen::Success)
+    return absl::InternalError("Laplacian eigendecomposition failed");
   const Eigen::VectorXd& values = eig.eigenvalues();  // ascending
   const Eigen::MatrixXd& vectors = eig.eigenvectors();
   if (options.kind == UserKernelKind::kHeat) {
@@ -127,7 +128,8 @@ absl::StatusOr<std::shared_ptr<const UserKernel>> BuildUserKernel(
       for (int b = a + 1; b < n; ++b) distances.push_back(std::sqrt(squared(a, b)));
     }
     if (!distances.empty()) {
-      std::nth_element(distances.begin(), distances.begin() + distances.size() / 2, distances.end());
+      std::nth_element(distances.begin(), distances.begin() + distances.size() / 2,
+                       distances.end());
       bandwidth = distances[distances.size() / 2];
     }
     if (!(bandwidth > 0.0)) bandwidth = 1.0;

@@ -12,12 +12,11 @@
 #ifndef GRAPHBANDIT_CORE_GRAPH_USER_KERNEL_H_
 #define GRAPHBANDIT_CORE_GRAPH_USER_KERNEL_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -83,11 +82,11 @@ absl::StatusOr<UserKernelKind> ParseUserKernelKind(absl::string_view name);
 
 struct UserKernelOptions {
   UserKernelKind kind = UserKernelKind::kLaplacianInverse;
-  double rho = 0.1;            // kLaplacianInverse
-  double heat_tau = 1.0;       // kHeat
-  int spectral_dims = 8;       // kSpectralRbf: k
+  double rho = 0.1;                 // kLaplacianInverse
+  double heat_tau = 1.0;            // kHeat
+  int spectral_dims = 8;            // kSpectralRbf: k
   double spectral_bandwidth = 0.0;  // kSpectralRbf: sigma; 0 = median of pairwise distances
-  int max_dense_users = 5000;  // dense kernels refuse larger graphs
+  int max_dense_users = 5000;       // dense kernels refuse larger graphs
 };
 
 // A kernel given as an explicit symmetric matrix over users 0..n-1. Users beyond n (or unknown)

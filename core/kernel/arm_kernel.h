@@ -11,9 +11,8 @@
 #ifndef GRAPHBANDIT_CORE_KERNEL_ARM_KERNEL_H_
 #define GRAPHBANDIT_CORE_KERNEL_ARM_KERNEL_H_
 
-#include <string>
-
 #include <Eigen/Dense>
+#include <string>
 
 #include "absl/strings/string_view.h"
 

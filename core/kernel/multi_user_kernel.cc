@@ -46,9 +46,8 @@ void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   for (Eigen::Index i = 0; i < a.cols(); ++i) row_columns[i] = &columns.at(users_a[i]);
   for (Eigen::Index j = 0; j < b.cols(); ++j) {
     for (Eigen::Index i = 0; i < a.cols(); ++i) {
-      const double own = (eta_ > 0.0 && users_b[j] != kUnknownUser && users_a[i] == users_b[j])
-                             ? eta_
-                             : 0.0;
+      const double own =
+          (eta_ > 0.0 && users_b[j] != kUnknownUser && users_a[i] == users_b[j]) ? eta_ : 0.0;
       (*out)(i, j) *= row_columns[i]->At(users_b[j]) + own;
     }
   }

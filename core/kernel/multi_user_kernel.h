@@ -7,14 +7,13 @@
 #ifndef GRAPHBANDIT_CORE_KERNEL_MULTI_USER_KERNEL_H_
 #define GRAPHBANDIT_CORE_KERNEL_MULTI_USER_KERNEL_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
-#include "core/kernel/arm_kernel.h"
 #include "core/graph/user_kernel.h"
+#include "core/kernel/arm_kernel.h"
 
 namespace graphbandit {
 

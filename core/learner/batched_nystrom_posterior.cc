@@ -26,8 +26,8 @@ class FrozenBatchedScorer final : public Scorer {
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override {
-    ScoreNystrom(kernel_, ridge_, basis_x_, basis_users_, chol_m_, chol_zz_, weights_, user,
-                 points, mean, stddev);
+    ScoreNystrom(kernel_, ridge_, basis_x_, basis_users_, chol_m_, chol_zz_, weights_, user, points,
+                 mean, stddev);
   }
 
  private:
@@ -260,7 +260,8 @@ absl::Status BatchedNystromPosterior::LoadState(storage::Decoder* in) {
   // A factor's storage never exceeds max(8, twice the largest size it ever had).
   const int64_t max_capacity = std::max<int64_t>(8, 2 * history.size());
   CholeskyFactor chol_m, chol_zz;
-  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() != m) return malformed("factor of M");
+  if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() != m)
+    return malformed("factor of M");
   if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
     return malformed("factor of K_ZZ");
   }

@@ -13,25 +13,24 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_BATCHED_NYSTROM_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_BATCHED_NYSTROM_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
+#include "core/base/random.h"
+#include "core/kernel/multi_user_kernel.h"
 #include "core/learner/history_buffer.h"
+#include "core/learner/posterior.h"
 #include "core/linalg/cholesky_factor.h"
 #include "core/linalg/growable_columns.h"
-#include "core/kernel/multi_user_kernel.h"
-#include "core/learner/posterior.h"
-#include "core/base/random.h"
 
 namespace graphbandit {
 
 struct BatchedNystromOptions {
-  double ridge = 1.0;         // lambda
-  double threshold = 10.0;    // C: accumulated sigma~^2 that triggers a re-draw
-  double oversampling = 10.0; // q
+  double ridge = 1.0;          // lambda
+  double threshold = 10.0;     // C: accumulated sigma~^2 that triggers a re-draw
+  double oversampling = 10.0;  // q
   double min_relative_residual = 1e-8;
   uint64_t seed = 1;
   // Bounds for serving (0 = off: the paper's algorithm, as the simulator runs it). A re-draw

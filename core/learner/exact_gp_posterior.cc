@@ -26,10 +26,8 @@ void ScoreExact(const MultiUserKernel& kernel, const Eigen::Ref<const Eigen::Mat
   mean->noalias() = k.transpose() * alpha;
   if (prior_mean != 0.0) mean->array() += prior_mean;
   chol.triangularView<Eigen::Lower>().solveInPlace(k);
-  *stddev = (prior.array() - k.colwise().squaredNorm().transpose().array())
-                .cwiseMax(0.0)
-                .sqrt()
-                .matrix();
+  *stddev =
+      (prior.array() - k.colwise().squaredNorm().transpose().array()).cwiseMax(0.0).sqrt().matrix();
 }
 
 }  // namespace
@@ -72,13 +70,12 @@ ExactGpPosterior::ExactGpPosterior(int dim, const ArmKernel& arm,
 
 const Eigen::VectorXd& ExactGpPosterior::Alpha() const {
   if (alpha_dirty_) {
-    alpha_ = history_size() > 0
-                 ? chol_.Solve((Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(),
-                                                                  history_rewards_.size())
-                                    .array() -
-                                prior_mean_)
-                                   .matrix())
-                 : Eigen::VectorXd();
+    alpha_ = history_size() > 0 ? chol_.Solve((Eigen::Map<const Eigen::VectorXd>(
+                                                   history_rewards_.data(), history_rewards_.size())
+                                                   .array() -
+                                               prior_mean_)
+                                                  .matrix())
+                                : Eigen::VectorXd();
     alpha_dirty_ = false;
   }
   return alpha_;
@@ -90,8 +87,7 @@ void ExactGpPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixX
              mean, stddev, prior_mean_);
 }
 
-absl::Status ExactGpPosterior::Observe(int32_t user,
-                                       const Eigen::Ref<const Eigen::VectorXd>& point,
+absl::Status ExactGpPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   Eigen::MatrixXd border;
@@ -137,8 +133,7 @@ absl::Status ExactGpPosterior::Refactor() {
     return absl::OkStatus();
   }
   Eigen::MatrixXd gram;
-  kernel_.Cross(history_x_.view(), history_users_, history_x_.view(), history_users_.data(),
-                &gram);
+  kernel_.Cross(history_x_.view(), history_users_, history_x_.view(), history_users_.data(), &gram);
   gram.diagonal().array() += ridge_;
   absl::Status status = chol_.Reset(gram);
   if (!status.ok()) return status;
@@ -148,17 +143,15 @@ absl::Status ExactGpPosterior::Refactor() {
 }
 
 std::shared_ptr<const Scorer> ExactGpPosterior::Freeze() const {
-  return std::make_shared<FrozenScorer>(kernel_, Eigen::MatrixXd(history_x_.view()),
-                                        history_users_, Eigen::MatrixXd(chol_.matrix()), Alpha(),
-                                        prior_mean_);
+  return std::make_shared<FrozenScorer>(kernel_, Eigen::MatrixXd(history_x_.view()), history_users_,
+                                        Eigen::MatrixXd(chol_.matrix()), Alpha(), prior_mean_);
 }
 
 double ExactGpPosterior::MeanNormSquared() const {
   if (history_size() == 0) return 0.0;
   const Eigen::VectorXd& a = Alpha();
   const Eigen::VectorXd centred =
-      Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(), history_rewards_.size())
-          .array() -
+      Eigen::Map<const Eigen::VectorXd>(history_rewards_.data(), history_rewards_.size()).array() -
       prior_mean_;
   return std::max(0.0, a.dot(centred) - ridge_ * a.squaredNorm());
 }

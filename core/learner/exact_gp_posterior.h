@@ -1,21 +1,21 @@
 // The exact GP posterior (ALGORITHMS.md §0.4 and §1.6, the exact phase of LK-GP-UCB/TS):
-//   mean(s) = k_t(s)^T (K_t + lambda I)^-1 y,  variance(s) = K(s,s) - k_t(s)^T (K_t + lambda I)^-1 k_t(s)
+//   mean(s) = k_t(s)^T (K_t + lambda I)^-1 y,  variance(s) = K(s,s) - k_t(s)^T (K_t + lambda I)^-1
+//   k_t(s)
 // kept as a Cholesky factor of K_t + lambda I that grows by one bordered row per observation
 // (O(t^2)); decisions cost O(candidates * t^2). Meant for small problems and as the oracle the
 // Nyström posterior is tested against.
 #ifndef GRAPHBANDIT_CORE_LEARNER_EXACT_GP_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_EXACT_GP_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
-#include "core/linalg/cholesky_factor.h"
-#include "core/linalg/growable_columns.h"
 #include "core/kernel/multi_user_kernel.h"
 #include "core/learner/posterior.h"
+#include "core/linalg/cholesky_factor.h"
+#include "core/linalg/growable_columns.h"
 
 namespace graphbandit {
 
@@ -64,7 +64,7 @@ class ExactGpPosterior final : public Learner {
  private:
   class FrozenScorer;
   const Eigen::VectorXd& Alpha() const;  // (K_t + lambda I)^-1 y, cached
-  absl::Status Refactor();                // K_t + lambda I and the gain from the history
+  absl::Status Refactor();               // K_t + lambda I and the gain from the history
 
   int dim_;
   MultiUserKernel kernel_;

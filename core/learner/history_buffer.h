@@ -3,11 +3,10 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_HISTORY_BUFFER_H_
 #define GRAPHBANDIT_CORE_LEARNER_HISTORY_BUFFER_H_
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cstdint>
 #include <vector>
-
-#include <Eigen/Dense>
 
 namespace graphbandit {
 
@@ -57,10 +56,10 @@ class HistoryBuffer {
   int32_t user(int64_t i) const { return users_[Physical(i)]; }
   double reward(int64_t i) const { return rewards_[Physical(i)]; }
 
-  // Exact serialisation (core/storage/state_coding.h). Entries live in physical slots 0..size()-1: a
-  // ring buffer only moves its head once it is full. head() is the oldest entry's slot (always
-  // 0 without a capacity or before the ring is full). The slot order decides the contiguous
-  // runs ForEachBlock visits, so it is saved and restored as is.
+  // Exact serialisation (core/storage/state_coding.h). Entries live in physical slots 0..size()-1:
+  // a ring buffer only moves its head once it is full. head() is the oldest entry's slot (always 0
+  // without a capacity or before the ring is full). The slot order decides the contiguous runs
+  // ForEachBlock visits, so it is saved and restored as is.
   int64_t head() const { return head_; }
   auto slot_point(int64_t slot) const { return points_.col(slot); }
   int32_t slot_user(int64_t slot) const { return users_[slot]; }

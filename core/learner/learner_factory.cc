@@ -1,10 +1,10 @@
 #include "core/learner/learner_factory.h"
 
+#include "core/fit/refit.h"
 #include "core/learner/batched_nystrom_posterior.h"
 #include "core/learner/exact_gp_posterior.h"
 #include "core/learner/linear_posterior.h"
 #include "core/learner/nystrom_posterior.h"
-#include "core/fit/refit.h"
 
 namespace graphbandit {
 
@@ -23,11 +23,10 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
                                                      std::shared_ptr<const UserKernel> kernel,
                                                      const Hyperparameters* values,
                                                      double kors_mu_factor) {
-  const ArmKernel arm =
-      values != nullptr
-          ? ArmKernel(options.kernel, values->signal_variance, values->offset_variance,
-                      values->linear_variance)
-          : ArmKernel(options.kernel, options.kernel_variance);
+  const ArmKernel arm = values != nullptr
+                            ? ArmKernel(options.kernel, values->signal_variance,
+                                        values->offset_variance, values->linear_variance)
+                            : ArmKernel(options.kernel, options.kernel_variance);
   const double ridge = values != nullptr ? values->noise_variance : options.ridge;
   const double prior_mean = values != nullptr ? values->prior_mean : 0.0;
   const double eta = values != nullptr ? values->user_variance : 0.0;
@@ -73,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       LinearOptions linear;
       linear.lambda = options.linear_lambda;
       linear.rho = options.rho;
-      linear.prior = options.policy == PolicyKind::kLinUcbPerUser ? LinearOptions::Prior::kPerUser
+      linear.prior = options.policy == PolicyKind::kLinUcbPerUser  ? LinearOptions::Prior::kPerUser
                      : options.policy == PolicyKind::kLinUcbPooled ? LinearOptions::Prior::kPooled
                                                                    : LinearOptions::Prior::kGraph;
       if (options.policy == PolicyKind::kGobLin) linear.lambda = linear.rho = 1.0;

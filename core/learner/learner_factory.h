@@ -7,11 +7,11 @@
 
 #include "absl/status/statusor.h"
 #include "core/fit/hyperparameter_fit.h"
-#include "core/model/model_options.h"
-#include "core/learner/posterior.h"
-#include "core/policy/selection.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
+#include "core/learner/posterior.h"
+#include "core/model/model_options.h"
+#include "core/policy/selection.h"
 
 namespace graphbandit {
 

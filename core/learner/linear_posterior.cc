@@ -119,8 +119,8 @@ struct LinearUcbPosterior::Snapshot {
 
 class LinearUcbPosterior::FrozenScorer final : public Scorer {
  public:
-  FrozenScorer(LinearOptions::Prior prior, double prior_variance,
-               std::vector<int32_t> component_of, std::vector<int32_t> member_of,
+  FrozenScorer(LinearOptions::Prior prior, double prior_variance, std::vector<int32_t> component_of,
+               std::vector<int32_t> member_of,
                std::vector<std::shared_ptr<const Snapshot>> snapshots)
       : prior_(prior),
         prior_variance_(prior_variance),
@@ -131,8 +131,7 @@ class LinearUcbPosterior::FrozenScorer final : public Scorer {
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override {
     int32_t member = 0;
-    const int32_t c =
-        Locate(prior_, component_of_, member_of_, snapshots_.size(), user, &member);
+    const int32_t c = Locate(prior_, component_of_, member_of_, snapshots_.size(), user, &member);
     if (c < 0) {
       ScoreFromPrior(prior_variance_, points, mean, stddev);
       return;
@@ -198,7 +197,7 @@ void LinearUcbPosterior::Update(Component& c, int member,
   v.head(k).noalias() = c.inverse.block(k, 0, d, k).transpose() * x;
   v.segment(k, d).noalias() = c.inverse.block(k, k, d, d).selfadjointView<Eigen::Lower>() * x;
   v.tail(tail).noalias() = c.inverse.block(k + d, k, tail, d) * x;
-  const double denominator = 1.0 + x.dot(v.segment(k, d));  // 1 + phi^T A^-1 phi
+  const double denominator = 1.0 + x.dot(v.segment(k, d));   // 1 + phi^T A^-1 phi
   const double residual = y - x.dot(c.theta.segment(k, d));  // y - phi^T theta
   // Sherman-Morrison: A^-1 <- A^-1 - v v^T / (1 + phi^T A^-1 phi); RLS: theta <- theta + v r / den.
   c.inverse.selfadjointView<Eigen::Lower>().rankUpdate(v, -1.0 / denominator);
@@ -317,8 +316,9 @@ absl::Status LinearUcbPosterior::SetGraph(const UserGraph& graph,
   }
   for (Component& c : components) {
     if (!c.Refresh(d)) {
-      return absl::InternalError("linear posterior: the regularised precision is not positive "
-                                 "definite");
+      return absl::InternalError(
+          "linear posterior: the regularised precision is not positive "
+          "definite");
     }
   }
   components_ = std::move(components);
@@ -347,8 +347,8 @@ std::shared_ptr<const Scorer> LinearUcbPosterior::Freeze() const {
   std::vector<std::shared_ptr<const Snapshot>> snapshots;
   snapshots.reserve(components_.size());
   for (const Component& c : components_) snapshots.push_back(SnapshotOf(c));
-  return std::make_shared<FrozenScorer>(options_.prior, PriorVariance(), component_of_,
-                                        member_of_, std::move(snapshots));
+  return std::make_shared<FrozenScorer>(options_.prior, PriorVariance(), component_of_, member_of_,
+                                        std::move(snapshots));
 }
 
 // Payload, version 1: columns history_x, users history_users, doubles history_rewards,

@@ -61,17 +61,16 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_LINEAR_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_LINEAR_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/linalg/growable_columns.h"
 #include "core/learner/posterior.h"
+#include "core/linalg/growable_columns.h"
 
 namespace graphbandit {
 

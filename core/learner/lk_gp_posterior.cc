@@ -25,8 +25,7 @@ uint64_t PointHash(const Eigen::Ref<const Eigen::VectorXd>& point) {
 
 double SpectralRatio(const UserGraph& graph) {
   if (graph.num_edges() == 0) return 0.0;
-  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(DenseLaplacian(graph),
-                                                     Eigen::EigenvaluesOnly);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(DenseLaplacian(graph), Eigen::EigenvaluesOnly);
   const Eigen::VectorXd& values = eig.eigenvalues();
   const double largest = values.maxCoeff();
   for (Eigen::Index i = 0; i < values.size(); ++i) {
@@ -60,9 +59,8 @@ class LkGpPosterior::GridScorer final : public Scorer {
   }
 
   static void ScoreGrid(const MultiUserKernel& kernel, const Eigen::MatrixXd& pool,
-                        const absl::flat_hash_map<uint64_t, std::vector<int>>& index,
-                        int32_t users, const Eigen::VectorXd& mean,
-                        const Eigen::VectorXd& variance, int32_t user,
+                        const absl::flat_hash_map<uint64_t, std::vector<int>>& index, int32_t users,
+                        const Eigen::VectorXd& mean, const Eigen::VectorXd& variance, int32_t user,
                         const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* out_mean,
                         Eigen::VectorXd* out_sd) {
     const Eigen::Index n = points.cols();
@@ -102,8 +100,8 @@ class LkGpPosterior::GridScorer final : public Scorer {
   Eigen::VectorXd variance_;
 };
 
-LkGpPosterior::LkGpPosterior(int dim, const ArmKernel& arm,
-                             std::shared_ptr<const UserKernel> users, const LkGpOptions& options)
+LkGpPosterior::LkGpPosterior(int dim, const ArmKernel& arm, std::shared_ptr<const UserKernel> users,
+                             const LkGpOptions& options)
     : dim_(dim),
       kernel_(arm, std::move(users)),
       options_(options),
@@ -135,7 +133,8 @@ absl::Status LkGpPosterior::SetPool(const Eigen::MatrixXd& pool, int32_t users) 
   pool_index_ = std::move(index);
   pool_users_ = users;
   // t* = min(1500, floor(n^(1/3)) |D|); the epsilon keeps perfect cubes exact.
-  const int64_t root = static_cast<int64_t>(std::floor(std::cbrt(static_cast<double>(users)) + 1e-9));
+  const int64_t root =
+      static_cast<int64_t>(std::floor(std::cbrt(static_cast<double>(users)) + 1e-9));
   switch_point_ = std::min<int64_t>(options_.switch_cap, root * pool.cols());
   if (options_.grid && !grid_active_ && history_size() >= switch_point_) return StartGrid();
   return absl::OkStatus();

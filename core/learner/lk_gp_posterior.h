@@ -14,17 +14,16 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_LK_GP_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_LK_GP_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/container/flat_hash_map.h"
-#include "core/learner/exact_gp_posterior.h"
-#include "core/linalg/growable_columns.h"
 #include "core/kernel/multi_user_kernel.h"
+#include "core/learner/exact_gp_posterior.h"
 #include "core/learner/posterior.h"
+#include "core/linalg/growable_columns.h"
 
 namespace graphbandit {
 
@@ -38,7 +37,7 @@ struct LkGpOptions {
   double lambda_max = 1e-1;
   int64_t first_epoch = 200;
   double rebuild_threshold = 0.2;
-  bool grid = false;            // use the grid phase once a pool is declared
+  bool grid = false;  // use the grid phase once a pool is declared
   int64_t switch_cap = 1500;
 };
 

@@ -1,14 +1,13 @@
 #include "core/learner/nystrom_posterior.h"
 
-#include "core/linalg/nystrom_math.h"
-#include "core/storage/state_coding.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/linalg/nystrom_math.h"
+#include "core/storage/state_coding.h"
 
 namespace graphbandit {
 
@@ -21,8 +20,7 @@ struct NystromPosterior::Basis {
 class NystromPosterior::FrozenScorer final : public Scorer {
  public:
   FrozenScorer(MultiUserKernel kernel, double ridge, double prior_mean,
-               std::shared_ptr<const Basis> basis, Eigen::MatrixXd chol_m,
-               Eigen::VectorXd weights)
+               std::shared_ptr<const Basis> basis, Eigen::MatrixXd chol_m, Eigen::VectorXd weights)
       : kernel_(std::move(kernel)),
         ridge_(ridge),
         prior_mean_(prior_mean),
@@ -115,8 +113,7 @@ int NystromPosterior::FindDuplicate(int32_t user,
   return -1;
 }
 
-absl::Status NystromPosterior::Observe(int32_t user,
-                                       const Eigen::Ref<const Eigen::VectorXd>& point,
+absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   double k_ss = 0.0;
@@ -148,8 +145,7 @@ absl::Status NystromPosterior::Observe(int32_t user,
     if (options_.forget_evicted && mr > 0) {
       // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
       double unused = 0.0;
-      const Eigen::VectorXd old =
-          DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
+      const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
       gamma_ -= (evicted.reward - options_.prior_mean) * old;
       if (!chol_m_.RankOneDowndate(old).ok()) {
         ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
@@ -248,8 +244,9 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
     const int index = mr + j;
     const double residual = chol_zz_.matrix()(index, index) * chol_zz_.matrix()(index, index);
     // The Schur complement of M is at least lambda * residual in exact arithmetic.
-    if (!chol_m_.Append(rows.row(j).head(index).transpose(), rows(j, index),
-                        1e-3 * options_.ridge * residual)
+    if (!chol_m_
+             .Append(rows.row(j).head(index).transpose(), rows(j, index),
+                     1e-3 * options_.ridge * residual)
              .ok()) {
       // Round-off made a pending point dependent: rebuild the whole state without such points.
       return Readmit(/*thin=*/false);
@@ -263,7 +260,7 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
 }
 
 absl::Status NystromPosterior::SetGraph(const UserGraph& /*graph*/,
-                                          std::shared_ptr<const UserKernel> users) {
+                                        std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
   return Readmit(/*thin=*/false);
 }
@@ -339,8 +336,7 @@ absl::Status NystromPosterior::Readmit(bool thin, double guard) {
 double NystromPosterior::InformationGain() const {
   const int mr = regression_size();
   if (mr == 0) return 0.0;
-  const double log_det_zz =
-      2.0 * chol_zz_.matrix().diagonal().head(mr).array().log().sum();
+  const double log_det_zz = 2.0 * chol_zz_.matrix().diagonal().head(mr).array().log().sum();
   return std::max(0.0, chol_m_.LogDeterminant() - mr * std::log(options_.ridge) - log_det_zz);
 }
 
@@ -349,8 +345,7 @@ double NystromPosterior::MeanNormSquared() const {
   if (mr == 0) return 0.0;
   // w^T K_ZZ w = |L_ZZ^T w|^2 over the points the regression covers.
   const Eigen::MatrixXd factor = chol_zz_.matrix().topLeftCorner(mr, mr);
-  const Eigen::VectorXd projected =
-      factor.triangularView<Eigen::Lower>().transpose() * Weights();
+  const Eigen::VectorXd projected = factor.triangularView<Eigen::Lower>().transpose() * Weights();
   return projected.squaredNorm();
 }
 
@@ -414,15 +409,15 @@ std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot()
 
 std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
   return std::make_shared<FrozenScorer>(kernel_, options_.ridge, options_.prior_mean,
-                                        BasisSnapshot(),
-                                        Eigen::MatrixXd(chol_m_.matrix()), Weights());
+                                        BasisSnapshot(), Eigen::MatrixXd(chol_m_.matrix()),
+                                        Weights());
 }
 
 // Payload, version 2: rng, u8 force_accept, counts kors_accepted merged_duplicates
-// skipped_dependent skipped_full evicted downdate_failures thinned refits, history, columns basis_x, users
-// basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors,
-// vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and gamma,
-// bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
+// skipped_dependent skipped_full evicted downdate_failures thinned refits, history, columns
+// basis_x, users basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky
+// chol_kors, vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and
+// gamma, bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
 // snapshot shared with frozen scorers.
 namespace {
 constexpr uint8_t kNystromStateVersion = 2;  // 1: without the thinned and refits counts
@@ -480,7 +475,8 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   if (!GetColumns(&d, &basis_x)) return malformed("dictionary points");
   const int64_t m = basis_x.cols();
   // Every dictionary point was an observation, and the dictionary never exceeds its cap.
-  const int64_t max_m = std::min<int64_t>(std::max(options_.max_dictionary_size, 0), history.total());
+  const int64_t max_m =
+      std::min<int64_t>(std::max(options_.max_dictionary_size, 0), history.total());
   if (m > max_m) return malformed("dictionary larger than its cap or the observations");
   std::vector<int32_t> basis_users;
   if (!GetUsers(&d, m, &basis_users) || static_cast<int64_t>(basis_users.size()) != m) {

@@ -32,30 +32,29 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/container/flat_hash_map.h"
-#include "core/linalg/cholesky_factor.h"
-#include "core/learner/history_buffer.h"
-#include "core/linalg/growable_columns.h"
-#include "core/kernel/multi_user_kernel.h"
-#include "core/learner/posterior.h"
 #include "core/base/random.h"
+#include "core/kernel/multi_user_kernel.h"
+#include "core/learner/history_buffer.h"
+#include "core/learner/posterior.h"
+#include "core/linalg/cholesky_factor.h"
+#include "core/linalg/growable_columns.h"
 
 namespace graphbandit {
 
 struct NystromOptions {
-  double ridge = 0.1;          // lambda
-  double kors_mu = 0.1;        // mu
-  double kors_epsilon = 0.5;   // eps
-  double kors_gamma = 1.0;     // gamma
+  double ridge = 0.1;         // lambda
+  double kors_mu = 0.1;       // mu
+  double kors_epsilon = 0.5;  // eps
+  double kors_gamma = 1.0;    // gamma
   int max_dictionary_size = 1000;
   double min_relative_residual = 1e-8;
-  uint64_t seed = 1;           // KORS coin flips
+  uint64_t seed = 1;  // KORS coin flips
   // Bounded memory: keep only the last max_history observations (0 = all). They are what a
   // growing dictionary's new row is computed from. Evicted observations either stay in the
   // regression as they were (a new dictionary point never sees them: they count with zeros in

@@ -7,20 +7,19 @@
 #ifndef GRAPHBANDIT_CORE_LEARNER_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_POSTERIOR_H_
 
+#include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "core/kernel/arm_kernel.h"
 #include "core/fit/hyperparameter_fit.h"
-#include "core/storage/coding.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
+#include "core/kernel/arm_kernel.h"
+#include "core/storage/coding.h"
 
 namespace graphbandit {
 
@@ -140,9 +139,9 @@ class Learner : public Scorer {
     return absl::UnimplementedError("this learner has no hyper-parameters to refit");
   }
 
-  // Snapshots: exact state serialisation (framing and pieces in core/storage/state_coding.h). A learner
-  // restored from SaveState's bytes scores bit-identically to the one that wrote them and keeps
-  // learning identically (random draws, dictionary growth, refresh schedules).
+  // Snapshots: exact state serialisation (framing and pieces in core/storage/state_coding.h). A
+  // learner restored from SaveState's bytes scores bit-identically to the one that wrote them and
+  // keeps learning identically (random draws, dictionary growth, refresh schedules).
   //
   // Learners without SaveState/LoadState (LK-GP for now) keep the defaults: SaveState writes a
   // frame tagged "unsupported" that no LoadState accepts, and LoadState returns Unimplemented.

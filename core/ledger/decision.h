@@ -38,7 +38,7 @@ struct CandidateRef {
 };
 
 struct DecisionRequest {
-  absl::string_view model;    // empty: the default model
+  absl::string_view model;  // empty: the default model
   absl::string_view user_id;
   absl::Span<const double> context;
   std::vector<CandidateRef> candidates;

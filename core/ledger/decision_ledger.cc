@@ -104,12 +104,11 @@ RewardJoin DecisionLedger::JoinReward(const RewardRequest& request) {
   }
   const bool first = aggregation_ == Aggregation::kFirst;
   for (const auto& [index, reward] : slots) {
-    const bool duplicate =
-        first && (entry->arms[index].reports > 0 ||
-                  std::any_of(join.reports.begin(), join.reports.end(),
-                              [i = index](const RewardJoin::Report& r) {
-                                return r.accepted && r.arm == i;
-                              }));
+    const bool duplicate = first && (entry->arms[index].reports > 0 ||
+                                     std::any_of(join.reports.begin(), join.reports.end(),
+                                                 [i = index](const RewardJoin::Report& r) {
+                                                   return r.accepted && r.arm == i;
+                                                 }));
     join.reports.push_back(RewardJoin::Report{index, reward, !duplicate, first && !duplicate});
   }
   return join;

@@ -108,9 +108,7 @@ class DecisionLedger {
   bool Full() const { return static_cast<int64_t>(entries_.size()) >= capacity_; }
   // The completed decision (FIRST only) to close to make room, or null when every slot holds a
   // decision still waiting for a reward.
-  LedgerEntry* OldestCompleted() const {
-    return completed_.empty() ? nullptr : completed_.front();
-  }
+  LedgerEntry* OldestCompleted() const { return completed_.empty() ? nullptr : completed_.front(); }
   // Inserts (REQUIRES !Full() and an unknown event id); returns the stored entry.
   LedgerEntry* Insert(std::unique_ptr<LedgerEntry> entry);
 

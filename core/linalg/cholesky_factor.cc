@@ -29,9 +29,9 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
 
 absl::Status CholeskyFactor::Restore(Eigen::MatrixXd storage, int size) {
   if (storage.rows() != storage.cols() || size < 0 || size > storage.rows()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cannot restore a factor of size %d in %d x %d storage", size, storage.rows(),
-        storage.cols()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cannot restore a factor of size %d in %d x %d storage", size,
+                        storage.rows(), storage.cols()));
   }
   storage.topLeftCorner(size, size).triangularView<Eigen::StrictlyUpper>().setZero();
   storage_.swap(storage);
@@ -46,8 +46,8 @@ absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, 
   const double pivot_sq = c - l.squaredNorm();
   if (!(pivot_sq > min_pivot_sq)) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "Schur complement %.3g is not above %.3g: the new row is (numerically) dependent",
-        pivot_sq, min_pivot_sq));
+        "Schur complement %.3g is not above %.3g: the new row is (numerically) dependent", pivot_sq,
+        min_pivot_sq));
   }
   Reserve(size_ + 1);
   storage_.row(size_).head(size_) = l.transpose();

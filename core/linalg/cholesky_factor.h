@@ -27,8 +27,8 @@ class CholeskyFactor {
 
   int size() const { return size_; }
   // Rows (and columns) allocated; Append reallocates once size() reaches it. Exposed for exact
-  // serialisation (core/storage/state_coding.h): the allocation fixes the column stride and alignment
-  // that later arithmetic sees, so a restored factor keeps it.
+  // serialisation (core/storage/state_coding.h): the allocation fixes the column stride and
+  // alignment that later arithmetic sees, so a restored factor keeps it.
   int capacity() const { return static_cast<int>(storage_.rows()); }
   // Replaces the factor: `storage` (capacity x capacity, square) becomes the storage and its
   // leading size x size lower triangle the factor L; the strictly upper part of that block is

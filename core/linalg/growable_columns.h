@@ -2,9 +2,8 @@
 #ifndef GRAPHBANDIT_CORE_LINALG_GROWABLE_COLUMNS_H_
 #define GRAPHBANDIT_CORE_LINALG_GROWABLE_COLUMNS_H_
 
-#include <algorithm>
-
 #include <Eigen/Dense>
+#include <algorithm>
 
 namespace graphbandit {
 

@@ -7,13 +7,12 @@
 #ifndef GRAPHBANDIT_CORE_LINALG_NYSTROM_MATH_H_
 #define GRAPHBANDIT_CORE_LINALG_NYSTROM_MATH_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
 
-#include <Eigen/Dense>
-
-#include "core/learner/history_buffer.h"
 #include "core/kernel/multi_user_kernel.h"
+#include "core/learner/history_buffer.h"
 
 namespace graphbandit {
 
@@ -36,8 +35,7 @@ void ScoreNystrom(const MultiUserKernel& kernel, double ridge,
 void AccumulateHistory(const MultiUserKernel& kernel,
                        const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
                        const std::vector<int32_t>& basis_users, const HistoryBuffer& history,
-                       Eigen::MatrixXd* m_lower, Eigen::VectorXd* gamma,
-                       double prior_mean = 0.0);
+                       Eigen::MatrixXd* m_lower, Eigen::VectorXd* gamma, double prior_mean = 0.0);
 
 }  // namespace graphbandit
 

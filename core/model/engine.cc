@@ -23,9 +23,9 @@ constexpr size_t kMaxArmRewards = 10'000;
 absl::Status CheckEventId(absl::string_view id) {
   if (id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
   if (id.size() > kMaxEventIdBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "event_id must be 1..%d printable ASCII characters, got %d bytes", kMaxEventIdBytes,
-        id.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("event_id must be 1..%d printable ASCII characters, got %d bytes",
+                        kMaxEventIdBytes, id.size()));
   }
   for (char c : id) {
     if (c < 0x20 || c > 0x7e) {
@@ -85,8 +85,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     // Expiry runs a few times per shortest window, between 5 ms and 1 s apart.
     absl::Duration shortest = absl::InfiniteDuration();
     for (const ModelOptions& m : options.models) shortest = std::min(shortest, m.reward_window);
-    const absl::Duration period =
-        std::clamp(shortest / 4, absl::Milliseconds(5), absl::Seconds(1));
+    const absl::Duration period = std::clamp(shortest / 4, absl::Milliseconds(5), absl::Seconds(1));
     engine->sweeper_ = std::thread([e = engine.get(), period] { e->SweeperLoop(period); });
   }
   return engine;
@@ -135,7 +134,8 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
                                              absl::Time deadline) {
   absl::StatusOr<Model*> found = FindModel(request.model);
   if (!found.ok()) return found.status();
-  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
+  if (now >= deadline)
+    return absl::DeadlineExceededError("the call's deadline passed before it started");
   Model* model = *found;
   if (!request.event_id.empty()) {
     if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
@@ -159,8 +159,8 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
         absl::StrFormat("reward is %s", std::isnan(*request.reward) ? "NaN" : "infinite"));
   }
   if (request.arm_rewards.size() > kMaxArmRewards) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "arm_rewards has %d entries; the limit is %d", request.arm_rewards.size(), kMaxArmRewards));
+    return absl::InvalidArgumentError(absl::StrFormat("arm_rewards has %d entries; the limit is %d",
+                                                      request.arm_rewards.size(), kMaxArmRewards));
   }
   absl::flat_hash_set<absl::string_view> reported;
   for (size_t i = 0; i < request.arm_rewards.size(); ++i) {
@@ -170,20 +170,21 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
           absl::StrFormat("arm_rewards[%d].arm_id must not be empty", i));
     }
     if (arm_id.size() > kMaxIdBytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "arm_rewards[%d].arm_id is %d bytes long; the limit is %d", i, arm_id.size(),
-          kMaxIdBytes));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("arm_rewards[%d].arm_id is %d bytes long; the limit is %d", i,
+                          arm_id.size(), kMaxIdBytes));
     }
     if (!std::isfinite(reward)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "arm_rewards[%d].reward is %s", i, std::isnan(reward) ? "NaN" : "infinite"));
+      return absl::InvalidArgumentError(absl::StrFormat("arm_rewards[%d].reward is %s", i,
+                                                        std::isnan(reward) ? "NaN" : "infinite"));
     }
     if (!reported.insert(arm_id).second) {
       return absl::InvalidArgumentError(
           absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
     }
   }
-  if (now >= deadline) return absl::DeadlineExceededError("the call's deadline passed before it started");
+  if (now >= deadline)
+    return absl::DeadlineExceededError("the call's deadline passed before it started");
 
   // Which model made the decision?
   Model* owner = nullptr;
@@ -202,9 +203,9 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
     if (owners.size() > 1) {
       std::vector<std::string> names;
       for (Model* m : owners) names.push_back(m->name());
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "event_id %s exists in models %s; set model to say which one",
-          QuoteId(request.event_id), absl::StrJoin(names, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("event_id %s exists in models %s; set model to say which one",
+                          QuoteId(request.event_id), absl::StrJoin(names, ", ")));
     }
     if (owners.empty()) return RewardResult{};  // unknown event
     owner = owners.front();

@@ -6,20 +6,20 @@
 #define GRAPHBANDIT_CORE_MODEL_ENGINE_H_
 
 #include <map>
-#include <mutex>
-#include <thread>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/sync.h"
 #include "core/ledger/decision.h"
 #include "core/model/model.h"
 #include "core/model/model_options.h"
-#include "core/base/sync.h"
 
 namespace graphbandit {
 

@@ -9,8 +9,7 @@
 
 namespace graphbandit {
 
-FitScheduler::FitScheduler(const ModelOptions& options, Host* host,
-                           std::function<void()> fit_ready)
+FitScheduler::FitScheduler(const ModelOptions& options, Host* host, std::function<void()> fit_ready)
     : options_(options), host_(host) {
   if (options.refits_hyperparameters()) fitter_ = std::make_unique<FitWorker>(std::move(fit_ready));
 }

@@ -136,7 +136,8 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
     absl::Status status;
     for (const ObserveOp* observe : ObservationsOf(op)) {
       if (learner_ == nullptr) {
-        status = absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
+        status =
+            absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
         continue;
       }
       if (static_cast<int>(observe->context.size()) != scaling_.context_dim ||
@@ -209,19 +210,19 @@ absl::Status LearnedState::ApplyHyperparameters(const HyperparametersOp& op) {
   return absl::OkStatus();
 }
 
-absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor) {
+absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values,
+                                                 double kors_mu_factor) {
   if (learner_ == nullptr || !learner_->SupportsRefit()) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "model \"%s\": hyper-parameters for a model whose policy has none to fit",
-        options_.name));
+        "model \"%s\": hyper-parameters for a model whose policy has none to fit", options_.name));
   }
   // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
   storage::Encoder backup;
   learner_->SaveState(&backup);
   FeatureScaling scaling = scaling_;
   std::shared_ptr<const UserKernel> users = user_kernel_;
-  absl::Status status = graphbandit::ApplyHyperparameters(
-      values, CurrentShape(), kors_mu_factor, graph_, &scaling, &users, learner_.get());
+  absl::Status status = graphbandit::ApplyHyperparameters(values, CurrentShape(), kors_mu_factor,
+                                                          graph_, &scaling, &users, learner_.get());
   if (!status.ok()) {
     auto restored = NewLearner();
     if (restored.ok()) {
@@ -229,9 +230,9 @@ absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values, 
       storage::Decoder in(bytes);
       if ((*restored)->LoadState(&in).ok()) learner_ = *std::move(restored);
     }
-    return absl::InternalError(absl::StrFormat(
-        "model \"%s\": fitted hyper-parameters not applied (%s); keeping %s", options_.name,
-        status.message(), hyper_.DebugString()));
+    return absl::InternalError(
+        absl::StrFormat("model \"%s\": fitted hyper-parameters not applied (%s); keeping %s",
+                        options_.name, status.message(), hyper_.DebugString()));
   }
   scaling_ = std::move(scaling);
   user_kernel_ = std::move(users);
@@ -306,9 +307,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
       view->hyperparameters = std::move(h);
     }
     if (options_.exploration_width != ExplorationWidth::kStddev) {
-      view->exploration_width =
-          ExplorationWidthFor(options_.exploration_width, learner_->InformationGain(),
-                              learner_->MeanNormSquared());
+      view->exploration_width = ExplorationWidthFor(
+          options_.exploration_width, learner_->InformationGain(), learner_->MeanNormSquared());
     }
   }
   view->rewards_learned = rewards_learned_;
@@ -383,7 +383,8 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     std::string id;
     if (!in.GetString(&id)) return bad("users");
     bool added = false;
-    if (registry_->FindOrAdd(id, &added) != static_cast<int32_t>(u) || !added) return bad("user ids");
+    if (registry_->FindOrAdd(id, &added) != static_cast<int32_t>(u) || !added)
+      return bad("user ids");
   }
   if (!in.GetVarint64(&edges) || edges > in.remaining()) return bad("edge count");
   for (uint64_t e = 0; e < edges; ++e) {
@@ -411,9 +412,8 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
         !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
         !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
         !in.GetDouble(&baseline) || !std::isfinite(baseline) || !in.GetVarint64(&coarsenings) ||
-        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX ||
-        fits > INT64_MAX || coarsenings > INT64_MAX || last_rewards > INT64_MAX ||
-        last_points > INT32_MAX) {
+        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX || fits > INT64_MAX ||
+        coarsenings > INT64_MAX || last_rewards > INT64_MAX || last_points > INT32_MAX) {
       return bad("hyper-parameters");
     }
     h.lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
@@ -452,8 +452,8 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     learner_ = *std::move(rebuilt);
   }
   if (has_learner == 1) {
-    if (learner_ != nullptr &&
-        (scaling_.context_dim != static_cast<int>(context_dim) || scaling_.arm_dim != static_cast<int>(arm_dim))) {
+    if (learner_ != nullptr && (scaling_.context_dim != static_cast<int>(context_dim) ||
+                                scaling_.arm_dim != static_cast<int>(arm_dim))) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "model \"%s\": the snapshot has dimensions (context %d, arms %d) but the configuration "
           "says (context %d, arms %d)",
@@ -461,9 +461,9 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     }
     if (learner_ == nullptr) {
       EdgeEditResult ignored;
-      absl::Status s = Apply(FixDimensionsOp{static_cast<int32_t>(context_dim),
-                                             static_cast<int32_t>(arm_dim)},
-                             &ignored);
+      absl::Status s =
+          Apply(FixDimensionsOp{static_cast<int32_t>(context_dim), static_cast<int32_t>(arm_dim)},
+                &ignored);
       if (!s.ok()) return s;
     } else if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) {
       return bad(s.message());
@@ -479,9 +479,10 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     // changed since): rebuild with them, as a logged fit would.
     const Hyperparameters configured = WithConfiguredValues(hyper_);
     if (!(configured == hyper_)) {
-      LogWarning(absl::StrFormat("model \"%s\": the configuration fixes hyper-parameters the "
-                                 "snapshot had otherwise (%s); rebuilding with %s",
-                                 options_.name, hyper_.DebugString(), configured.DebugString()));
+      LogWarning(
+          absl::StrFormat("model \"%s\": the configuration fixes hyper-parameters the "
+                          "snapshot had otherwise (%s); rebuilding with %s",
+                          options_.name, hyper_.DebugString(), configured.DebugString()));
       if (absl::Status s = SwitchHyperparameters(configured, kors_mu_factor_); !s.ok()) return s;
     }
   }

@@ -36,14 +36,15 @@ std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& opt
   entry->created = absl::FromUnixMicros(op.created_micros);
   entry->user_id = op.user;
   entry->context = op.context;
-  for (const DecideOp::Arm& arm : op.arms) entry->arms.push_back(LedgerArm{arm.arm_id, arm.features, 0, 0.0});
+  for (const DecideOp::Arm& arm : op.arms)
+    entry->arms.push_back(LedgerArm{arm.arm_id, arm.features, 0, 0.0});
   entry->decision = DecisionOf(op, options);
   return entry;
 }
 
 ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward) {
-  return ObserveOp{entry.event_id, entry.arms[arm].arm_id, entry.user_id, entry.context,
-                   entry.arms[arm].features, reward};
+  return ObserveOp{entry.event_id, entry.arms[arm].arm_id,   entry.user_id,
+                   entry.context,  entry.arms[arm].features, reward};
 }
 
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options) {
@@ -75,7 +76,8 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
     ledger->Insert(EntryOf(*decide, options));
   } else if (const auto* reward = std::get_if<RewardOp>(&op)) {
     LedgerEntry* entry = ledger->Find(reward->event_id);
-    if (entry != nullptr && reward->arm >= 0 && reward->arm < static_cast<int>(entry->arms.size())) {
+    if (entry != nullptr && reward->arm >= 0 &&
+        reward->arm < static_cast<int>(entry->arms.size())) {
       ledger->Report(entry, reward->arm, reward->reward);
     }
   } else if (const auto* close = std::get_if<CloseOp>(&op)) {
@@ -158,8 +160,8 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
       if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, 1u << 24) ||
           !in.GetVarint64(&reports[a].first) || !in.GetDouble(&reports[a].second) ||
           !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
-          !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
-          !in.GetU8(&has_probability) || has_probability > 1 || !in.GetDouble(&arm.probability)) {
+          !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) || !in.GetU8(&has_probability) ||
+          has_probability > 1 || !in.GetDouble(&arm.probability)) {
         return bad("ledger arm");
       }
       arm.candidate_index = static_cast<int32_t>(index);

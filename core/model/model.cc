@@ -54,8 +54,8 @@ Model::Model(const ModelOptions& options, const Durability& durability,
     reserved_users_.erase(id);
   });
   if (dir_.has_value()) {
-    log_ = std::make_unique<OperationLog>(options_.name, durability_,
-                                          [this] { return LastLogged(); });
+    log_ =
+        std::make_unique<OperationLog>(options_.name, durability_, [this] { return LastLogged(); });
   }
 }
 
@@ -98,8 +98,7 @@ absl::Status Model::StartLog(uint64_t next_seq) {
     rewards_held_ = state_->history_size();
     dims_ = state_->dimensions();
     if (log_ != nullptr) {
-      if (absl::Status s = log_->StartSegment(dir_->SegmentPath(next_seq), next_seq - 1);
-          !s.ok()) {
+      if (absl::Status s = log_->StartSegment(dir_->SegmentPath(next_seq), next_seq - 1); !s.ok()) {
         return s;
       }
     }
@@ -209,7 +208,8 @@ absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
     MutexLock lock(&queue_mu_);
     if (dims_.fixed) return absl::OkStatus();  // a concurrent request fixed them; re-validated
     dims_ = Dimensions{true, context_dim, arm_dim};
-    auto seq = AppendLocked(FixDimensionsOp{context_dim, arm_dim}, completion, absl::InfinitePast());
+    auto seq =
+        AppendLocked(FixDimensionsOp{context_dim, arm_dim}, completion, absl::InfinitePast());
     if (!seq.ok()) {
       dims_ = Dimensions{};
       return seq.status();
@@ -219,7 +219,8 @@ absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
   return completion->status;
 }
 
-absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std::string& event_id) {
+absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
+                                       const std::string& event_id) {
   Dimensions dims = CurrentDimensions();
   if (absl::Status s = ValidateDecisionRequest(request, dims, options_); !s.ok()) return s;
   if (!dims.fixed) {
@@ -276,22 +277,23 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
 absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std::string& event_id,
                                        bool client_event_id, uint64_t fingerprint, absl::Time now) {
   // A retry: the stored decision, unchanged.
-  auto known = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) -> std::optional<absl::StatusOr<Decision>> {
+  auto known =
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) -> std::optional<absl::StatusOr<Decision>> {
     if (!client_event_id) return std::nullopt;
     if (LedgerEntry* entry = ledger_->Find(event_id)) {
       if (entry->fingerprint != fingerprint) {
-        return absl::StatusOr<Decision>(absl::AlreadyExistsError(absl::StrFormat(
-            "event_id %s was already used for a different request on model \"%s\"",
-            QuoteId(event_id), options_.name)));
+        return absl::StatusOr<Decision>(absl::AlreadyExistsError(
+            absl::StrFormat("event_id %s was already used for a different request on model \"%s\"",
+                            QuoteId(event_id), options_.name)));
       }
       Decision stored = entry->decision;
       stored.replayed = true;
       return absl::StatusOr<Decision>(stored);
     }
     if (ledger_->FindClosed(event_id) != nullptr) {
-      return absl::StatusOr<Decision>(absl::AlreadyExistsError(absl::StrFormat(
-          "event_id %s was already used on model \"%s\" and its decision is closed",
-          QuoteId(event_id), options_.name)));
+      return absl::StatusOr<Decision>(absl::AlreadyExistsError(
+          absl::StrFormat("event_id %s was already used on model \"%s\" and its decision is closed",
+                          QuoteId(event_id), options_.name)));
     }
     return std::nullopt;
   };
@@ -341,7 +343,8 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
   }
   auto entry = EntryOf(op, options_);
   entry->decision = *decision;
-  if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) return seq.status();
+  if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok())
+    return seq.status();
   ledger_->Insert(std::move(entry));
   decisions_.fetch_add(1, std::memory_order_relaxed);
   return decision;
@@ -409,8 +412,8 @@ absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> use
         "adding these users would exceed model \"%s\"'s limit of %d (limits.max_users)",
         options_.name, options_.max_users));
   }
-  auto applied = SubmitAndWait(AddUsersOp{std::vector<std::string>(users.begin(), users.end())},
-                               deadline);
+  auto applied =
+      SubmitAndWait(AddUsersOp{std::vector<std::string>(users.begin(), users.end())}, deadline);
   if (!applied.ok()) return applied.status();
   AddUsersResult result;
   result.added = applied->users_added;
@@ -483,9 +486,8 @@ ModelStats Model::Stats() const {
     MutexLock lock(&stats_mu_);
     stats.freshness = freshness_;
   }
-  stats.fits_applied = stats.view.hyperparameters.has_value()
-                           ? stats.view.hyperparameters->fits_applied
-                           : 0;
+  stats.fits_applied =
+      stats.view.hyperparameters.has_value() ? stats.view.hyperparameters->fits_applied : 0;
   const FitScheduler::Stats fits = fits_.stats();
   stats.fits_unchanged = fits.unchanged;
   stats.fits_skipped = fits.skipped;
@@ -496,8 +498,8 @@ ModelStats Model::Stats() const {
 
 void Model::SetAfterApplyHookForTesting(std::function<void()> hook) {
   MutexLock lock(&queue_mu_);
-  after_apply_hook_ = hook ? std::make_shared<const std::function<void()>>(std::move(hook))
-                           : nullptr;
+  after_apply_hook_ =
+      hook ? std::make_shared<const std::function<void()>>(std::move(hook)) : nullptr;
 }
 
 void Model::WaitForFits() {

@@ -225,8 +225,8 @@ class Model : private FitScheduler::Host {
                                         absl::Time acknowledged)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_, queue_mu_);
   absl::StatusOr<uint64_t> Append(ModelOp op, std::shared_ptr<OpCompletion> completion,
-                                  absl::Time acknowledged)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) ABSL_LOCKS_EXCLUDED(queue_mu_);
+                                  absl::Time acknowledged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
   uint64_t LastLogged() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Waits until `seq` is durable per the sync policy.
   absl::Status WaitDurable(uint64_t seq, absl::Time deadline);
@@ -270,7 +270,7 @@ class Model : private FitScheduler::Host {
   const ModelOptions options_;
   const Durability durability_;
   const std::optional<StateDirectory> dir_;  // empty: in memory only
-  RecoveryReport recovery_;  // set by Open
+  RecoveryReport recovery_;                  // set by Open
   std::atomic<int64_t> decisions_{0};
   // Shared with the learned state (which registers users); thread-safe.
   const std::shared_ptr<UserRegistry> registry_;

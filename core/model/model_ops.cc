@@ -224,8 +224,7 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         if (!in.GetString(&arm.arm_id) || !in.GetDoubles(&arm.features, kMaxDoubles) ||
             !in.GetVarint64(&index) || index > INT32_MAX || !in.GetDouble(&arm.mean) ||
             !in.GetDouble(&arm.stddev) || !in.GetDouble(&arm.score) ||
-            !in.GetU8(&has_probability) || has_probability > 1 ||
-            !in.GetDouble(&arm.probability)) {
+            !in.GetU8(&has_probability) || has_probability > 1 || !in.GetDouble(&arm.probability)) {
           return Malformed(type);
         }
         arm.candidate_index = static_cast<int32_t>(index);
@@ -261,13 +260,13 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       std::vector<double> lengthscales;
       uint64_t fitted_at = 0, points = 0;
       uint8_t reason = 0;
-      if (!in.GetU8(&reason) || reason > 1 || !in.GetDouble(&op.values.signal_variance) || !in.GetDouble(&op.values.offset_variance) ||
-          !in.GetDouble(&op.values.linear_variance) || !in.GetDouble(&op.values.user_variance) ||
-          !in.GetDoubles(&lengthscales, kMaxDoubles) || !in.GetDouble(&op.values.noise_variance) ||
-          !in.GetDouble(&op.values.rho) || !in.GetDouble(&op.values.prior_mean) ||
-          !in.GetDouble(&op.kors_mu_factor) || !in.GetVarint64(&fitted_at) ||
-          fitted_at > INT64_MAX || !in.GetVarint64(&points) || points > INT32_MAX ||
-          !in.GetDouble(&op.log_likelihood) || !in.done()) {
+      if (!in.GetU8(&reason) || reason > 1 || !in.GetDouble(&op.values.signal_variance) ||
+          !in.GetDouble(&op.values.offset_variance) || !in.GetDouble(&op.values.linear_variance) ||
+          !in.GetDouble(&op.values.user_variance) || !in.GetDoubles(&lengthscales, kMaxDoubles) ||
+          !in.GetDouble(&op.values.noise_variance) || !in.GetDouble(&op.values.rho) ||
+          !in.GetDouble(&op.values.prior_mean) || !in.GetDouble(&op.kors_mu_factor) ||
+          !in.GetVarint64(&fitted_at) || fitted_at > INT64_MAX || !in.GetVarint64(&points) ||
+          points > INT32_MAX || !in.GetDouble(&op.log_likelihood) || !in.done()) {
         return Malformed(type);
       }
       op.values.lengthscales =

@@ -96,8 +96,8 @@ struct CloseOp {
 // same point, so recovery reproduces the fit without running it again.
 struct HyperparametersOp {
   enum class Reason : uint8_t {
-    kFit = 0,                // a fit on the helper thread
-    kDictionaryFull = 1,     // the same values, a coarser KORS mu (core/fit/refit.h)
+    kFit = 0,             // a fit on the helper thread
+    kDictionaryFull = 1,  // the same values, a coarser KORS mu (core/fit/refit.h)
   };
   Reason reason = Reason::kFit;
   Hyperparameters values;

@@ -49,32 +49,33 @@ bool IsValidModelName(absl::string_view name) {
 absl::Status ValidateModelOptions(const ModelOptions& o) {
   auto positive = [&o](double value, absl::string_view field) -> absl::Status {
     if (std::isfinite(value) && value > 0.0) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrFormat("model \"%s\": %s must be a finite number > 0, got %g", o.name, field, value));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": %s must be a finite number > 0, got %g", o.name, field, value));
   };
   if (!IsValidModelName(o.name)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model name \"%s\" must be 1..64 characters from [A-Za-z0-9_.-]", o.name));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model name \"%s\" must be 1..64 characters from [A-Za-z0-9_.-]", o.name));
   }
-  for (auto [value, field] : {std::pair<double, absl::string_view>{o.kernel_variance, "arm_kernel.variance"},
-                              {o.arm_lengthscale, "arm_kernel.arm_lengthscale"},
-                              {o.context_lengthscale, "arm_kernel.context_lengthscale"},
-                              {o.rho, "graph.rho"},
-                              {o.ridge, "ridge"},
-                              {o.effective_kors_mu(), "nystrom.kors_mu"},
-                              {o.kors_epsilon, "nystrom.kors_epsilon"},
-                              {o.kors_gamma, "nystrom.kors_gamma"},
-                              {o.reward_bound, "limits.reward_bound"},
-                              {o.heat_tau, "graph.heat_tau"},
-                              {o.linear_lambda, "linear.lambda"},
-                              {o.batched_threshold, "batched.threshold"},
-                              {o.batched_oversampling, "batched.oversampling"}}) {
+  for (auto [value, field] :
+       {std::pair<double, absl::string_view>{o.kernel_variance, "arm_kernel.variance"},
+        {o.arm_lengthscale, "arm_kernel.arm_lengthscale"},
+        {o.context_lengthscale, "arm_kernel.context_lengthscale"},
+        {o.rho, "graph.rho"},
+        {o.ridge, "ridge"},
+        {o.effective_kors_mu(), "nystrom.kors_mu"},
+        {o.kors_epsilon, "nystrom.kors_epsilon"},
+        {o.kors_gamma, "nystrom.kors_gamma"},
+        {o.reward_bound, "limits.reward_bound"},
+        {o.heat_tau, "graph.heat_tau"},
+        {o.linear_lambda, "linear.lambda"},
+        {o.batched_threshold, "batched.threshold"},
+        {o.batched_oversampling, "batched.oversampling"}}) {
     if (absl::Status s = positive(value, field); !s.ok()) return s;
   }
   if (o.refit.enabled) {
     if (absl::Status s = o.refit.Validate(); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "model \"%s\": hyperparameters: %s", o.name, s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": hyperparameters: %s", o.name, s.message()));
     }
   }
   // Below one reward the tracker would absorb each reward's whole prediction error.
@@ -100,14 +101,15 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": %s must be >= 1, got %d", o.name, field, value));
   };
-  for (auto [value, field] : {std::pair<int64_t, absl::string_view>{o.max_dictionary_size, "nystrom.max_dictionary_size"},
-                              {o.exact_max_observations, "exact_gp.max_observations"},
-                              {o.max_candidates, "limits.max_candidates"},
-                              {o.max_feature_dim, "limits.max_feature_dim"},
-                              {o.max_users, "limits.max_users"},
-                              {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
-                              {o.max_decisions, "ledger.max_decisions"},
-                              {o.spectral_dims, "graph.spectral_dims"}}) {
+  for (auto [value, field] :
+       {std::pair<int64_t, absl::string_view>{o.max_dictionary_size, "nystrom.max_dictionary_size"},
+        {o.exact_max_observations, "exact_gp.max_observations"},
+        {o.max_candidates, "limits.max_candidates"},
+        {o.max_feature_dim, "limits.max_feature_dim"},
+        {o.max_users, "limits.max_users"},
+        {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
+        {o.max_decisions, "ledger.max_decisions"},
+        {o.spectral_dims, "graph.spectral_dims"}}) {
     if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
   }
   if (o.default_reward.has_value() &&
@@ -139,7 +141,8 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
   if (o.arm_dim == 0 && o.context_dim != 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": context_dim is set but arm_feature_dim is 0; set both, or neither to let "
-        "the first request fix them", o.name));
+        "the first request fix them",
+        o.name));
   }
   if (o.arm_dim < 0 || o.context_dim < 0 || o.arm_dim > o.max_feature_dim ||
       o.context_dim > o.max_feature_dim) {

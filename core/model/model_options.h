@@ -5,18 +5,17 @@
 #define GRAPHBANDIT_CORE_MODEL_MODEL_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include <optional>
-
+#include "core/fit/refit.h"
+#include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
 #include "core/ledger/decision_ledger.h"
-#include "core/fit/refit.h"
 #include "core/policy/selection.h"
-#include "core/graph/user_kernel.h"
 
 namespace graphbandit {
 
@@ -47,30 +46,31 @@ struct ModelOptions {
   double arm_lengthscale = 1.0;
   double context_lengthscale = 1.0;
 
-  double rho = 0.1;             // Laplacian regulariser of the user kernel
+  double rho = 0.1;  // Laplacian regulariser of the user kernel
   UserKernelKind user_kernel = UserKernelKind::kLaplacianInverse;
-  double heat_tau = 1.0;        // heat user kernel exp(-tau L)
-  int spectral_dims = 8;        // spectral RBF user kernel: eigenvectors used
-  std::string edge_list_file;   // applied as an AddEdges at every start
-  double ridge = 0.1;           // lambda, the GP noise variance
-  double exploration = 0.5;     // beta (UCB) or nu (Thompson sampling), times the width
+  double heat_tau = 1.0;       // heat user kernel exp(-tau L)
+  int spectral_dims = 8;       // spectral RBF user kernel: eigenvectors used
+  std::string edge_list_file;  // applied as an AddEdges at every start
+  double ridge = 0.1;          // lambda, the GP noise variance
+  double exploration = 0.5;    // beta (UCB) or nu (Thompson sampling), times the width
   ExplorationWidth exploration_width = ExplorationWidth::kStddev;
-  // Half-life in rewards of the drifting-baseline tracker (core/learner/baseline_tracker.h); 0: off.
+  // Half-life in rewards of the drifting-baseline tracker (core/learner/baseline_tracker.h); 0:
+  // off.
   double baseline_half_life = kDefaultBaselineHalfLife;
   // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
   RefitOptions refit = DefaultRefit();
 
-  double kors_mu = 0.0;         // 0: use ridge
+  double kors_mu = 0.0;  // 0: use ridge
   double kors_epsilon = 0.5;
   double kors_gamma = 1.0;
   int max_dictionary_size = 1000;
-  // EK policies: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h). Off by default:
-  // within 5,000 rounds it cost regret on every robustness task that reached the cap.
+  // EK policies: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h). Off by
+  // default: within 5,000 rounds it cost regret on every robustness task that reached the cap.
   bool coarsen_full_dictionary = false;
-  int64_t max_history = 0;       // EK policies: retained observations (0 = all)
-  bool forget_evicted = false;   // EK policies: sliding window
+  int64_t max_history = 0;      // EK policies: retained observations (0 = all)
+  bool forget_evicted = false;  // EK policies: sliding window
   int exact_max_observations = 2000;
-  double linear_lambda = 1.0;    // linear policies
+  double linear_lambda = 1.0;  // linear policies
   double batched_threshold = 10.0;
   double batched_oversampling = 10.0;
 

@@ -48,9 +48,9 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
   }
   LedgerEntry& entry = *join.entry;
   if (join.single_reward_for_slate) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "event_id %s returned %d arms; report each arm's reward in arm_rewards",
-        QuoteId(request.event_id), entry.arms.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("event_id %s returned %d arms; report each arm's reward in arm_rewards",
+                        QuoteId(request.event_id), entry.arms.size()));
   }
   if (!join.unknown_arm.empty()) {
     std::vector<std::string> returned;
@@ -71,9 +71,9 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
   std::vector<RewardOp> ops;
   bool learn_now = false;
   for (const RewardJoin::Report& report : join.reports) {
-    result.arm_outcomes.emplace_back(entry.arms[report.arm].arm_id,
-                                     report.accepted ? RewardOutcome::kAccepted
-                                                     : RewardOutcome::kDuplicate);
+    result.arm_outcomes.emplace_back(
+        entry.arms[report.arm].arm_id,
+        report.accepted ? RewardOutcome::kAccepted : RewardOutcome::kDuplicate);
     if (!report.accepted) continue;
     RewardOp op{entry.event_id, report.arm, report.reward, {}};
     if (report.learn_now) {
@@ -89,8 +89,7 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
     MutexLock queue(&queue_mu_);
     if (learn_now) status = CheckRewardCapacityLocked(entry, ops.size());
     for (size_t i = 0; status.ok() && i < ops.size(); ++i) {
-      auto seq = AppendLocked(std::move(ops[i]), nullptr,
-                              learn_now ? now : absl::InfinitePast());
+      auto seq = AppendLocked(std::move(ops[i]), nullptr, learn_now ? now : absl::InfinitePast());
       if (!seq.ok()) {
         status = seq.status();
       } else {
@@ -117,9 +116,9 @@ absl::Status Model::CheckRewardCapacityLocked(const LedgerEntry& entry, size_t r
   }
   if (registry_->Find(entry.user_id) < 0 && !reserved_users_.contains(entry.user_id)) {
     if (registry_->size() + static_cast<int64_t>(reserved_users_.size()) + 1 > options_.max_users) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "model \"%s\" has reached its limit of %d users (limits.max_users)", options_.name,
-          options_.max_users));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("model \"%s\" has reached its limit of %d users (limits.max_users)",
+                          options_.name, options_.max_users));
     }
     reserved_users_.insert(entry.user_id);
   }

@@ -82,8 +82,8 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
   // could follow a torn one, and a retried fsync can falsely succeed).
   if (writer_ == nullptr || failed_.load()) {
     MutexLock sync(&sync_mu_);
-    return sync_error_.ok() ? absl::UnavailableError(absl::StrFormat(
-                                  "model \"%s\" has no open log", model_name_))
+    return sync_error_.ok() ? absl::UnavailableError(
+                                  absl::StrFormat("model \"%s\" has no open log", model_name_))
                             : sync_error_;
   }
   absl::Status status = writer_->Append(type, payload);
@@ -117,9 +117,9 @@ absl::Status OperationLog::WaitDurable(uint64_t seq, absl::Time deadline) {
     return absl::OkStatus();
   }
   MutexLock lock(&sync_mu_);
-  const bool durable = sync_cv_.WaitUntil(&sync_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return synced_seq_ >= seq || !sync_error_.ok();
-  });
+  const bool durable = sync_cv_.WaitUntil(
+      &sync_mu_, deadline,
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return synced_seq_ >= seq || !sync_error_.ok(); });
   if (!sync_error_.ok()) return sync_error_;
   if (!durable) {
     return absl::DeadlineExceededError(
@@ -164,8 +164,7 @@ void OperationLog::Close(uint64_t last_logged) {
   sync_cv_.SignalAll();  // rewards still waiting for a group commit get their answer
   if (status.ok()) status = writer_->Close();
   if (!status.ok()) {
-    LogWarning(absl::StrFormat("model \"%s\": closing the log: %s", model_name_,
-                               status.message()));
+    LogWarning(absl::StrFormat("model \"%s\": closing the log: %s", model_name_, status.message()));
   }
   sync_fd_ = -1;
   writer_.reset();

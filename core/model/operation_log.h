@@ -94,8 +94,8 @@ class OperationLog {
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
   absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
   bool syncer_stop_ ABSL_GUARDED_BY(sync_mu_) = false;
-  std::atomic<bool> failed_{false};   // set with sync_error_, read without the sync lock
-  std::atomic<int64_t> syncs_{0};     // fdatasync calls, read by Stats() without waiting
+  std::atomic<bool> failed_{false};  // set with sync_error_, read without the sync lock
+  std::atomic<int64_t> syncs_{0};    // fdatasync calls, read by Stats() without waiting
 
   std::thread syncer_;  // group commit only
 };

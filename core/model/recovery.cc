@@ -106,8 +106,8 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
       if (this_seq < next) return absl::OkStatus();
       absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
       if (!op.ok()) {
-        return absl::DataLossError(absl::StrFormat("record %d of %s: %s", this_seq, path,
-                                                   op.status().message()));
+        return absl::DataLossError(
+            absl::StrFormat("record %d of %s: %s", this_seq, path, op.status().message()));
       }
       ApplyToLedger(*op, options, recovered->ledger.get());
       EdgeEditResult ignored;
@@ -129,10 +129,10 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
     }
     if (replayed->corruption.has_value()) {
       report.truncated = true;
-      report.damage.push_back(absl::StrFormat(
-          "%s: %s at offset %d; %d bytes after it were moved to %s", path,
-          replayed->corruption->reason, replayed->corruption->offset,
-          replayed->discarded_bytes, replayed->discarded_path));
+      report.damage.push_back(
+          absl::StrFormat("%s: %s at offset %d; %d bytes after it were moved to %s", path,
+                          replayed->corruption->reason, replayed->corruption->offset,
+                          replayed->discarded_bytes, replayed->discarded_path));
       stop = true;  // nothing after damage is applied
     }
   }
@@ -146,9 +146,9 @@ absl::StatusOr<RecoveredState> NewModelState(const ModelOptions& options) {
   auto state = LearnedState::Create(options);
   if (!state.ok()) return state.status();
   fresh.state = *std::move(state);
-  fresh.ledger = std::make_unique<DecisionLedger>(options.reward_window, options.max_decisions,
-                                                  options.effective_max_tombstones(),
-                                                  options.aggregation);
+  fresh.ledger =
+      std::make_unique<DecisionLedger>(options.reward_window, options.max_decisions,
+                                       options.effective_max_tombstones(), options.aggregation);
   return fresh;
 }
 
@@ -159,7 +159,9 @@ absl::StatusOr<RecoveredState> RecoverModelState(const ModelOptions& options,
   const bool had_snapshots = !dir.Snapshots().empty();
   if (absl::Status s = LoadNewestSnapshot(options, dir, &*recovered); !s.ok()) return s;
   if (recovered->report.snapshot_seq == 0) {
-    if (absl::Status s = RequireLogFromStart(options, dir, had_snapshots, recovered->report); !s.ok()) return s;
+    if (absl::Status s = RequireLogFromStart(options, dir, had_snapshots, recovered->report);
+        !s.ok())
+      return s;
   }
   if (absl::Status s = ReplayLog(options, dir, &*recovered); !s.ok()) return s;
   return recovered;

@@ -22,9 +22,9 @@ namespace graphbandit {
 
 // What recovery found (reported at start; damage is also in `damage`).
 struct RecoveryReport {
-  uint64_t snapshot_seq = 0;      // 0: started from the log alone
+  uint64_t snapshot_seq = 0;  // 0: started from the log alone
   int64_t records_replayed = 0;
-  int64_t records_refused = 0;    // logged operations that failed again as when they arrived
+  int64_t records_refused = 0;  // logged operations that failed again as when they arrived
   bool truncated = false;
   std::vector<std::string> damage;
 };

@@ -12,8 +12,8 @@ namespace graphbandit {
 absl::Status CheckId(absl::string_view id, absl::string_view field) {
   if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " must not be empty"));
   if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s is %d bytes long; the limit is %d", field,
-                                                      id.size(), kMaxIdBytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is %d bytes long; the limit is %d", field, id.size(), kMaxIdBytes));
   }
   return absl::OkStatus();
 }
@@ -21,13 +21,13 @@ absl::Status CheckId(absl::string_view id, absl::string_view field) {
 absl::Status CheckFinite(absl::Span<const double> values, absl::string_view field) {
   for (size_t i = 0; i < values.size(); ++i) {
     if (!std::isfinite(values[i])) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s[%d] is %s", field, i, std::isnan(values[i]) ? "NaN" : "infinite"));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s[%d] is %s", field, i, std::isnan(values[i]) ? "NaN" : "infinite"));
     }
     if (std::abs(values[i]) > kMaxFeatureMagnitude) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s[%d] is %g; feature values must lie in [-%g, %g] (rescale them)", field, i,
-          values[i], kMaxFeatureMagnitude, kMaxFeatureMagnitude));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s[%d] is %g; feature values must lie in [-%g, %g] (rescale them)",
+                          field, i, values[i], kMaxFeatureMagnitude, kMaxFeatureMagnitude));
     }
   }
   return absl::OkStatus();
@@ -50,28 +50,28 @@ absl::Status ValidateDecisionRequest(const DecisionRequest& request, const Dimen
   }
   const int expected_context = dims.fixed ? dims.context_dim : -1;
   if (expected_context >= 0 && static_cast<int>(request.context.size()) != expected_context) {
-    return absl::InvalidArgumentError(absl::StrFormat("context has %d values; model \"%s\" expects %d",
-                                                      request.context.size(), options.name,
-                                                      expected_context));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("context has %d values; model \"%s\" expects %d", request.context.size(),
+                        options.name, expected_context));
   }
   if (!dims.fixed && static_cast<int>(request.context.size()) > options.max_feature_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "context has %d values; the limit is %d (limits.max_feature_dim)", request.context.size(),
-        options.max_feature_dim));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("context has %d values; the limit is %d (limits.max_feature_dim)",
+                        request.context.size(), options.max_feature_dim));
   }
   if (absl::Status s = CheckFinite(request.context, "context"); !s.ok()) return s;
 
-  const int expected_arm = dims.fixed ? dims.arm_dim
-                                      : static_cast<int>(request.candidates[0].features.size());
+  const int expected_arm =
+      dims.fixed ? dims.arm_dim : static_cast<int>(request.candidates[0].features.size());
   if (!dims.fixed) {
     if (expected_arm == 0) {
       return absl::InvalidArgumentError(
           "candidates[0] has no features; every candidate needs at least one");
     }
     if (expected_arm > options.max_feature_dim) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "candidates have %d features; the limit is %d (limits.max_feature_dim)", expected_arm,
-          options.max_feature_dim));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("candidates have %d features; the limit is %d (limits.max_feature_dim)",
+                          expected_arm, options.max_feature_dim));
     }
   }
   absl::flat_hash_map<absl::string_view, int> seen;
@@ -82,21 +82,21 @@ absl::Status ValidateDecisionRequest(const DecisionRequest& request, const Dimen
     if (absl::Status s = CheckId(candidate.id, field); !s.ok()) return s;
     auto [it, inserted] = seen.emplace(candidate.id, i);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "duplicate arm id %s: candidates[%d] and candidates[%d]", QuoteId(candidate.id),
-          it->second, i));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("duplicate arm id %s: candidates[%d] and candidates[%d]",
+                          QuoteId(candidate.id), it->second, i));
     }
     if (static_cast<int>(candidate.features.size()) != expected_arm) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "candidates[%d] (%s) has %d features; %s %d", i, QuoteId(candidate.id),
-          candidate.features.size(),
-          dims.fixed ? absl::StrFormat("model \"%s\" expects", options.name)
-                     : std::string("candidates[0] has"),
-          expected_arm));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("candidates[%d] (%s) has %d features; %s %d", i, QuoteId(candidate.id),
+                          candidate.features.size(),
+                          dims.fixed ? absl::StrFormat("model \"%s\" expects", options.name)
+                                     : std::string("candidates[0] has"),
+                          expected_arm));
     }
-    if (absl::Status s = CheckFinite(candidate.features,
-                                     absl::StrFormat("candidates[%d] (%s) features", i,
-                                                     QuoteId(candidate.id)));
+    if (absl::Status s =
+            CheckFinite(candidate.features,
+                        absl::StrFormat("candidates[%d] (%s) features", i, QuoteId(candidate.id)));
         !s.ok()) {
       return s;
     }
@@ -108,8 +108,8 @@ absl::Status ValidateUsers(absl::Span<const std::string> users, const ModelOptio
   if (users.empty()) return absl::InvalidArgumentError("user_ids must not be empty");
   if (static_cast<int64_t>(users.size()) > options.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%d users exceed the limit of %d per call (limits.max_graph_edits_per_call)",
-        users.size(), options.max_graph_edits_per_call));
+        "%d users exceed the limit of %d per call (limits.max_graph_edits_per_call)", users.size(),
+        options.max_graph_edits_per_call));
   }
   for (size_t i = 0; i < users.size(); ++i) {
     if (absl::Status s = CheckId(users[i], absl::StrFormat("user_ids[%d]", i)); !s.ok()) return s;
@@ -122,16 +122,16 @@ absl::StatusOr<std::vector<std::string>> ValidateEdges(const std::vector<EdgeEdi
   if (edges.empty()) return absl::InvalidArgumentError("edges must not be empty");
   if (static_cast<int64_t>(edges.size()) > options.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%d edges exceed the limit of %d per call (limits.max_graph_edits_per_call)",
-        edges.size(), options.max_graph_edits_per_call));
+        "%d edges exceed the limit of %d per call (limits.max_graph_edits_per_call)", edges.size(),
+        options.max_graph_edits_per_call));
   }
   absl::flat_hash_map<std::pair<absl::string_view, absl::string_view>, size_t> pairs;
   std::vector<std::string> ids;
   for (size_t i = 0; i < edges.size(); ++i) {
     const EdgeEdit& e = edges[i];
     for (const std::string* user : {&e.user_a, &e.user_b}) {
-      absl::Status s = CheckId(*user, absl::StrFormat("edges[%d].%s", i,
-                                                      user == &e.user_a ? "user_a" : "user_b"));
+      absl::Status s = CheckId(
+          *user, absl::StrFormat("edges[%d].%s", i, user == &e.user_a ? "user_a" : "user_b"));
       if (!s.ok()) return s;
     }
     if (e.user_a == e.user_b) {
@@ -139,17 +139,18 @@ absl::StatusOr<std::vector<std::string>> ValidateEdges(const std::vector<EdgeEdi
           absl::StrFormat("edges[%d] joins user %s to itself", i, QuoteId(e.user_a)));
     }
     if (!(e.weight >= kMinEdgeWeight && e.weight <= kMaxEdgeWeight)) {  // also NaN
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d].weight must lie in [%g, %g], got %g", i, kMinEdgeWeight, kMaxEdgeWeight,
-          e.weight));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("edges[%d].weight must lie in [%g, %g], got %g", i, kMinEdgeWeight,
+                          kMaxEdgeWeight, e.weight));
     }
-    auto key = e.user_a < e.user_b ? std::make_pair(absl::string_view(e.user_a), absl::string_view(e.user_b))
-                                   : std::make_pair(absl::string_view(e.user_b), absl::string_view(e.user_a));
+    auto key = e.user_a < e.user_b
+                   ? std::make_pair(absl::string_view(e.user_a), absl::string_view(e.user_b))
+                   : std::make_pair(absl::string_view(e.user_b), absl::string_view(e.user_a));
     auto [it, inserted] = pairs.emplace(key, i);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(e.user_a),
-          QuoteId(e.user_b), it->second));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(e.user_a),
+                          QuoteId(e.user_b), it->second));
     }
     ids.push_back(e.user_a);
     ids.push_back(e.user_b);
@@ -162,8 +163,8 @@ absl::Status ValidateEdgePairs(const std::vector<std::pair<std::string, std::str
   if (pairs.empty()) return absl::InvalidArgumentError("edges must not be empty");
   if (static_cast<int64_t>(pairs.size()) > options.max_graph_edits_per_call) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%d edges exceed the limit of %d per call (limits.max_graph_edits_per_call)",
-        pairs.size(), options.max_graph_edits_per_call));
+        "%d edges exceed the limit of %d per call (limits.max_graph_edits_per_call)", pairs.size(),
+        options.max_graph_edits_per_call));
   }
   absl::flat_hash_map<std::pair<absl::string_view, absl::string_view>, size_t> seen;
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -174,9 +175,9 @@ absl::Status ValidateEdgePairs(const std::vector<std::pair<std::string, std::str
                      : std::make_pair(absl::string_view(b), absl::string_view(a));
     auto [it, inserted] = seen.emplace(key, i);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(a), QuoteId(b),
-          it->second));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("edges[%d] repeats the pair (%s, %s) of edges[%d]", i, QuoteId(a),
+                          QuoteId(b), it->second));
     }
   }
   return absl::OkStatus();

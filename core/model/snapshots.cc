@@ -7,8 +7,8 @@ namespace graphbandit {
 
 absl::StatusOr<uint64_t> SnapshotWriter::Write(const PreparedSnapshot& prepared) {
   if (dir_ == nullptr) return prepared.seq;
-  absl::Status status = storage::WriteSnapshotFile(dir_->SnapshotPath(prepared.seq), prepared.seq,
-                                                   prepared.payload);
+  absl::Status status =
+      storage::WriteSnapshotFile(dir_->SnapshotPath(prepared.seq), prepared.seq, prepared.payload);
   if (!status.ok()) return status;
   dir_->RemoveOldFiles(prepared.seq);
   MutexLock lock(&stats_mu_);

@@ -55,7 +55,8 @@ std::vector<StateDirectory::File> StateDirectory::List(absl::string_view prefix,
     while (dirent* e = readdir(d)) {
       absl::string_view name = e->d_name;
       if (!absl::StartsWith(name, prefix) || !absl::EndsWith(name, suffix)) continue;
-      absl::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      absl::string_view digits =
+          name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
       uint64_t number = 0;
       if (digits.size() == 20 && absl::SimpleAtoi(digits, &number)) {
         files.emplace_back(number, path_ + "/" + std::string(name));
@@ -70,10 +71,12 @@ std::vector<StateDirectory::File> StateDirectory::List(absl::string_view prefix,
 absl::StatusOr<std::string> StateDirectory::SetAside(const std::string& path,
                                                      absl::string_view why) {
   std::string target = absl::StrCat(path, ".", why);
-  for (int i = 1; access(target.c_str(), F_OK) == 0; ++i) target = absl::StrCat(path, ".", why, ".", i);
+  for (int i = 1; access(target.c_str(), F_OK) == 0; ++i)
+    target = absl::StrCat(path, ".", why, ".", i);
   if (std::rename(path.c_str(), target.c_str()) != 0) {
     const int error = errno;
-    return absl::ErrnoToStatus(error, absl::StrFormat("cannot move \"%s\" to \"%s\"", path, target));
+    return absl::ErrnoToStatus(error,
+                               absl::StrFormat("cannot move \"%s\" to \"%s\"", path, target));
   }
   return target;
 }

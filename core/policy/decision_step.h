@@ -8,10 +8,9 @@
 #ifndef GRAPHBANDIT_CORE_POLICY_DECISION_STEP_H_
 #define GRAPHBANDIT_CORE_POLICY_DECISION_STEP_H_
 
+#include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -35,12 +34,11 @@ struct DecisionRule {
 // scaling.Apply(context, arms[i]), then (with `intercept`) a trailing constant 1.
 // REQUIRES: context has scaling.context_dim values and every arm scaling.arm_dim.
 void CandidatePoints(const FeatureScaling& scaling, const double* context,
-                     absl::Span<const double* const> arms, bool intercept,
-                     Eigen::MatrixXd* points);
+                     absl::Span<const double* const> arms, bool intercept, Eigen::MatrixXd* points);
 
 struct ScoredSlate {
-  Eigen::VectorXd mean;    // per candidate, baseline included
-  Eigen::VectorXd stddev;  // per candidate
+  Eigen::VectorXd mean;             // per candidate, baseline included
+  Eigen::VectorXd stddev;           // per candidate
   std::vector<RankedChoice> slate;  // best first
 };
 

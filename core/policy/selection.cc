@@ -84,7 +84,7 @@ double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::Vec
     }
     const double width = spread(j) / spread(i);
     if (centre - 9.0 * width >= hi) return 0.0;  // beats i over the whole range
-    if (centre + 9.0 * width <= lo) continue;     // always below i
+    if (centre + 9.0 * width <= lo) continue;    // always below i
     rivals.push_back(j);
     if (width < 0.05) {
       for (double k : {-9.0, -3.0, -1.0, 0.0, 1.0, 3.0, 9.0}) breaks.push_back(centre + k * width);
@@ -96,10 +96,10 @@ double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::Vec
   std::sort(breaks.begin(), breaks.end());
 
   // 8-point Gauss-Legendre nodes and weights on [-1, 1].
-  static constexpr double kNode[4] = {0.1834346424956498, 0.5255324099163290,
-                                      0.7966664774136267, 0.9602898564975363};
-  static constexpr double kWeight[4] = {0.3626837833783620, 0.3137066458778873,
-                                        0.2223810344533745, 0.1012285362903763};
+  static constexpr double kNode[4] = {0.1834346424956498, 0.5255324099163290, 0.7966664774136267,
+                                      0.9602898564975363};
+  static constexpr double kWeight[4] = {0.3626837833783620, 0.3137066458778873, 0.2223810344533745,
+                                        0.1012285362903763};
   auto integrand = [&](double z) {
     const double value = mean(i) + spread(i) * z;
     double log_density = -0.5 * z * z;

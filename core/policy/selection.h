@@ -8,10 +8,9 @@
 #ifndef GRAPHBANDIT_CORE_POLICY_SELECTION_H_
 #define GRAPHBANDIT_CORE_POLICY_SELECTION_H_
 
+#include <Eigen/Dense>
 #include <optional>
 #include <vector>
-
-#include <Eigen/Dense>
 
 #include "core/base/random.h"
 

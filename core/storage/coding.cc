@@ -115,8 +115,7 @@ bool Decoder::GetFixed64(uint64_t* out) {
 
 size_t Decoder::PeekVarint64(uint64_t* out) const {
   uint64_t result = 0;
-  const size_t limit = in_.size() < kMaxVarint64Bytes ? in_.size()
-                                                       : kMaxVarint64Bytes;
+  const size_t limit = in_.size() < kMaxVarint64Bytes ? in_.size() : kMaxVarint64Bytes;
   for (size_t i = 0; i < limit; ++i) {
     const uint64_t byte = static_cast<unsigned char>(in_[i]);
     // The 10th byte carries bit 63 only; anything more would silently drop

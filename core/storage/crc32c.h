@@ -23,18 +23,14 @@ namespace graphbandit::storage {
 uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n);
 
 // Returns the CRC-32C of `data`.
-inline uint32_t Crc32c(absl::string_view data) {
-  return Crc32cExtend(0, data.data(), data.size());
-}
+inline uint32_t Crc32c(absl::string_view data) { return Crc32cExtend(0, data.data(), data.size()); }
 
 // A CRC stored next to (or inside) the bytes it covers is weak: the CRC of a
 // string that embeds its own CRC tends towards degenerate values. Storing a
 // masked CRC avoids that. Mask is a bijection; Unmask(Mask(c)) == c for all c.
 inline constexpr uint32_t kCrc32cMaskDelta = 0xa282ead8u;
 
-inline uint32_t Mask(uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + kCrc32cMaskDelta;
-}
+inline uint32_t Mask(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrc32cMaskDelta; }
 
 inline uint32_t Unmask(uint32_t masked_crc) {
   const uint32_t rotated = masked_crc - kCrc32cMaskDelta;

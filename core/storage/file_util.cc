@@ -39,8 +39,8 @@ absl::Status SyncParentDir(const std::string& path) {
   return status;
 }
 
-absl::Status WriteFully(int fd, const char* data, size_t n,
-                        const std::string& path, size_t* written, int* error) {
+absl::Status WriteFully(int fd, const char* data, size_t n, const std::string& path,
+                        size_t* written, int* error) {
   size_t done = 0;
   int err = 0;
   while (done < n) {
@@ -67,8 +67,7 @@ absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
   size_t got = 0;
   int err = 0;
   while (got < n) {
-    const ssize_t r = ::pread(fd, dst + got, n - got,
-                              static_cast<off_t>(offset + got));
+    const ssize_t r = ::pread(fd, dst + got, n - got, static_cast<off_t>(offset + got));
     if (r < 0) {
       if (errno == EINTR) continue;
       err = errno;
@@ -82,45 +81,40 @@ absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
   return got;
 }
 
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
-                                           absl::string_view flag) {
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string_view flag) {
   constexpr size_t kMaxSecretFileBytes = 1 << 20;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--%s: cannot read %s", flag, path));
+    return absl::InvalidArgumentError(absl::StrFormat("--%s: cannot read %s", flag, path));
   }
   std::ostringstream content;
   content << in.rdbuf();
   if (in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--%s: error reading %s", flag, path));
+    return absl::InvalidArgumentError(absl::StrFormat("--%s: error reading %s", flag, path));
   }
   std::string text = content.str();
   if (text.size() > kMaxSecretFileBytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--%s: %s is larger than %d bytes", flag, path, kMaxSecretFileBytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--%s: %s is larger than %d bytes", flag, path, kMaxSecretFileBytes));
   }
   return text;
 }
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
-                                          absl::string_view flag) {
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_view flag) {
   absl::StatusOr<std::string> content = ReadSecretFile(path, flag);
   if (!content.ok()) return content.status();
   std::string token(absl::StripAsciiWhitespace(*content));
   if (token.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--%s: %s holds no token", flag, path));
+    return absl::InvalidArgumentError(absl::StrFormat("--%s: %s holds no token", flag, path));
   }
   for (const char c : token) {
     // Visible ASCII only: what an HTTP/2 header value can carry and a person
     // can paste.
     if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s: the token in %s must be one line of visible ASCII characters "
-          "(no spaces)",
-          flag, path));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s: the token in %s must be one line of visible ASCII characters "
+                          "(no spaces)",
+                          flag, path));
     }
   }
   return token;

@@ -51,9 +51,8 @@ absl::Status SyncParentDir(const std::string& path);
 // success, the count written before the failure otherwise. If `error` is
 // non-null it receives 0 on success and the (non-zero) errno of the failure
 // otherwise, for callers that format their own messages.
-absl::Status WriteFully(int fd, const char* data, size_t n,
-                        const std::string& path, size_t* written = nullptr,
-                        int* error = nullptr);
+absl::Status WriteFully(int fd, const char* data, size_t n, const std::string& path,
+                        size_t* written = nullptr, int* error = nullptr);
 
 // Reads up to n bytes at `offset` with pread (the file offset is unchanged),
 // retrying EINTR and short reads. Returns the count read, which is less than
@@ -67,16 +66,14 @@ absl::StatusOr<size_t> PreadUpTo(int fd, char* dst, size_t n, uint64_t offset,
 // command-line flag `flag` (without its dashes). A missing or unreadable file,
 // or one larger than 1 MiB, is InvalidArgument("--<flag>: ... <path> ...");
 // the content never appears in a message.
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
-                                           absl::string_view flag);
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, absl::string_view flag);
 
 // A bearer token file: its content without surrounding whitespace. An empty
 // token, and one with characters an HTTP/2 header value cannot carry or a
 // person would not paste (anything but visible ASCII, so also inner spaces and
 // line breaks), are refused with InvalidArgument naming the flag and the path,
 // never the token.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
-                                          absl::string_view flag);
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, absl::string_view flag);
 
 }  // namespace graphbandit::storage
 

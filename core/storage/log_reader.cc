@@ -29,8 +29,7 @@ uint32_t LoadLE32(const char* p) {
 }
 
 // Returns the first min(max_bytes, file size) bytes of `path`.
-absl::StatusOr<std::string> ReadHead(const std::string& path,
-                                     size_t max_bytes) {
+absl::StatusOr<std::string> ReadHead(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OsError(errno, "open", path);
   std::string head(max_bytes, '\0');
@@ -50,8 +49,8 @@ absl::Status RewriteMagic(const std::string& path) {
   absl::Status status;
   size_t done = 0;
   while (status.ok() && done < kLogMagicSize) {
-    const ssize_t r = ::pwrite(fd, kLogMagic.data() + done,
-                               kLogMagicSize - done, static_cast<off_t>(done));
+    const ssize_t r =
+        ::pwrite(fd, kLogMagic.data() + done, kLogMagicSize - done, static_cast<off_t>(done));
     if (r < 0) {
       if (errno == EINTR) continue;
       status = OsError(errno, "write magic to", path);
@@ -71,12 +70,10 @@ absl::Status RewriteMagic(const std::string& path) {
 
 // Creates a new file for the discarded bytes without overwriting the copy
 // kept by an earlier recovery at the same offset. Returns its descriptor.
-absl::StatusOr<int> CreateForensicFile(const std::string& base,
-                                       std::string* chosen) {
+absl::StatusOr<int> CreateForensicFile(const std::string& base, std::string* chosen) {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     std::string name = attempt == 0 ? base : absl::StrCat(base, ".", attempt);
-    const int fd = ::open(name.c_str(),
-                          O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
       *chosen = std::move(name);
       return fd;
@@ -89,14 +86,13 @@ absl::StatusOr<int> CreateForensicFile(const std::string& base,
 
 // Copies [offset, EOF) of `path` into a new forensic file, durably. Streams
 // in chunks: the damaged region may be most of a large log.
-absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset,
-                                uint64_t* copied, std::string* saved_path) {
+absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset, uint64_t* copied,
+                                std::string* saved_path) {
   *copied = 0;
   const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return OsError(errno, "open", path);
   std::string name;
-  absl::StatusOr<int> out =
-      CreateForensicFile(absl::StrCat(path, ".corrupt-", offset), &name);
+  absl::StatusOr<int> out = CreateForensicFile(absl::StrCat(path, ".corrupt-", offset), &name);
   if (!out.ok()) {
     CloseQuietly(in);
     return out.status();
@@ -105,8 +101,7 @@ absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset,
   absl::Status status;
   std::unique_ptr<char[]> chunk(new char[kReadChunk]);
   for (;;) {
-    absl::StatusOr<size_t> got =
-        PreadUpTo(in, chunk.get(), kReadChunk, offset + *copied, path);
+    absl::StatusOr<size_t> got = PreadUpTo(in, chunk.get(), kReadChunk, offset + *copied, path);
     if (!got.ok()) {
       status = got.status();
       break;
@@ -142,8 +137,7 @@ absl::Status TruncateDurably(const std::string& path, uint64_t size) {
 // ---------------------------------------------------------------------------
 // LogReader
 
-absl::StatusOr<std::unique_ptr<LogReader>> LogReader::Open(
-    const std::string& path) {
+absl::StatusOr<std::unique_ptr<LogReader>> LogReader::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OsError(errno, "open log", path);
   struct stat st;
@@ -154,11 +148,9 @@ absl::StatusOr<std::unique_ptr<LogReader>> LogReader::Open(
   }
   if (!S_ISREG(st.st_mode)) {
     CloseQuietly(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("log ", path, " is not a regular file"));
+    return absl::FailedPreconditionError(absl::StrCat("log ", path, " is not a regular file"));
   }
-  return std::unique_ptr<LogReader>(
-      new LogReader(path, fd, static_cast<uint64_t>(st.st_size)));
+  return std::unique_ptr<LogReader>(new LogReader(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
 LogReader::LogReader(std::string path, int fd, uint64_t file_size)
@@ -208,8 +200,8 @@ size_t LogReader::ReadBytes(char* dst, size_t n) {
     } else {
       if (buf_ == nullptr) {
         // No point in a 256 KiB buffer for a 100-byte file.
-        buf_capacity_ = static_cast<size_t>(
-            std::min<uint64_t>(kReadChunk, std::max<uint64_t>(file_size_, 1)));
+        buf_capacity_ =
+            static_cast<size_t>(std::min<uint64_t>(kReadChunk, std::max<uint64_t>(file_size_, 1)));
         buf_.reset(new char[buf_capacity_]);
       }
       r = ReadSome(buf_.get(), buf_capacity_);
@@ -230,8 +222,7 @@ bool LogReader::ReadMagic() {
   }
   const absl::string_view seen(magic, got);
   if (got < kLogMagicSize && seen == kLogMagic.substr(0, got)) {
-    Corrupt(absl::StrFormat("truncated magic (%d of %d bytes)", got,
-                            kLogMagicSize));
+    Corrupt(absl::StrFormat("truncated magic (%d of %d bytes)", got, kLogMagicSize));
     return false;
   }
   if (seen != kLogMagic) {
@@ -258,12 +249,11 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
 
   char header[kLogHeaderSize];
   const size_t header_got =
-      ReadBytes(header, static_cast<size_t>(
-                            std::min<uint64_t>(left, kLogHeaderSize)));
+      ReadBytes(header, static_cast<size_t>(std::min<uint64_t>(left, kLogHeaderSize)));
   if (!io_status_.ok()) return Corrupt(std::string(io_status_.message()));
   if (header_got < kLogHeaderSize) {
-    return Corrupt(absl::StrFormat("truncated header (%d of %d bytes)",
-                                   header_got, kLogHeaderSize));
+    return Corrupt(
+        absl::StrFormat("truncated header (%d of %d bytes)", header_got, kLogHeaderSize));
   }
 
   const uint32_t stored_crc = Unmask(LoadLE32(header));
@@ -273,15 +263,14 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
   // Checked before the length so a zero-filled tail gets the specific reason.
   if (record_type == kInvalidRecordType) return Corrupt("zero record type");
   if (length > kMaxRecordPayload) {
-    return Corrupt(absl::StrFormat("record length %d exceeds the %d MiB limit",
-                                   length, kMaxRecordPayload >> 20));
+    return Corrupt(absl::StrFormat("record length %d exceeds the %d MiB limit", length,
+                                   kMaxRecordPayload >> 20));
   }
   const uint64_t payload_left = left - kLogHeaderSize;
   if (length > payload_left) {
     // Report without reading: the length may be garbage, and allocating it
     // would let a damaged header demand memory the file cannot back.
-    return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)",
-                                   payload_left, length));
+    return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)", payload_left, length));
   }
 
   payload->resize(length);
@@ -292,8 +281,7 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
   }
   if (payload_got < length) {  // The file shrank since Open().
     payload->clear();
-    return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)",
-                                   payload_got, length));
+    return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)", payload_got, length));
   }
 
   uint32_t crc = Crc32cExtend(0, header + 8, 1);
@@ -313,8 +301,7 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
 
 absl::StatusOr<LogRecovery> RecoverLog(
     const std::string& path,
-    const std::function<absl::Status(uint8_t type, absl::string_view payload)>&
-        apply) {
+    const std::function<absl::Status(uint8_t type, absl::string_view payload)>& apply) {
   LogRecovery result;
 
   absl::StatusOr<std::unique_ptr<LogReader>> opened = LogReader::Open(path);
@@ -348,24 +335,21 @@ absl::StatusOr<LogRecovery> RecoverLog(
     if (reader.file_size() < kLogMagicSize) {
       absl::StatusOr<std::string> head = ReadHead(path, kLogMagicSize);
       if (!head.ok()) return head.status();
-      if (head->size() < kLogMagicSize &&
-          *head == kLogMagic.substr(0, head->size())) {
+      if (head->size() < kLogMagicSize && *head == kLogMagic.substr(0, head->size())) {
         if (absl::Status s = RewriteMagic(path); !s.ok()) return s;
         result.good_offset = kLogMagicSize;
         return result;
       }
     }
-    return absl::DataLossError(absl::StrFormat(
-        "%s is not a graphbandit log (%s); left untouched", path,
-        corruption.reason));
+    return absl::DataLossError(absl::StrFormat("%s is not a graphbandit log (%s); left untouched",
+                                               path, corruption.reason));
   }
 
   // Damaged record or torn tail: keep a copy of everything from the damaged
   // record on, then cut it off so the writer can append after good data.
   result.good_offset = reader.good_offset();
   result.corruption = corruption;
-  if (absl::Status s = SaveDiscardedBytes(path, result.good_offset,
-                                          &result.discarded_bytes,
+  if (absl::Status s = SaveDiscardedBytes(path, result.good_offset, &result.discarded_bytes,
                                           &result.discarded_path);
       !s.ok()) {
     return s;
@@ -378,4 +362,3 @@ absl::StatusOr<LogRecovery> RecoverLog(
 }
 
 }  // namespace graphbandit::storage
-

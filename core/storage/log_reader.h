@@ -48,8 +48,7 @@ class LogReader {
  public:
   // NotFound if `path` does not exist; other OS errors keep their errno code.
   // A damaged magic is not an Open() error: the first Next() reports it.
-  static absl::StatusOr<std::unique_ptr<LogReader>> Open(
-      const std::string& path);
+  static absl::StatusOr<std::unique_ptr<LogReader>> Open(const std::string& path);
 
   ~LogReader();
   LogReader(const LogReader&) = delete;
@@ -109,12 +108,12 @@ class LogReader {
 
 // Outcome of RecoverLog.
 struct LogRecovery {
-  uint64_t records = 0;      // Records passed to `apply`.
-  uint64_t good_offset = 0;  // Size of the log after recovery (0 if missing).
-  bool truncated = false;    // True if damaged bytes were cut off.
+  uint64_t records = 0;                     // Records passed to `apply`.
+  uint64_t good_offset = 0;                 // Size of the log after recovery (0 if missing).
+  bool truncated = false;                   // True if damaged bytes were cut off.
   std::optional<LogCorruption> corruption;  // Set iff truncated.
-  uint64_t discarded_bytes = 0;  // Bytes cut off (and saved), 0 if none.
-  std::string discarded_path;    // Where they were saved, empty if none.
+  uint64_t discarded_bytes = 0;             // Bytes cut off (and saved), 0 if none.
+  std::string discarded_path;               // Where they were saved, empty if none.
 };
 
 // Replays the log at `path` and repairs its tail so a LogWriter can append.
@@ -143,8 +142,7 @@ struct LogRecovery {
 // Must not run concurrently with a LogWriter on the same file.
 absl::StatusOr<LogRecovery> RecoverLog(
     const std::string& path,
-    const std::function<absl::Status(uint8_t type, absl::string_view payload)>&
-        apply);
+    const std::function<absl::Status(uint8_t type, absl::string_view payload)>& apply);
 
 }  // namespace graphbandit::storage
 

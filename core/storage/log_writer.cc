@@ -26,15 +26,12 @@ constexpr size_t kMaxRetainedBuffer = 1 << 20;
 [[maybe_unused]] const char* PickStrError(int rc, const char* buf) {
   return rc == 0 ? buf : "unknown error";
 }
-[[maybe_unused]] const char* PickStrError(const char* msg, const char*) {
-  return msg;
-}
+[[maybe_unused]] const char* PickStrError(const char* msg, const char*) { return msg; }
 
 std::string ErrnoText(int err) {
   char buf[256];
   buf[0] = '\0';
-  return absl::StrFormat("%s (errno %d)",
-                         PickStrError(strerror_r(err, buf, sizeof(buf)), buf),
+  return absl::StrFormat("%s (errno %d)", PickStrError(strerror_r(err, buf, sizeof(buf)), buf),
                          err);
 }
 
@@ -42,33 +39,28 @@ std::string ErrnoText(int err) {
 // descriptor because the append descriptor is write-only.
 absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
   if (file_size < kLogMagicSize) {
-    return absl::DataLossError(absl::StrFormat(
-        "log %s is %d bytes, shorter than its %d-byte magic; run RecoverLog "
-        "before opening it for writing",
-        path, file_size, kLogMagicSize));
+    return absl::DataLossError(
+        absl::StrFormat("log %s is %d bytes, shorter than its %d-byte magic; run RecoverLog "
+                        "before opening it for writing",
+                        path, file_size, kLogMagicSize));
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OsError(errno, "open for reading", path);
   char magic[kLogMagicSize];
   int err = 0;
-  const absl::StatusOr<size_t> got =
-      PreadUpTo(fd, magic, sizeof(magic), 0, path, &err);
+  const absl::StatusOr<size_t> got = PreadUpTo(fd, magic, sizeof(magic), 0, path, &err);
   CloseQuietly(fd);
   if (!got.ok()) return OsError(err, "read magic of", path);
-  if (*got != sizeof(magic) ||
-      absl::string_view(magic, sizeof(magic)) != kLogMagic) {
-    return absl::DataLossError(
-        absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
+  if (*got != sizeof(magic) || absl::string_view(magic, sizeof(magic)) != kLogMagic) {
+    return absl::DataLossError(absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(
-    const std::string& path) {
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return OsError(errno, "open log", path);
 
   struct stat st;
@@ -81,14 +73,13 @@ absl::StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(
 
   if (size == 0) {
     int err = 0;
-    const absl::Status write_status =
-        WriteFully(fd, kLogMagic.data(), kLogMagic.size(), path,
-                   /*written=*/nullptr, &err);
+    const absl::Status write_status = WriteFully(fd, kLogMagic.data(), kLogMagic.size(), path,
+                                                 /*written=*/nullptr, &err);
     if (write_status.ok() && ::fsync(fd) != 0) err = errno;
     if (err != 0) {
       CloseQuietly(fd);
-      return absl::DataLossError(absl::StrFormat(
-          "writing magic to new log %s: %s", path, ErrnoText(err)));
+      return absl::DataLossError(
+          absl::StrFormat("writing magic to new log %s: %s", path, ErrnoText(err)));
     }
     size = kLogMagicSize;
     // Covers the file we just created and also an empty file left by a crash
@@ -118,8 +109,7 @@ absl::Status LogWriter::Poison(absl::Status status) {
 absl::Status LogWriter::CheckUsable() const {
   if (!failed_.ok()) return failed_;
   if (fd_ < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("log ", path_, " is closed"));
+    return absl::FailedPreconditionError(absl::StrCat("log ", path_, " is closed"));
   }
   return absl::OkStatus();
 }
@@ -130,9 +120,9 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
     return absl::InvalidArgumentError("log record type 0 is reserved");
   }
   if (payload.size() > kMaxRecordPayload) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "log record payload of %d bytes exceeds the %d-byte limit",
-        payload.size(), kMaxRecordPayload));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("log record payload of %d bytes exceeds the %d-byte limit", payload.size(),
+                        kMaxRecordPayload));
   }
 
   const uint32_t length = static_cast<uint32_t>(payload.size());
@@ -163,8 +153,7 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
     return Poison(absl::DataLossError(absl::StrFormat(
         "append to log %s failed after %d of %d bytes at offset %d: %s; the "
         "log may end in a partial record and must be recovered before reuse",
-        path_, written, kLogHeaderSize + payload.size(), size_ - written,
-        ErrnoText(err))));
+        path_, written, kLogHeaderSize + payload.size(), size_ - written, ErrnoText(err))));
   }
   return absl::OkStatus();
 }
@@ -173,9 +162,9 @@ absl::Status LogWriter::Sync() {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (::fdatasync(fd_) != 0) {
     const int err = errno;
-    return Poison(absl::DataLossError(absl::StrFormat(
-        "fdatasync of log %s failed: %s; appended records may not be durable",
-        path_, ErrnoText(err))));
+    return Poison(absl::DataLossError(
+        absl::StrFormat("fdatasync of log %s failed: %s; appended records may not be durable",
+                        path_, ErrnoText(err))));
   }
   return absl::OkStatus();
 }
@@ -186,8 +175,8 @@ absl::Status LogWriter::Close() {
   fd_ = -1;
   if (::close(fd) != 0 && errno != EINTR) {
     const int err = errno;
-    return Poison(absl::DataLossError(absl::StrFormat(
-        "close of log %s failed: %s", path_, ErrnoText(err))));
+    return Poison(
+        absl::DataLossError(absl::StrFormat("close of log %s failed: %s", path_, ErrnoText(err))));
   }
   return failed_;
 }

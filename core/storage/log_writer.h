@@ -35,8 +35,7 @@ class LogWriter {
   // the file; records appended after a torn tail would be unreadable.
   // Errors from the OS keep their errno-derived code (NotFound,
   // PermissionDenied, ...).
-  static absl::StatusOr<std::unique_ptr<LogWriter>> Open(
-      const std::string& path);
+  static absl::StatusOr<std::unique_ptr<LogWriter>> Open(const std::string& path);
 
   // Closes the file without syncing: unsynced appends may be lost on a crash.
   ~LogWriter();

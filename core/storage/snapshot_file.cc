@@ -59,9 +59,9 @@ absl::StatusOr<SnapshotContents> ReadSnapshotFile(const std::string& path) {
   header.GetFixed64(&length);
   header.GetFixed32(&masked);
   if (length != bytes.size() - kHeaderSize) {
-    return absl::DataLossError(absl::StrFormat(
-        "snapshot %s: payload is %d bytes, the header says %d", path, bytes.size() - kHeaderSize,
-        length));
+    return absl::DataLossError(
+        absl::StrFormat("snapshot %s: payload is %d bytes, the header says %d", path,
+                        bytes.size() - kHeaderSize, length));
   }
   contents.payload = bytes.substr(kHeaderSize);
   if (Crc32c(contents.payload) != Unmask(masked)) {

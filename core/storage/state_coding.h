@@ -37,6 +37,7 @@
 #ifndef GRAPHBANDIT_CORE_STORAGE_STATE_CODING_H_
 #define GRAPHBANDIT_CORE_STORAGE_STATE_CODING_H_
 
+#include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -44,16 +45,14 @@
 #include <utility>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "core/base/random.h"
 #include "core/learner/history_buffer.h"
 #include "core/linalg/cholesky_factor.h"
 #include "core/linalg/growable_columns.h"
-#include "core/base/random.h"
 #include "core/storage/coding.h"
 #include "core/storage/crc32c.h"
 
@@ -133,9 +132,9 @@ inline absl::Status GetStateFrame(storage::Decoder* in, LearnerStateTag tag, uin
     return absl::DataLossError(absl::StrCat(want, " state: truncated"));
   }
   if (got_version < oldest || got_version > version) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s state has format version %d; this build reads versions %d to %d", want,
-        got_version, oldest, version));
+    return absl::DataLossError(
+        absl::StrFormat("%s state has format version %d; this build reads versions %d to %d", want,
+                        got_version, oldest, version));
   }
   if (written != nullptr) *written = got_version;
   std::string bytes;
@@ -285,7 +284,8 @@ inline void PutCholesky(storage::Encoder* out, const CholeskyFactor& factor) {
 // Fails unless size <= capacity <= max_capacity and the triangle fits in the input.
 inline bool GetCholesky(storage::Decoder* in, int64_t max_capacity, CholeskyFactor* factor) {
   int64_t size = 0, capacity = 0;
-  if (max_capacity > std::numeric_limits<int>::max()) max_capacity = std::numeric_limits<int>::max();
+  if (max_capacity > std::numeric_limits<int>::max())
+    max_capacity = std::numeric_limits<int>::max();
   if (!GetCount(in, &size, std::numeric_limits<int>::max()) ||
       !GetCount(in, &capacity, max_capacity) || size > capacity ||
       !state_coding_internal::LowerFits(*in, size)) {

@@ -42,8 +42,8 @@ const std::string& BaseDir() {
 }
 
 // Policies whose learners have different state formats.
-constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb, PolicyKind::kLinUcbPerUser,
-                                    PolicyKind::kBatchedNystromUcb};
+constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb,
+                                    PolicyKind::kLinUcbPerUser, PolicyKind::kBatchedNystromUcb};
 
 void WriteRecords(FuzzInput& in, storage::LogWriter* log) {
   while (!in.empty()) {
@@ -183,7 +183,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int i = 8; i >= 1; --i) seq = (seq << 8) | static_cast<uint8_t>(payload[i]);
         if (seq == 0 || seq > (uint64_t{1} << 40)) seq = 1;
       }
-      storage::WriteSnapshotFile(absl::StrFormat("%s/snapshot-%020d.snap", model_dir, seq), seq, payload)
+      storage::WriteSnapshotFile(absl::StrFormat("%s/snapshot-%020d.snap", model_dir, seq), seq,
+                                 payload)
           .IgnoreError();
       first = seq + 1;
     }

@@ -120,17 +120,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::string model = ModelName(in);
         // Mostly well-formed (so that calls get past validation and the model learns), with one
         // field in eight or so made hostile.
-        const std::string user = in.Usually(std::string(1, static_cast<char>('a' + in.Byte() % 6)), 8, [&] {
-          return in.Bool() ? std::string(300, 'u') : in.String(4);
-        });
-        std::vector<double> context(static_cast<size_t>(in.Usually(1, 8, [&] { return in.Int(0, 3); })));
+        const std::string user =
+            in.Usually(std::string(1, static_cast<char>('a' + in.Byte() % 6)), 8,
+                       [&] { return in.Bool() ? std::string(300, 'u') : in.String(4); });
+        std::vector<double> context(
+            static_cast<size_t>(in.Usually(1, 8, [&] { return in.Int(0, 3); })));
         for (double& x : context) x = in.Double();
         const int n = in.Usually(in.Int(1, 4), 8, [&] { return in.Int(0, 8); });
         std::vector<std::string> ids(static_cast<size_t>(n));
         std::vector<std::vector<double>> features(static_cast<size_t>(n));
         const int dim = in.Usually(2, 8, [&] { return in.Int(0, 6); });
         for (int c = 0; c < n; ++c) {
-          ids[c] = in.Usually(std::string(1, static_cast<char>('p' + c)), 8, [&] { return in.String(3); });
+          ids[c] = in.Usually(std::string(1, static_cast<char>('p' + c)), 8,
+                              [&] { return in.String(3); });
           features[c].resize(static_cast<size_t>(in.Usually(dim, 8, [&] { return in.Int(0, 6); })));
           for (double& x : features[c]) x = in.Double();
         }
@@ -165,7 +167,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             Fail("a decision returned a slate of the wrong size", status);
           }
           for (const ChosenArm& arm : decision->arms) {
-            if (!std::isfinite(arm.mean) || !std::isfinite(arm.stddev) || !std::isfinite(arm.score)) {
+            if (!std::isfinite(arm.mean) || !std::isfinite(arm.stddev) ||
+                !std::isfinite(arm.score)) {
               Fail("a decision carries a non-finite score", status);
             }
           }
@@ -202,7 +205,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const int k = in.Int(0, 8);
         if (in.Bool()) {
           std::vector<EdgeEdit> edges;
-          for (int e = 0; e < k; ++e) edges.push_back(EdgeEdit{in.String(3), in.String(3), in.Double()});
+          for (int e = 0; e < k; ++e)
+            edges.push_back(EdgeEdit{in.String(3), in.String(3), in.Double()});
           status = model->AddEdges(std::move(edges)).status();
         } else if (in.Bool()) {
           std::vector<std::pair<std::string, std::string>> pairs;
@@ -223,11 +227,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
     }
-    if (!status.ok() && !DocumentedError(status.code())) Fail("an undocumented status code", status);
+    if (!status.ok() && !DocumentedError(status.code()))
+      Fail("an undocumented status code", status);
     ++reach.calls;
     reach.refused += !status.ok();
     const int64_t learned_after = Learned(engine);
-    if (!may_learn && learned_after != learned_before) Fail("a refused call changed the model", status);
+    if (!may_learn && learned_after != learned_before)
+      Fail("a refused call changed the model", status);
   }
   return 0;
 }

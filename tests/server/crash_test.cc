@@ -10,14 +10,15 @@
 //  * SIGTERM after all this stops the server with exit status 0.
 //
 // usage: crash_test SERVER_BINARY [SEED]
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,8 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/mutex.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
@@ -44,14 +43,14 @@ constexpr int kUsers = 12;
 constexpr int kMaxRoundsPerThread = 2000;  // per life of the server: the load is bounded
 
 int failures = 0;
-#define CHECK_THAT(cond, ...)                                   \
-  do {                                                          \
-    if (!(cond)) {                                              \
+#define CHECK_THAT(cond, ...)                                                \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
       std::fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                        \
-      std::fprintf(stderr, "\n");                               \
-      ++failures;                                               \
-    }                                                           \
+      std::fprintf(stderr, __VA_ARGS__);                                     \
+      std::fprintf(stderr, "\n");                                            \
+      ++failures;                                                            \
+    }                                                                        \
   } while (0)
 
 std::chrono::system_clock::time_point In(int milliseconds) {
@@ -60,7 +59,8 @@ std::chrono::system_clock::time_point In(int milliseconds) {
 
 class ServerProcess {
  public:
-  ServerProcess(std::string binary, std::string work) : binary_(std::move(binary)), work_(std::move(work)) {}
+  ServerProcess(std::string binary, std::string work)
+      : binary_(std::move(binary)), work_(std::move(work)) {}
   ~ServerProcess() {
     if (pid_ > 0) Kill();
   }
@@ -76,8 +76,9 @@ class ServerProcess {
       const std::string state = "--state_dir=" + work_ + "/state";
       const std::string config = "--config=" + work_ + "/config.textproto";
       const std::string port_file = "--port_file=" + ports;
-      execl(binary_.c_str(), binary_.c_str(), "--listen=127.0.0.1:0", "--metrics_listen=",
-            state.c_str(), config.c_str(), port_file.c_str(), static_cast<char*>(nullptr));
+      execl(binary_.c_str(), binary_.c_str(), "--listen=127.0.0.1:0",
+            "--metrics_listen=", state.c_str(), config.c_str(), port_file.c_str(),
+            static_cast<char*>(nullptr));
       std::_Exit(127);
     }
     for (int i = 0; i < 300; ++i) {  // up to 30 s
@@ -157,7 +158,8 @@ struct Ledger {
 
 // One load thread for one life of the server: SelectArm then ReportReward until the server
 // dies or `stop` is set.
-void Load(const std::string& target, int cycle, int thread, std::atomic<bool>* stop, Ledger* ledger) {
+void Load(const std::string& target, int cycle, int thread, std::atomic<bool>* stop,
+          Ledger* ledger) {
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   auto stub = v1::BanditService::NewStub(channel);
   for (int i = 0; i < kMaxRoundsPerThread && !stop->load(); ++i) {
@@ -210,13 +212,15 @@ v1::ModelDescription Settled(const std::string& target) {
 }
 
 std::vector<double> Probe(const std::string& target) {
-  auto stub = v1::BanditService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto stub =
+      v1::BanditService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   std::vector<double> scores;
   for (int user : {0, 5, 11}) {
     grpc::ClientContext context;
     context.set_deadline(In(5000));
     v1::SelectArmResponse response;
-    const grpc::Status status = stub->SelectArm(&context, Request(user, "", kCandidates), &response);
+    const grpc::Status status =
+        stub->SelectArm(&context, Request(user, "", kCandidates), &response);
     CHECK_THAT(status.ok(), "probe: %s", status.error_message().c_str());
     for (const v1::RankedArm& arm : response.arms()) {
       scores.push_back(arm.mean());
@@ -281,7 +285,8 @@ int main(int argc, char** argv) {
       for (auto& t : threads) t.join();
       absl::MutexLock lock(&ledger.mu);
       std::printf("crash %d after %d ms: %lld rewards acknowledged so far, %zu in doubt\n",
-                  cycle + 1, ms, static_cast<long long>(ledger.acknowledged), ledger.in_doubt.size());
+                  cycle + 1, ms, static_cast<long long>(ledger.acknowledged),
+                  ledger.in_doubt.size());
       continue;
     }
     // The last life: finish the load, settle, probe, then crash right after.
@@ -313,8 +318,9 @@ int main(int argc, char** argv) {
       answer.outcome() == v1::DUPLICATE ? ++duplicates : ++accepted;
       ++ledger.acknowledged;
     }
-    std::printf("%zu rewards in doubt retried: %d had been logged (DUPLICATE), %d had not (ACCEPTED)\n",
-                ledger.in_doubt.size(), duplicates, accepted);
+    std::printf(
+        "%zu rewards in doubt retried: %d had been logged (DUPLICATE), %d had not (ACCEPTED)\n",
+        ledger.in_doubt.size(), duplicates, accepted);
   }
   const v1::ModelDescription settled = Settled(server.target());
   std::printf("acknowledged %lld rewards; the model has learned %lld\n",
@@ -334,10 +340,12 @@ int main(int argc, char** argv) {
   CHECK_THAT(before == after, "probe scores differ after recovery");
   const v1::ModelDescription recovered = Settled(server.target());
   CHECK_THAT(static_cast<int64_t>(recovered.rewards_learned()) == ledger.acknowledged,
-             "after the final crash: learned %lld", static_cast<long long>(recovered.rewards_learned()));
+             "after the final crash: learned %lld",
+             static_cast<long long>(recovered.rewards_learned()));
   if (before == after) {
-    std::printf("probe: %zu means and deviations bit-identical before the crash and after recovery\n",
-                before.size());
+    std::printf(
+        "probe: %zu means and deviations bit-identical before the crash and after recovery\n",
+        before.size());
   }
 
   const int exit_status = server.Terminate();
@@ -345,7 +353,8 @@ int main(int argc, char** argv) {
   std::ifstream log(work + "/server.log");
   std::string line;
   while (std::getline(log, line)) {
-    if (line.find("WARNING") != std::string::npos || line.find("snapshot at record") != std::string::npos) {
+    if (line.find("WARNING") != std::string::npos ||
+        line.find("snapshot at record") != std::string::npos) {
       std::printf("  server: %s\n", line.c_str());
     }
   }
@@ -356,6 +365,7 @@ int main(int argc, char** argv) {
     std::printf("PASS\n");
     return 0;
   }
-  std::fprintf(stderr, "%d check(s) failed; state and server log kept in %s\n", failures, work.c_str());
+  std::fprintf(stderr, "%d check(s) failed; state and server log kept in %s\n", failures,
+               work.c_str());
   return 1;
 }

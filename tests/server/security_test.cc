@@ -4,14 +4,13 @@
 // run time with openssl) is exercised by tests/client/python_client_test.py.
 #include "server/security.h"
 
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -52,7 +51,8 @@ TEST(BearerTokenTest, EmptyTokenAdmitsEverything) {
 TEST(BearerTokenTest, OnlyTheExactTokenPasses) {
   const BearerToken token("s3cr3t-Token");
   EXPECT_TRUE(token.required());
-  for (const std::string good : {"Bearer s3cr3t-Token", "bearer s3cr3t-Token", "BEARER s3cr3t-Token"}) {
+  for (const std::string good :
+       {"Bearer s3cr3t-Token", "bearer s3cr3t-Token", "BEARER s3cr3t-Token"}) {
     EXPECT_TRUE(token.CheckHeader(&good).ok()) << good;
   }
   for (const std::string bad :
@@ -203,7 +203,8 @@ TEST_F(TokenServerTest, HealthNeedsNoToken) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service("graphbandit.v1.AdminService");
   grpc::health::v1::HealthCheckResponse response;
-  ASSERT_TRUE(grpc::health::v1::Health::NewStub(channel_)->Check(&context, request, &response).ok());
+  ASSERT_TRUE(
+      grpc::health::v1::Health::NewStub(channel_)->Check(&context, request, &response).ok());
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 

@@ -3,6 +3,9 @@
 #include "server/server.h"
 
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,16 +15,12 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
-
-#include "graphbandit/v1/bandit.grpc.pb.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "graphbandit/v1/bandit.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "server/config.h"
+#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
 
 namespace graphbandit::server {
 namespace {
@@ -187,18 +186,23 @@ TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"NaN feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_features(0, NAN); },
+      {"NaN feature",
+       [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_features(0, NAN); },
        grpc::StatusCode::INVALID_ARGUMENT, "candidates[1] (\"b\") features[0] is NaN"},
-      {"infinite feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(2)->set_features(1, INFINITY); },
+      {"infinite feature",
+       [](v1::SelectArmRequest& r) { r.mutable_candidates(2)->set_features(1, INFINITY); },
        grpc::StatusCode::INVALID_ARGUMENT, "candidates[2] (\"c\") features[1] is infinite"},
       {"infinite context", [](v1::SelectArmRequest& r) { r.add_context(-INFINITY); },
        grpc::StatusCode::INVALID_ARGUMENT, "context has 1 values; model \"default\" expects 0"},
-      {"wrong dimension", [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->add_features(3.0); },
-       grpc::StatusCode::INVALID_ARGUMENT, "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
+      {"wrong dimension",
+       [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->add_features(3.0); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
       {"no candidates", [](v1::SelectArmRequest& r) { r.clear_candidates(); },
        grpc::StatusCode::INVALID_ARGUMENT, "candidates must not be empty"},
       {"duplicate arm ids", [](v1::SelectArmRequest& r) { r.mutable_candidates(2)->set_id("a"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "duplicate arm id \"a\": candidates[0] and candidates[2]"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "duplicate arm id \"a\": candidates[0] and candidates[2]"},
       {"k larger than candidates", [](v1::SelectArmRequest& r) { r.set_slate_size(4); },
        grpc::StatusCode::INVALID_ARGUMENT, "slate_size 4 exceeds the number of candidates (3)"},
       {"k huge", [](v1::SelectArmRequest& r) { r.set_slate_size(4000000000u); },
@@ -207,19 +211,24 @@ TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
        grpc::StatusCode::INVALID_ARGUMENT, "user_id must not be empty"},
       {"unknown model", [](v1::SelectArmRequest& r) { r.set_model("nope"); },
        grpc::StatusCode::NOT_FOUND, "unknown model \"nope\""},
-      {"huge feature", [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->set_features(1, -3e9); },
-       grpc::StatusCode::INVALID_ARGUMENT, "candidates[0] (\"a\") features[1] is -3e+09; feature values must lie in"},
+      {"huge feature",
+       [](v1::SelectArmRequest& r) { r.mutable_candidates(0)->set_features(1, -3e9); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "candidates[0] (\"a\") features[1] is -3e+09; feature values must lie in"},
       {"user id too long", [](v1::SelectArmRequest& r) { r.set_user_id(std::string(257, 'u')); },
        grpc::StatusCode::INVALID_ARGUMENT, "user_id is 257 bytes long; the limit is 256"},
-      {"arm id too long", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_id(std::string(300, 'b')); },
+      {"arm id too long",
+       [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->set_id(std::string(300, 'b')); },
        grpc::StatusCode::INVALID_ARGUMENT, "candidates[1].id is 300 bytes long"},
       {"empty arm id", [](v1::SelectArmRequest& r) { r.mutable_candidates(1)->clear_id(); },
        grpc::StatusCode::INVALID_ARGUMENT, "candidates[1].id must not be empty"},
       {"event id too long", [](v1::SelectArmRequest& r) { r.set_event_id(std::string(129, 'e')); },
-       grpc::StatusCode::INVALID_ARGUMENT, "event_id must be 1..128 printable ASCII characters, got 129 bytes"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "event_id must be 1..128 printable ASCII characters, got 129 bytes"},
       {"event id not printable", [](v1::SelectArmRequest& r) { r.set_event_id("ev\n1"); },
        grpc::StatusCode::INVALID_ARGUMENT, "contains a byte outside printable ASCII"},
-      {"too many candidates", [](v1::SelectArmRequest& r) {
+      {"too many candidates",
+       [](v1::SelectArmRequest& r) {
          for (int i = 0; i < 1000; ++i) {
            v1::Arm* arm = r.add_candidates();
            arm->set_id(absl::StrCat("extra", i));
@@ -227,7 +236,8 @@ TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
            arm->add_features(1.0);
          }
        },
-       grpc::StatusCode::INVALID_ARGUMENT, "1003 candidates exceed model \"default\"'s limit of 1000 (limits.max_candidates)"},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "1003 candidates exceed model \"default\"'s limit of 1000 (limits.max_candidates)"},
   };
   for (const Case& c : cases) {
     v1::SelectArmRequest request = ThreeArms();
@@ -249,27 +259,53 @@ TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
   };
   const std::string event = decision.event_id();
   const std::vector<RewardCase> reward_cases = {
-      {"NaN reward", [](v1::ReportRewardRequest& r) { r.set_reward(NAN); }, grpc::StatusCode::INVALID_ARGUMENT, "reward is NaN"},
-      {"no reward", [](v1::ReportRewardRequest& r) { r.clear_reward(); }, grpc::StatusCode::INVALID_ARGUMENT, "no reward given"},
-      {"both", [](v1::ReportRewardRequest& r) { auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(1); },
+      {"NaN reward", [](v1::ReportRewardRequest& r) { r.set_reward(NAN); },
+       grpc::StatusCode::INVALID_ARGUMENT, "reward is NaN"},
+      {"no reward", [](v1::ReportRewardRequest& r) { r.clear_reward(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "no reward given"},
+      {"both",
+       [](v1::ReportRewardRequest& r) {
+         auto* a = r.add_arm_rewards();
+         a->set_arm_id("a");
+         a->set_reward(1);
+       },
        grpc::StatusCode::INVALID_ARGUMENT, "not both"},
-      {"empty event", [](v1::ReportRewardRequest& r) { r.clear_event_id(); }, grpc::StatusCode::INVALID_ARGUMENT, "event_id must not be empty"},
-      {"unknown model", [](v1::ReportRewardRequest& r) { r.set_model("nope"); }, grpc::StatusCode::NOT_FOUND, "unknown model"},
-      {"infinite reward", [](v1::ReportRewardRequest& r) { r.set_reward(-INFINITY); }, grpc::StatusCode::INVALID_ARGUMENT, "reward is infinite"},
-      {"reward out of bounds", [](v1::ReportRewardRequest& r) { r.set_reward(2e9); }, grpc::StatusCode::INVALID_ARGUMENT, "limits.reward_bound"},
-      {"event id too long", [](v1::ReportRewardRequest& r) { r.set_event_id(std::string(200, 'e')); },
+      {"empty event", [](v1::ReportRewardRequest& r) { r.clear_event_id(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "event_id must not be empty"},
+      {"unknown model", [](v1::ReportRewardRequest& r) { r.set_model("nope"); },
+       grpc::StatusCode::NOT_FOUND, "unknown model"},
+      {"infinite reward", [](v1::ReportRewardRequest& r) { r.set_reward(-INFINITY); },
+       grpc::StatusCode::INVALID_ARGUMENT, "reward is infinite"},
+      {"reward out of bounds", [](v1::ReportRewardRequest& r) { r.set_reward(2e9); },
+       grpc::StatusCode::INVALID_ARGUMENT, "limits.reward_bound"},
+      {"event id too long",
+       [](v1::ReportRewardRequest& r) { r.set_event_id(std::string(200, 'e')); },
        grpc::StatusCode::INVALID_ARGUMENT, "got 200 bytes"},
       {"arm reward for an arm not returned",
-       [](v1::ReportRewardRequest& r) { r.clear_reward(); auto* a = r.add_arm_rewards(); a->set_arm_id("zzz"); a->set_reward(1); },
+       [](v1::ReportRewardRequest& r) {
+         r.clear_reward();
+         auto* a = r.add_arm_rewards();
+         a->set_arm_id("zzz");
+         a->set_reward(1);
+       },
        grpc::StatusCode::INVALID_ARGUMENT, "arm \"zzz\" was not returned"},
       {"arm reported twice",
        [](v1::ReportRewardRequest& r) {
          r.clear_reward();
-         for (int i = 0; i < 2; ++i) { auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(1); }
+         for (int i = 0; i < 2; ++i) {
+           auto* a = r.add_arm_rewards();
+           a->set_arm_id("a");
+           a->set_reward(1);
+         }
        },
        grpc::StatusCode::INVALID_ARGUMENT, "arm \"a\" is reported twice"},
       {"NaN arm reward",
-       [](v1::ReportRewardRequest& r) { r.clear_reward(); auto* a = r.add_arm_rewards(); a->set_arm_id("a"); a->set_reward(NAN); },
+       [](v1::ReportRewardRequest& r) {
+         r.clear_reward();
+         auto* a = r.add_arm_rewards();
+         a->set_arm_id("a");
+         a->set_reward(NAN);
+       },
        grpc::StatusCode::INVALID_ARGUMENT, "arm_rewards[0].reward is NaN"},
   };
   for (const RewardCase& c : reward_cases) {
@@ -311,7 +347,8 @@ TEST_F(ServerTest, EveryMalformedRequestGetsAPreciseStatus) {
     edge->set_weight(weight);
     const grpc::Status status = admin_->AddEdges(&weight_context, bad_weight, &edges_response);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << weight;
-    EXPECT_THAT(status.error_message(), HasSubstr("edges[0].weight must lie in [1e-06, 1e+06]")) << weight;
+    EXPECT_THAT(status.error_message(), HasSubstr("edges[0].weight must lie in [1e-06, 1e+06]"))
+        << weight;
   }
 
   // None of it was learned or recorded.
@@ -340,7 +377,8 @@ TEST_F(ServerTest, OversizedInputsAreRefusedBeforeTheyCostAnything) {
   for (int i = 0; i < 9; ++i) arm->add_features(0.1);
   const grpc::Status too_wide = Select(wide, &response);
   EXPECT_EQ(too_wide.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(too_wide.error_message(), HasSubstr("candidates have 9 features; the limit is 8 (limits.max_feature_dim)"));
+  EXPECT_THAT(too_wide.error_message(),
+              HasSubstr("candidates have 9 features; the limit is 8 (limits.max_feature_dim)"));
   // A graph edit with more edges than limits.max_graph_edits_per_call.
   grpc::ClientContext context;
   WithDeadline(&context);
@@ -354,7 +392,9 @@ TEST_F(ServerTest, OversizedInputsAreRefusedBeforeTheyCostAnything) {
   v1::AddEdgesResponse added;
   const grpc::Status too_many = admin_->AddEdges(&context, edges, &added);
   EXPECT_EQ(too_many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(too_many.error_message(), HasSubstr("4 edges exceed the limit of 3 per call (limits.max_graph_edits_per_call)"));
+  EXPECT_THAT(
+      too_many.error_message(),
+      HasSubstr("4 edges exceed the limit of 3 per call (limits.max_graph_edits_per_call)"));
   const v1::ModelDescription description = Describe();
   EXPECT_EQ(description.decisions(), 0u);
   EXPECT_EQ(description.users(), 0u);
@@ -453,10 +493,11 @@ TEST_F(ServerTest, HealthReflectionAndMetrics) {
   grpc::reflection::v1alpha::ServerReflectionResponse listed;
   ASSERT_TRUE(stream->Read(&listed));
   std::vector<std::string> services;
-  for (const auto& service : listed.list_services_response().service()) services.push_back(service.name());
-  EXPECT_THAT(services, ::testing::IsSupersetOf({"graphbandit.v1.BanditService",
-                                                 "graphbandit.v1.AdminService",
-                                                 "grpc.health.v1.Health"}));
+  for (const auto& service : listed.list_services_response().service())
+    services.push_back(service.name());
+  EXPECT_THAT(services,
+              ::testing::IsSupersetOf({"graphbandit.v1.BanditService",
+                                       "graphbandit.v1.AdminService", "grpc.health.v1.Health"}));
   stream->WritesDone();
   stream->Finish();
 
@@ -473,10 +514,16 @@ TEST_F(ServerTest, HealthReflectionAndMetrics) {
   EXPECT_FALSE(Select(bad, &decision).ok());
   server_->engine().FindModel("").value()->WaitForWriter();
   const std::string metrics = ScrapeMetrics();
-  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_requests_total{code=\"OK\",method=\"SelectArm\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"SelectArm\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_duration_seconds_bucket{code=\"OK\",method=\"ReportReward\",le=\"+Inf\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("graphbandit_rewards_total{model=\"default\",outcome=\"accepted\"} 1"));
+  EXPECT_THAT(metrics,
+              HasSubstr("graphbandit_rpc_requests_total{code=\"OK\",method=\"SelectArm\"} 1"));
+  EXPECT_THAT(
+      metrics,
+      HasSubstr(
+          "graphbandit_rpc_requests_total{code=\"INVALID_ARGUMENT\",method=\"SelectArm\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_rpc_duration_seconds_bucket{code=\"OK\",method="
+                                 "\"ReportReward\",le=\"+Inf\"} 1"));
+  EXPECT_THAT(metrics,
+              HasSubstr("graphbandit_rewards_total{model=\"default\",outcome=\"accepted\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("graphbandit_dictionary_size{model=\"default\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("graphbandit_users{model=\"default\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("graphbandit_pending_decisions{model=\"default\"} 0"));
@@ -504,233 +551,6 @@ TEST(ServerStartTest, ReportsBusyPortsClearly) {
   auto third = GraphbanditServer::Start(clash, *Engine::Open({}));
   EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(third.status().message()), HasSubstr("cannot listen for gRPC"));
-}
-
-TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
-  auto config = ParseServerConfig(R"pb(
-    default_model: "news"
-    models {
-      name: "news"
-      policy: EK_TS
-      arm_kernel { type: MATERN52 arm_lengthscale: 0.5 }
-      graph { rho: 0.3 }
-      exploration: 0
-      limits { max_candidates: 50 }
-    }
-    models { name: "small" policy: GP_UCB context_dim: 2 arm_feature_dim: 3 }
-  )pb", "inline");
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto options = ToEngineOptions(*config, "/tmp/x");
-  ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->default_model, "news");
-  ASSERT_EQ(options->models.size(), 2u);
-  const ModelOptions& news = options->models[0];
-  EXPECT_EQ(news.policy, PolicyKind::kEkTs);
-  EXPECT_EQ(news.kernel, KernelType::kMatern52);
-  EXPECT_EQ(news.arm_lengthscale, 0.5);
-  EXPECT_EQ(news.context_lengthscale, 1.0);
-  EXPECT_EQ(news.rho, 0.3);
-  EXPECT_EQ(news.exploration, 0.0);  // explicitly zero is kept
-  EXPECT_EQ(news.ridge, 0.1);
-  EXPECT_EQ(news.max_candidates, 50);
-  EXPECT_EQ(news.max_dictionary_size, 1000);
-  EXPECT_EQ(options->models[1].arm_dim, 3);
-  // Values set in the configuration are held fixed; the others are fitted.
-  EXPECT_TRUE(news.refits_hyperparameters());
-  EXPECT_FALSE(news.refit.fit_rho);
-  EXPECT_FALSE(news.refit.fit_arm_lengthscale);
-  EXPECT_TRUE(news.refit.fit_context_lengthscale);
-  EXPECT_TRUE(news.refit.fit_signal_variance);
-  EXPECT_TRUE(news.refit.fit_noise_variance);
-  // Round trip through the effective configuration: fitted values stay unset (so they are
-  // fitted again), fixed ones keep their value.
-  auto again = ToModelOptions(ToModelConfig(news));
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->kors_mu, 0.0);  // follows the (fitted) ridge
-  EXPECT_EQ(again->effective_kors_mu(), news.effective_kors_mu());
-  EXPECT_EQ(again->exploration, 0.0);
-  EXPECT_EQ(again->rho, 0.3);
-  EXPECT_EQ(again->arm_lengthscale, 0.5);
-  EXPECT_FALSE(again->refit.fit_rho);
-  EXPECT_FALSE(again->refit.fit_arm_lengthscale);
-  EXPECT_TRUE(again->refit.fit_noise_variance);
-  EXPECT_TRUE(again->refit.fit_signal_variance);
-  EXPECT_EQ(again->refit.max_points, news.refit.max_points);
-  EXPECT_EQ(again->refit.min_gain_per_parameter, 1.0);
-  auto gain = ParseServerConfig(R"pb(
-    models { name: "g" hyperparameters { min_gain_per_parameter: 0 } }
-  )pb", "inline");
-  ASSERT_TRUE(gain.ok());
-  EXPECT_EQ(ToModelOptions(gain->models(0))->refit.min_gain_per_parameter, 0.0);
-  auto negative_gain = ParseServerConfig(R"pb(
-    models { name: "g" hyperparameters { min_gain_per_parameter: -1 } }
-  )pb", "inline");
-  ASSERT_TRUE(negative_gain.ok());
-  EXPECT_THAT(std::string(ToModelOptions(negative_gain->models(0)).status().message()),
-              HasSubstr("min_gain_per_parameter"));
-  // Fitting can be switched off; then every value is used as configured.
-  auto off = ParseServerConfig(R"pb(
-    models { name: "fixed" hyperparameters { fit: false } }
-  )pb", "inline");
-  ASSERT_TRUE(off.ok()) << off.status();
-  auto fixed = ToModelOptions(off->models(0));
-  ASSERT_TRUE(fixed.ok());
-  EXPECT_FALSE(fixed->refits_hyperparameters());
-  const v1::ModelConfig fixed_config = ToModelConfig(*fixed);
-  EXPECT_EQ(fixed_config.ridge(), 0.1);
-  EXPECT_EQ(fixed_config.graph().rho(), 0.1);
-  EXPECT_FALSE(fixed_config.hyperparameters().fit());
-  // Out-of-range fitting settings are refused with the field named.
-  auto bad = ParseServerConfig(R"pb(
-    models { name: "bad" hyperparameters { growth: 0.5 } }
-  )pb", "inline");
-  ASSERT_TRUE(bad.ok());
-  auto refused = ToModelOptions(bad->models(0));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("growth"));
-
-  auto full = ParseServerConfig(R"pb(
-    models {
-      name: "g"
-      policy: GRAPH_UCB
-      graph { user_kernel: HEAT heat_tau: 0.5 spectral_dims: 4 }
-      nystrom { max_history: 5000 forget_evicted: true }
-      linear { lambda: 2 }
-      batched { threshold: 3 oversampling: 7 }
-    }
-  )pb", "inline");
-  ASSERT_TRUE(full.ok()) << full.status();
-  auto g = ToModelOptions(full->models(0));
-  ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->policy, PolicyKind::kGraphUcb);
-  EXPECT_EQ(g->user_kernel, UserKernelKind::kHeat);
-  EXPECT_EQ(g->heat_tau, 0.5);
-  EXPECT_EQ(g->spectral_dims, 4);
-  EXPECT_EQ(g->max_history, 5000);
-  EXPECT_TRUE(g->forget_evicted);
-  EXPECT_EQ(g->linear_lambda, 2.0);
-  EXPECT_EQ(g->batched_threshold, 3.0);
-  EXPECT_EQ(g->batched_oversampling, 7.0);
-  const v1::ModelConfig effective = ToModelConfig(*g);
-  EXPECT_EQ(effective.policy(), v1::GRAPH_UCB);
-  EXPECT_EQ(effective.graph().user_kernel(), v1::GraphConfig::HEAT);
-  auto back = ToModelOptions(effective);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->max_history, 5000);
-  EXPECT_EQ(back->batched_oversampling, 7.0);
-
-  auto typo = ParseServerConfig("models { nmae: \"x\" }", "bad.textproto");
-  EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("bad.textproto: line 1"));
-  auto unnamed = ParseServerConfig("models { ridge: 1 }", "x");
-  ASSERT_TRUE(unnamed.ok());
-  EXPECT_THAT(std::string(ToEngineOptions(*unnamed, "").status().message()),
-              HasSubstr("models[0].name is required"));
-  auto negative = ParseServerConfig("models { name: \"m\" graph { rho: -1 } }", "x");
-  ASSERT_TRUE(negative.ok());
-  EXPECT_THAT(std::string(ToEngineOptions(*negative, "").status().message()),
-              HasSubstr("graph.rho must be a finite number > 0"));
-}
-
-TEST(ConfigTest, LedgerAndDurabilitySettings) {
-  auto config = ParseServerConfig(R"pb(
-    durability { sync: GROUP_COMMIT group_commit_interval_ms: 5 snapshot_every_records: 0 }
-    models {
-      name: "m"
-      ledger { reward_window_seconds: 60 aggregation: SUM default_reward: 0 max_tombstones: 7 }
-    }
-  )pb", "inline");
-  ASSERT_TRUE(config.ok()) << config.status();
-  auto options = ToEngineOptions(*config, "");
-  ASSERT_TRUE(options.ok()) << options.status();
-  EXPECT_EQ(options->durability.sync, Durability::Sync::kGroupCommit);
-  EXPECT_EQ(options->durability.group_commit_interval, absl::Milliseconds(5));
-  EXPECT_EQ(options->durability.snapshot_every_records, 0);  // explicitly zero: only at shutdown
-  const ModelOptions& m = options->models[0];
-  EXPECT_EQ(m.reward_window, absl::Seconds(60));
-  EXPECT_EQ(m.aggregation, Aggregation::kSum);
-  ASSERT_TRUE(m.default_reward.has_value());
-  EXPECT_EQ(*m.default_reward, 0.0);
-  EXPECT_EQ(m.max_tombstones, 7);
-  const v1::ModelConfig effective = ToModelConfig(m);
-  EXPECT_EQ(effective.ledger().aggregation(), v1::SUM);
-  EXPECT_TRUE(effective.ledger().has_default_reward());
-
-  // Defaults: a sync per record (shared), snapshots every 100,000 records, FIRST, no default.
-  auto defaults = ToEngineOptions(*ParseServerConfig("models { name: \"d\" }", "x"), "");
-  ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kEveryRecord);
-  EXPECT_EQ(defaults->durability.group_commit_interval, absl::Milliseconds(2));
-  EXPECT_EQ(defaults->durability.snapshot_every_records, 100'000);
-  EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
-  EXPECT_FALSE(defaults->models[0].default_reward.has_value());
-
-  auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
-  ASSERT_TRUE(slow.ok());
-  EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(ToEngineOptions(*slow, "").status().message()),
-              HasSubstr("durability.group_commit_interval_ms is 5000; it must be 1..1000"));
-  auto bad_default = ParseServerConfig(
-      "models { name: \"m\" ledger { default_reward: 1e12 } }", "x");
-  ASSERT_TRUE(bad_default.ok());
-  EXPECT_THAT(std::string(ToEngineOptions(*bad_default, "").status().message()),
-              HasSubstr("ledger.default_reward must be finite and within limits.reward_bound"));
-}
-
-
-// Every named value of every enum of ModelConfig maps to core and back to itself; unknown
-// numbers are refused with the field and the allowed names.
-TEST(ConfigTest, EveryEnumValueRoundTrips) {
-  const std::vector<std::vector<std::string>> paths = {
-      {"policy"}, {"arm_kernel", "type"}, {"graph", "user_kernel"}, {"exploration_width"},
-      {"ledger", "aggregation"}};
-  for (const std::vector<std::string>& path : paths) {
-    // The message holding the field, and the field.
-    auto field_of = [&path](google::protobuf::Message* root, google::protobuf::Message** holder) {
-      google::protobuf::Message* message = root;
-      for (size_t i = 0; i + 1 < path.size(); ++i) {
-        message = message->GetReflection()->MutableMessage(
-            message, message->GetDescriptor()->FindFieldByName(path[i]));
-      }
-      *holder = message;
-      return message->GetDescriptor()->FindFieldByName(path.back());
-    };
-    v1::ModelConfig probe;
-    google::protobuf::Message* holder = nullptr;
-    const google::protobuf::EnumDescriptor* values = field_of(&probe, &holder)->enum_type();
-    ASSERT_NE(values, nullptr) << path.back();
-    for (int i = 1; i < values->value_count(); ++i) {  // 0 is *_UNSPECIFIED
-      v1::ModelConfig config;
-      config.set_name("m");
-      const google::protobuf::FieldDescriptor* field = field_of(&config, &holder);
-      holder->GetReflection()->SetEnumValue(holder, field, values->value(i)->number());
-      auto options = ToModelOptions(config);
-      ASSERT_TRUE(options.ok()) << values->value(i)->name() << ": " << options.status();
-      v1::ModelConfig effective = ToModelConfig(*options);
-      field = field_of(&effective, &holder);
-      EXPECT_EQ(holder->GetReflection()->GetEnumValue(*holder, field), values->value(i)->number())
-          << values->value(i)->name();
-    }
-    v1::ModelConfig unknown;
-    unknown.set_name("m");
-    const google::protobuf::FieldDescriptor* field = field_of(&unknown, &holder);
-    holder->GetReflection()->SetEnumValue(holder, field, 99);
-    const std::string message(ToModelOptions(unknown).status().message());
-    EXPECT_THAT(message, HasSubstr(absl::StrCat("model \"m\": unknown ", absl::StrJoin(path, "."),
-                                                " 99: it must be one of ",
-                                                values->value(1)->name(), ", ")));
-  }
-
-  v1::ServerConfig server;
-  for (const auto sync : {v1::DurabilityConfig::EVERY_RECORD, v1::DurabilityConfig::GROUP_COMMIT,
-                          v1::DurabilityConfig::OS}) {
-    server.mutable_durability()->set_sync(sync);
-    EXPECT_TRUE(ToEngineOptions(server, "").ok()) << sync;
-  }
-  server.mutable_durability()->set_sync(static_cast<v1::DurabilityConfig::Sync>(7));
-  EXPECT_THAT(std::string(ToEngineOptions(server, "").status().message()),
-              HasSubstr("unknown durability.sync 7: it must be one of EVERY_RECORD, GROUP_COMMIT, "
-                        "OS (unset means EVERY_RECORD)"));
 }
 
 }  // namespace

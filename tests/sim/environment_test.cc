@@ -46,15 +46,16 @@ TEST(EnvironmentTest, GpDrawHasTheMultiUserCovariance) {
   for (uint64_t seed = 0; seed < 400; ++seed) {
     options.seed = seed;
     const Environment env = *Environment::Create(options);
-    const Eigen::MatrixXd l = DenseLaplacian(options.users, env.edges()) +
-                              options.rho * Eigen::MatrixXd::Identity(6, 6);
+    const Eigen::MatrixXd l =
+        DenseLaplacian(options.users, env.edges()) + options.rho * Eigen::MatrixXd::Identity(6, 6);
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(l);
     const Eigen::MatrixXd green = eig.eigenvectors() *
                                   eig.eigenvalues().array().pow(-0.5).matrix().asDiagonal() *
                                   eig.eigenvectors().transpose();
     Eigen::MatrixXd kx(5, 5);
     for (int a = 0; a < 5; ++a) {
-      for (int b = 0; b < 5; ++b) kx(a, b) = std::exp(-(env.items().col(a) - env.items().col(b)).squaredNorm() / 2);
+      for (int b = 0; b < 5; ++b)
+        kx(a, b) = std::exp(-(env.items().col(a) - env.items().col(b)).squaredNorm() / 2);
     }
     // vec(F) (item index fastest) has covariance G (x) K_x.
     Eigen::MatrixXd cov(30, 30);
@@ -67,29 +68,29 @@ TEST(EnvironmentTest, GpDrawHasTheMultiUserCovariance) {
     sum_sq += z.squaredNorm();
     count += 30;
   }
-  EXPECT_NEAR(sum / count, 0.0, 0.03);        // 12,000 values: sd of the mean ~0.009
-  EXPECT_NEAR(sum_sq / count, 1.0, 0.05);     // sd of the variance estimate ~0.013
+  EXPECT_NEAR(sum / count, 0.0, 0.03);     // 12,000 values: sd of the mean ~0.009
+  EXPECT_NEAR(sum_sq / count, 1.0, 0.05);  // sd of the variance estimate ~0.013
 }
 
 TEST(EnvironmentTest, EkRewardsFollowTheAuthorsDefinitions) {
   const EkEnvironment chess(EkKind::kChessboard, 0), step(EkKind::kStepDiagonal, 0);
   Eigen::VectorXd x(1);
   x << 0.3;
-  EXPECT_EQ(chess.Mean(x, 0.1), 1.0);   // [0.25,0.5) x [0,0.25)
-  EXPECT_EQ(chess.Mean(x, 0.6), 1.0);   // [0.25,0.5) x [0.5,0.75)
+  EXPECT_EQ(chess.Mean(x, 0.1), 1.0);  // [0.25,0.5) x [0,0.25)
+  EXPECT_EQ(chess.Mean(x, 0.6), 1.0);  // [0.25,0.5) x [0.5,0.75)
   EXPECT_EQ(chess.Mean(x, 0.3), 0.0);
   x << 0.1;
-  EXPECT_EQ(chess.Mean(x, 0.3), 0.5);   // [0,0.25) x [0.25,0.5)
+  EXPECT_EQ(chess.Mean(x, 0.3), 0.5);  // [0,0.25) x [0.25,0.5)
   x << 0.6;
-  EXPECT_EQ(chess.Mean(x, 0.8), 0.5);   // [0.5,0.75) x [0.75,1]
+  EXPECT_EQ(chess.Mean(x, 0.8), 0.5);  // [0.5,0.75) x [0.75,1]
   x << 0.5;
-  EXPECT_EQ(step.Mean(x, 0.35), 1.0);   // |x - (a + 0.15)| < 0.1
-  EXPECT_EQ(step.Mean(x, 0.62), 0.5);   // |x - (a - 0.15)| < 0.1
+  EXPECT_EQ(step.Mean(x, 0.35), 1.0);  // |x - (a + 0.15)| < 0.1
+  EXPECT_EQ(step.Mean(x, 0.62), 0.5);  // |x - (a - 0.15)| < 0.1
   EXPECT_EQ(step.Mean(x, 0.9), 0.0);
   const EkEnvironment bump(EkKind::kBump, 1), other(EkKind::kBump, 2);
   const Round r1 = bump.MakeRound(3), r2 = other.MakeRound(3);
-  EXPECT_EQ(r1.arms, r2.arms);              // the same 10 anchors for every run
-  EXPECT_NE(r1.context, r2.context);        // contexts follow the run's seed
+  EXPECT_EQ(r1.arms, r2.arms);        // the same 10 anchors for every run
+  EXPECT_NE(r1.context, r2.context);  // contexts follow the run's seed
   EXPECT_EQ(r1.arms.cols(), 10);
   for (int k = 0; k < 10; ++k) EXPECT_EQ(r1.means(k), bump.Mean(r1.context, r1.arms(0, k)));
   EXPECT_GE(bump.Regret(r1, 0), 0.0);

@@ -1,16 +1,16 @@
 // Presets as data (sim/preset_loader.h): every embedded file of sim/presets/ parses and
 // validates, names are unique, a malformed file is refused with a clear error, and the data
 // gives the presets their known contents.
-#include "sim/preset_loader.h"
+#include "sim/presets.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 #include <string>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "sim/presets.h"
+#include "sim/preset_loader.h"
 
 namespace graphbandit::sim {
 namespace {
@@ -30,9 +30,9 @@ TEST(PresetsTest, EveryEmbeddedFileParsesAndValidates) {
   auto all = LoadEmbeddedPresets();
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(Presets().size(), all->size());
-  for (const char* name : {"smoke", "lk-pilot", "lk-table1", "lk-coop-kernels", "ek-vs-lk",
-                           "ek-bump", "ek-chessboard", "memory-bounded", "bounded-regret",
-                           "robustness", "robustness-sensitivity"}) {
+  for (const char* name :
+       {"smoke", "lk-pilot", "lk-table1", "lk-coop-kernels", "ek-vs-lk", "ek-bump", "ek-chessboard",
+        "memory-bounded", "bounded-regret", "robustness", "robustness-sensitivity"}) {
     EXPECT_NE(FindPreset(name), nullptr) << name;
   }
   EXPECT_EQ(FindPreset("no-such-preset"), nullptr);
@@ -135,8 +135,7 @@ TEST(PresetsTest, MalformedFilesAreRefusedClearly) {
   ASSERT_EQ(ErrorOf(kValid), "(no error)");
   EXPECT_THAT(ErrorOf(std::string(kValid) + "rounds: \"many\"\n"),
               HasSubstr("tiny.textproto: line"));
-  EXPECT_THAT(ErrorOf(std::string(kValid) + "no_such_field: 1\n"),
-              HasSubstr("no_such_field"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "no_such_field: 1\n"), HasSubstr("no_such_field"));
   EXPECT_THAT(ErrorOf(kValid, "other.textproto"),
               HasSubstr("other.textproto: name \"tiny\" differs from the file's name \"other\""));
   EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"L\" family: LK_GP "

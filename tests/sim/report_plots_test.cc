@@ -17,8 +17,6 @@
 namespace graphbandit::sim {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using report_test::Count;
 using report_test::ExpectNiceTicks;
 using report_test::kNaN;
@@ -32,6 +30,8 @@ using report_test::ReportTest;
 using report_test::TextElement;
 using report_test::TextsOfClass;
 using report_test::XmlProblems;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // ---------------------------------------------------------------- regret plot
 
@@ -178,8 +178,9 @@ TEST_F(ReportTest, RegretPlotLegendMovesOutWhenEveryCornerHasData) {
   ASSERT_TRUE(WriteRegretPlot(runs, "e", Path("outside.svg"), "outside").ok());
   const std::string svg = ReadFile(Path("outside.svg"));
   EXPECT_EQ(XmlProblems(svg), "");
-  const std::regex clip("<clipPath id=\"plot-area\"><rect x=\"([-0-9.]+)\" y=\"[-0-9.]+\" "
-                        "width=\"([-0-9.]+)\"");
+  const std::regex clip(
+      "<clipPath id=\"plot-area\"><rect x=\"([-0-9.]+)\" y=\"[-0-9.]+\" "
+      "width=\"([-0-9.]+)\"");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(svg, m, clip));
   const double plot_right = std::stod(m[1]) + std::stod(m[2]);

@@ -16,13 +16,13 @@
 namespace graphbandit::sim {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using report_test::Count;
 using report_test::kNaN;
 using report_test::MakeRun;
 using report_test::ReadFile;
 using report_test::ReportTest;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // ---------------------------------------------------------------- CSV
 

@@ -25,8 +25,8 @@ namespace graphbandit::sim::report_test {
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 inline RunResult MakeRun(const std::string& environment, const std::string& policy, uint64_t seed,
-                  std::vector<int64_t> steps, std::vector<double> regret,
-                  double seconds_per_step = 1e-3) {
+                         std::vector<int64_t> steps, std::vector<double> regret,
+                         double seconds_per_step = 1e-3) {
   RunResult run;
   run.environment = environment;
   run.policy = policy;

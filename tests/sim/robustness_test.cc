@@ -12,7 +12,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 RunResult MakeRun(const std::string& environment, const std::string& policy, uint64_t seed,
-              double final_regret, double dictionary = -1.0) {
+                  double final_regret, double dictionary = -1.0) {
   RunResult r;
   r.environment = environment;
   r.policy = policy;
@@ -50,7 +50,8 @@ TEST(RobustnessTest, FindingsTuneTheBaselinesAndCheckTheDefault) {
 
 TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
   std::vector<RunResult> runs = {MakeRun("t", "PerUser-LinUCB+intercept [a=1]", 0, 100),
-                                 MakeRun("t", "Random", 0, 1000), MakeRun("t", "EK-UCB (default)", 0, 100)};
+                                 MakeRun("t", "Random", 0, 1000),
+                                 MakeRun("t", "EK-UCB (default)", 0, 100)};
   EXPECT_THAT(RobustnessFindings(runs, {}), HasSubstr("< LinUCB **no**"));
   EXPECT_THAT(RobustnessFindings(runs, {"t"}), HasSubstr("≤ 1.10× LinUCB yes"));
 }

@@ -1,11 +1,11 @@
 // The simulator measures what the server serves: a served policy (sim Family::kServed) run by
 // the simulator and the same configuration served by an in-process model (core/model/engine.h),
 // fed the same seeded stream of rounds, choose the same candidate in every round.
+#include <gtest/gtest.h>
+
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/model/engine.h"
@@ -148,8 +148,8 @@ class ServedPolicyTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ServedPolicyTest, SimulatorAndModelChooseIdentically) {
   const ModelOptions options = Configured(GetParam().policy, GetParam().fits);
-  for (const auto& [task, make] : {std::pair{"LK easy", LkEasyTask()},
-                                   std::pair{"with context", ContextTask()}}) {
+  for (const auto& [task, make] :
+       {std::pair{"LK easy", LkEasyTask()}, std::pair{"with context", ContextTask()}}) {
     SCOPED_TRACE(task);
     const std::vector<int> simulated = SimulatedChoices(make, options);
     const std::vector<int> served = ServedChoices(make, options);
@@ -160,16 +160,17 @@ TEST_P(ServedPolicyTest, SimulatorAndModelChooseIdentically) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, ServedPolicyTest,
-    ::testing::Values(Case{"EkUcb", PolicyKind::kEkUcb, false},
-                      Case{"EkTs", PolicyKind::kEkTs, false},
-                      Case{"GpUcb", PolicyKind::kGpUcb, false},
-                      Case{"GpTs", PolicyKind::kGpTs, false},
-                      Case{"LinUcbPerUser", PolicyKind::kLinUcbPerUser, false},
-                      Case{"GraphUcb", PolicyKind::kGraphUcb, false},
-                      Case{"EkUcbWithFits", PolicyKind::kEkUcb, true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Policies, ServedPolicyTest,
+                         ::testing::Values(Case{"EkUcb", PolicyKind::kEkUcb, false},
+                                           Case{"EkTs", PolicyKind::kEkTs, false},
+                                           Case{"GpUcb", PolicyKind::kGpUcb, false},
+                                           Case{"GpTs", PolicyKind::kGpTs, false},
+                                           Case{"LinUcbPerUser", PolicyKind::kLinUcbPerUser, false},
+                                           Case{"GraphUcb", PolicyKind::kGraphUcb, false},
+                                           Case{"EkUcbWithFits", PolicyKind::kEkUcb, true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace graphbandit::sim

@@ -2,11 +2,11 @@
 // reward function, checked on the function itself.
 #include "sim/task_environment.h"
 
-#include <cmath>
-#include <vector>
+#include <gtest/gtest.h>
 
 #include <Eigen/SVD>
-#include <gtest/gtest.h>
+#include <cmath>
+#include <vector>
 
 #include "core/base/random.h"
 
@@ -188,7 +188,7 @@ TEST(TaskEnvironmentTest, ZipfArrivalsMakeMostUsersCold) {
   const int seen_at_most_twice =
       static_cast<int>(std::upper_bound(arrivals.begin(), arrivals.end(), 2) - arrivals.begin());
   EXPECT_GT(seen_at_most_twice, 600);  // rank r arrives about 5000 / (7.5 r) times: r > 335
-  EXPECT_GT(arrivals.back(), 300);  // the most frequent user: about 5000 / H(1000) = 670
+  EXPECT_GT(arrivals.back(), 300);     // the most frequent user: about 5000 / H(1000) = 670
 }
 
 TEST(TaskEnvironmentTest, RefusesInvalidOptions) {

@@ -1,12 +1,12 @@
 // The nearest-rank percentile shared by the load generator and the benchmark.
 #include "core/base/percentile.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace graphbandit {
 namespace {

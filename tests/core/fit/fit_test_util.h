@@ -4,9 +4,8 @@
 #ifndef GRAPHBANDIT_TESTS_CORE_FIT_FIT_TEST_UTIL_H_
 #define GRAPHBANDIT_TESTS_CORE_FIT_FIT_TEST_UTIL_H_
 
-#include <cstdint>
-
 #include <Eigen/Dense>
+#include <cstdint>
 
 #include "core/fit/hyperparameter_fit.h"
 #include "core/graph/user_graph.h"

@@ -3,22 +3,22 @@
 // fit uses, and the refit schedule and its gate.
 #include "core/fit/hyperparameter_fit.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "core/learner/exact_gp_posterior.h"
-#include "core/graph/green_function.h"
-#include "core/kernel/multi_user_kernel.h"
-#include "core/learner/nystrom_posterior.h"
 #include "core/fit/refit.h"
+#include "core/graph/green_function.h"
 #include "core/graph/user_kernel.h"
-#include "tests/test_util.h"
+#include "core/kernel/multi_user_kernel.h"
+#include "core/learner/exact_gp_posterior.h"
+#include "core/learner/nystrom_posterior.h"
 #include "tests/core/fit/fit_test_util.h"
+#include "tests/test_util.h"
 
 namespace graphbandit {
 namespace {
@@ -111,7 +111,7 @@ TEST(FitHyperparameters, HonoursFixedParameters) {
   EXPECT_EQ(fit->values.rho, 2.0);
   EXPECT_EQ(fit->values.offset_variance, 0.0);
   EXPECT_EQ(fit->values.prior_mean, 0.0);
-  EXPECT_NE(fit->values.noise_variance, 0.5);  // free: moved
+  EXPECT_NE(fit->values.noise_variance, 0.5);                           // free: moved
   EXPECT_EQ(fit->values.lengthscales(0), fit->values.lengthscales(1));  // one shared group
 }
 
@@ -331,10 +331,12 @@ TEST(RefitSchedule, FixedNamesFollowWhatFitsDo) {
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
               ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
   options.per_dimension = true;  // relative relevance per dimension is fitted
-  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("linear_variance", "rho"));
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
+              ElementsAre("linear_variance", "rho"));
   // Before the first request fixes the dimensions, the same answers.
   shape.context_dim = shape.arm_dim = 0;
-  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("linear_variance", "rho"));
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
+              ElementsAre("linear_variance", "rho"));
   options.per_dimension = false;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
               ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
@@ -344,13 +346,16 @@ TEST(RefitSchedule, ValidationNamesTheFieldAndTheValue) {
   RefitOptions options;
   EXPECT_TRUE(options.Validate().ok());
   options.growth = 1e300;  // would overflow the schedule's integer arithmetic
-  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("growth must lie in (1, 100], got 1e+300"));
+  EXPECT_THAT(std::string(options.Validate().message()),
+              ::testing::HasSubstr("growth must lie in (1, 100], got 1e+300"));
   options = RefitOptions();
   options.max_points = 5000;
-  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("max_points must lie in 2..2000"));
+  EXPECT_THAT(std::string(options.Validate().message()),
+              ::testing::HasSubstr("max_points must lie in 2..2000"));
   options = RefitOptions();
   options.max_evaluations = 0;
-  EXPECT_THAT(std::string(options.Validate().message()), ::testing::HasSubstr("max_evaluations must lie in 1..10000, got 0"));
+  EXPECT_THAT(std::string(options.Validate().message()),
+              ::testing::HasSubstr("max_evaluations must lie in 1..10000, got 0"));
   // The schedule itself stays in range for any valid growth.
   options = RefitOptions();
   options.growth = 100.0;

@@ -1,22 +1,21 @@
 // Refits of the learners (Learner::Refit, core/fit/refit.h) against learners built directly
 // with the new values; batched dictionary growth and the dictionary cap.
-#include "core/fit/refit.h"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "core/learner/exact_gp_posterior.h"
+#include "core/fit/refit.h"
 #include "core/graph/green_function.h"
-#include "core/kernel/multi_user_kernel.h"
-#include "core/learner/nystrom_posterior.h"
 #include "core/graph/user_kernel.h"
-#include "tests/test_util.h"
+#include "core/kernel/multi_user_kernel.h"
+#include "core/learner/exact_gp_posterior.h"
+#include "core/learner/nystrom_posterior.h"
 #include "tests/core/fit/fit_test_util.h"
+#include "tests/test_util.h"
 
 namespace graphbandit {
 namespace {
@@ -236,8 +235,8 @@ TEST(LearnerRefit, SpreadObservationsCoverTheWholeHistory) {
     ASSERT_TRUE(nystrom.Observe(i % 8, x.col(i), i).ok());
     ASSERT_TRUE(exact.Observe(i % 8, x.col(i), i).ok());
   }
-  for (const Learner* learner : {static_cast<const Learner*>(&nystrom),
-                                 static_cast<const Learner*>(&exact)}) {
+  for (const Learner* learner :
+       {static_cast<const Learner*>(&nystrom), static_cast<const Learner*>(&exact)}) {
     const FitData data = learner->SpreadObservations(8);
     const std::vector<int64_t> idx = SpreadIndices(50, 8);
     ASSERT_EQ(data.y.size(), 8);

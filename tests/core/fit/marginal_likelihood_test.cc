@@ -2,24 +2,23 @@
 // LogMarginalLikelihood of core/fit/hyperparameter_fit.h): against a direct dense computation,
 // its gradient against finite differences, the profiled prior mean against its closed form, and
 // translation invariance of the stationary kernels.
-#include "core/fit/hyperparameter_fit.h"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include "core/learner/exact_gp_posterior.h"
-#include "core/graph/green_function.h"
-#include "core/kernel/multi_user_kernel.h"
-#include "core/learner/nystrom_posterior.h"
+#include "core/fit/hyperparameter_fit.h"
 #include "core/fit/refit.h"
+#include "core/graph/green_function.h"
 #include "core/graph/user_kernel.h"
-#include "tests/test_util.h"
+#include "core/kernel/multi_user_kernel.h"
+#include "core/learner/exact_gp_posterior.h"
+#include "core/learner/nystrom_posterior.h"
 #include "tests/core/fit/fit_test_util.h"
+#include "tests/test_util.h"
 
 namespace graphbandit {
 namespace {
@@ -52,8 +51,8 @@ double DirectLogLikelihood(const FitData& data, const UserKernel& users, const H
 TEST(LogMarginalLikelihood, MatchesDenseComputationForEveryKernel) {
   Rng rng(3);
   const UserGraph graph = SmallGraph();
-  for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
-                            KernelType::kLinear}) {
+  for (KernelType kernel :
+       {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52, KernelType::kLinear}) {
     const FitData data = RandomData(40, 3, 8, rng);
     Hyperparameters h = Values(3, rng);
     if (kernel == KernelType::kLinear) h.linear_variance = 0.0;  // not a separate part there
@@ -109,8 +108,8 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
   const UserGraph graph = SmallGraph();
   // 150 observations: past the 64-column blocks of the inverse the gradient is built from.
   for (const int n : {35, 150}) {
-    for (KernelType kernel : {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52,
-                              KernelType::kLinear}) {
+    for (KernelType kernel :
+         {KernelType::kRbf, KernelType::kMatern32, KernelType::kMatern52, KernelType::kLinear}) {
       for (bool per_dimension : {true, false}) {
         const FitData data = RandomData(n, 3, 8, rng);
         const Hyperparameters h = Values(3, rng);
@@ -150,8 +149,8 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
                                   *LogMarginalLikelihood(data, users, minus, spec)) /
                                  (2 * e);
           EXPECT_NEAR(gradient(k), numeric, 1e-5 * std::max(1.0, std::abs(numeric)))
-              << KernelTypeName(kernel) << " parameter " << k << " per_dimension "
-              << per_dimension << " n " << n;
+              << KernelTypeName(kernel) << " parameter " << k << " per_dimension " << per_dimension
+              << " n " << n;
         }
       }
     }

@@ -3,6 +3,7 @@
 #include "core/graph/user_kernel.h"
 
 #include <gtest/gtest.h>
+
 #include <unsupported/Eigen/MatrixFunctions>
 
 #include "core/graph/green_function.h"
@@ -87,8 +88,8 @@ TEST(UserKernelTest, ConstantKernelsAndTheGreenFunctionThroughTheFactory) {
       EXPECT_EQ((*ones)->Entry(u, v), 1.0);
       EXPECT_EQ((*identity)->Entry(u, v), u == v && u >= 0 ? 1.0 : 0.0);
       const double expected = (u >= 0 && u < 9 && v < 9) ? inverse(u, v)
-                              : (u == v && u >= 0)        ? 1.0 / 0.4
-                                                          : 0.0;
+                              : (u == v && u >= 0)       ? 1.0 / 0.4
+                                                         : 0.0;
       EXPECT_NEAR((*green)->Entry(u, v), expected, 1e-12) << u << "," << v;
     }
   }
@@ -104,7 +105,8 @@ TEST(UserKernelTest, DenseKernelsOfAnEmptyGraph) {
     auto kernel = BuildUserKernel(empty, options);
     ASSERT_TRUE(kernel.ok());
     EXPECT_EQ((*kernel)->ColumnOf(0).Diagonal(), 1.0);
-    EXPECT_EQ((*kernel)->Entry(kUnknownUser, kUnknownUser), kind == UserKernelKind::kHeat ? 0.0 : 1.0);
+    EXPECT_EQ((*kernel)->Entry(kUnknownUser, kUnknownUser),
+              kind == UserKernelKind::kHeat ? 0.0 : 1.0);
   }
 }
 

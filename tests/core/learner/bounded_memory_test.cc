@@ -2,9 +2,9 @@
 // Nystrom baseline, each against its direct formula.
 #include <gtest/gtest.h>
 
+#include "core/graph/green_function.h"
 #include "core/learner/batched_nystrom_posterior.h"
 #include "core/learner/exact_gp_posterior.h"
-#include "core/graph/green_function.h"
 #include "core/learner/nystrom_posterior.h"
 #include "tests/test_util.h"
 
@@ -45,7 +45,8 @@ Data MakeData(int t, uint64_t seed) {
 // contributes to dictionary coordinate a only if counts(i, a).
 template <typename Counts>
 void DirectProjected(const Data& d, const std::vector<int>& z, int t, double ridge, Counts counts,
-                     int user, const Eigen::MatrixXd& q, Eigen::VectorXd* mean, Eigen::VectorXd* sd) {
+                     int user, const Eigen::MatrixXd& q, Eigen::VectorXd* mean,
+                     Eigen::VectorXd* sd) {
   const int m = static_cast<int>(z.size());
   Eigen::MatrixXd kzz(m, m), big_m = Eigen::MatrixXd::Zero(m, m);
   Eigen::VectorXd gamma = Eigen::VectorXd::Zero(m);
@@ -69,8 +70,8 @@ void DirectProjected(const Data& d, const std::vector<int>& z, int t, double rid
     for (int a = 0; a < m; ++a) kz(a) = d.K(z[a], q.col(c), user);
     const double kss = d.kernel->Entry(user, user) * d.arm(q.col(c), q.col(c));
     (*mean)(c) = kz.dot(w);
-    (*sd)(c) = std::sqrt(std::max(0.0, ridge * kz.dot(big_m.fullPivLu().solve(kz)) +
-                                            kss - kz.dot(kzz.fullPivLu().solve(kz))));
+    (*sd)(c) = std::sqrt(std::max(0.0, ridge * kz.dot(big_m.fullPivLu().solve(kz)) + kss -
+                                           kz.dot(kzz.fullPivLu().solve(kz))));
   }
 }
 
@@ -90,7 +91,8 @@ TEST(BoundedMemoryTest, SlidingWindowIsTheRegressionOverTheLastObservations) {
   NystromPosterior nystrom(d.dim, d.arm, d.kernel, ForcedOptions(window, /*forget=*/true));
   const std::vector<int> grow_at = {0, 4, 9, 20, 33, 47, 58};
   for (int i = 0; i < t; ++i) {
-    if (std::find(grow_at.begin(), grow_at.end(), i) != grow_at.end()) nystrom.set_force_accept(true);
+    if (std::find(grow_at.begin(), grow_at.end(), i) != grow_at.end())
+      nystrom.set_force_accept(true);
     ASSERT_TRUE(nystrom.Observe(d.u[i], d.x.col(i), d.y(i)).ok());
   }
   ASSERT_EQ(nystrom.dictionary_size(), static_cast<int64_t>(grow_at.size()));
@@ -102,8 +104,9 @@ TEST(BoundedMemoryTest, SlidingWindowIsTheRegressionOverTheLastObservations) {
   for (int user : {0, 3, 4}) {
     Eigen::VectorXd mean, sd, direct_mean, direct_sd;
     nystrom.Score(user, q, &mean, &sd);
-    DirectProjected(d, grow_at, t, 0.2, [&](int i, int) { return i >= t - window; }, user, q,
-                    &direct_mean, &direct_sd);
+    DirectProjected(
+        d, grow_at, t, 0.2, [&](int i, int) { return i >= t - window; }, user, q, &direct_mean,
+        &direct_sd);
     EXPECT_LT(RelativeError(mean, direct_mean), 1e-8) << "user " << user;
     EXPECT_LT(RelativeError(sd, direct_sd), 1e-8) << "user " << user;
   }
@@ -115,7 +118,8 @@ TEST(BoundedMemoryTest, CappedHistoryKeepsOldDataOnTheDictionaryItSaw) {
   NystromPosterior nystrom(d.dim, d.arm, d.kernel, ForcedOptions(window, /*forget=*/false));
   const std::vector<int> grow_at = {0, 4, 9, 20, 33, 47, 58};
   for (int i = 0; i < t; ++i) {
-    if (std::find(grow_at.begin(), grow_at.end(), i) != grow_at.end()) nystrom.set_force_accept(true);
+    if (std::find(grow_at.begin(), grow_at.end(), i) != grow_at.end())
+      nystrom.set_force_accept(true);
     ASSERT_TRUE(nystrom.Observe(d.u[i], d.x.col(i), d.y(i)).ok());
   }
   // Observation i counts in coordinate a iff it was retained when point a joined, or came later:
@@ -125,8 +129,9 @@ TEST(BoundedMemoryTest, CappedHistoryKeepsOldDataOnTheDictionaryItSaw) {
   for (int user : {1, 2}) {
     Eigen::VectorXd mean, sd, direct_mean, direct_sd;
     nystrom.Score(user, q, &mean, &sd);
-    DirectProjected(d, grow_at, t, 0.2, [&](int i, int a) { return i > grow_at[a] - window; },
-                    user, q, &direct_mean, &direct_sd);
+    DirectProjected(
+        d, grow_at, t, 0.2, [&](int i, int a) { return i > grow_at[a] - window; }, user, q,
+        &direct_mean, &direct_sd);
     EXPECT_LT(RelativeError(mean, direct_mean), 1e-8) << "user " << user;
     EXPECT_LT(RelativeError(sd, direct_sd), 1e-8) << "user " << user;
   }

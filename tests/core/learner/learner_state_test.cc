@@ -1,8 +1,10 @@
-// Learner snapshots (Learner::SaveState / LoadState, core/storage/state_coding.h): a learner restored
-// from a saved state must score bit-identically to the one that saved it, freeze identically,
-// and keep learning identically (KORS coin flips, dictionary growth, ring-buffer wrap, re-draws,
-// refreshes). Damaged states (truncated, flipped bytes, another learner's bytes, a payload with a
-// valid checksum but damaged contents) must be rejected without crashing.
+// Learner snapshots (Learner::SaveState / LoadState, core/storage/state_coding.h): a learner
+// restored from a saved state must score bit-identically to the one that saved it, freeze
+// identically, and keep learning identically (KORS coin flips, dictionary growth, ring-buffer wrap,
+// re-draws, refreshes). Damaged states (truncated, flipped bytes, another learner's bytes, a
+// payload with a valid checksum but damaged contents) must be rejected without crashing.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -11,11 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
+#include "core/graph/green_function.h"
 #include "core/learner/batched_nystrom_posterior.h"
 #include "core/learner/exact_gp_posterior.h"
-#include "core/graph/green_function.h"
 #include "core/learner/linear_posterior.h"
 #include "core/learner/nystrom_posterior.h"
 #include "core/storage/state_coding.h"
@@ -135,7 +135,8 @@ void CheckRoundTrip(const std::function<std::unique_ptr<L>()>& make, const Strea
   const std::string bytes = Save(*a);
   std::unique_ptr<L> b = make();
   ASSERT_TRUE(Load(*b, bytes).ok()) << Load(*make(), bytes);
-  EXPECT_EQ(FirstDifference(Save(*b), bytes), -1) << "re-saving a restored learner changes the bytes";
+  EXPECT_EQ(FirstDifference(Save(*b), bytes), -1)
+      << "re-saving a restored learner changes the bytes";
   EXPECT_EQ(a->history_size(), b->history_size());
   EXPECT_EQ(a->dictionary_size(), b->dictionary_size());
   check(*a, *b, true);
@@ -381,16 +382,15 @@ std::vector<Saved> SavedStates() {
   add("nystrom", [=] { return std::make_unique<NystromPosterior>(kDim, kArm, kernel, nystrom); });
   add("exact_gp", [=] { return std::make_unique<ExactGpPosterior>(kDim, kArm, kernel, 0.2); });
   add("linear", [] {
-    auto learner = std::make_unique<LinearUcbPosterior>(
-        kDim, LinearOptionsFor(LinearOptions::Prior::kGraph));
+    auto learner =
+        std::make_unique<LinearUcbPosterior>(kDim, LinearOptionsFor(LinearOptions::Prior::kGraph));
     EXPECT_TRUE(learner->SetGraph(MakeGraph(), nullptr).ok());
     return learner;
   });
   BatchedNystromOptions batched;
   batched.threshold = 2.0;
-  add("batched", [=] {
-    return std::make_unique<BatchedNystromPosterior>(kDim, kArm, kernel, batched);
-  });
+  add("batched",
+      [=] { return std::make_unique<BatchedNystromPosterior>(kDim, kArm, kernel, batched); });
   return saved;
 }
 

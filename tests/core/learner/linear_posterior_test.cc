@@ -3,6 +3,10 @@
 // explicit nd x nd Kronecker system lambda (L + rho I) (x) I_d + Phi^T Phi; the exact GP with the
 // linear arm kernel and the Green's-function user kernel; LinUCB on explicitly whitened features
 // (GoB.Lin); rebuilds after a graph change; frozen copies; drift over a long run; validation.
+#include "core/learner/linear_posterior.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,11 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "core/learner/exact_gp_posterior.h"
 #include "core/graph/green_function.h"
-#include "core/learner/linear_posterior.h"
+#include "core/learner/exact_gp_posterior.h"
 #include "tests/test_util.h"
 
 namespace graphbandit {
@@ -37,7 +38,8 @@ Data MakeData(int dim, int t, int data_users, uint64_t seed) {
   Rng rng(seed);
   Data data;
   data.x = RandomMatrix(dim, t, rng);
-  for (int i = 0; i < t; ++i) data.users.push_back(static_cast<int32_t>(rng.UniformInt(data_users)));
+  for (int i = 0; i < t; ++i)
+    data.users.push_back(static_cast<int32_t>(rng.UniformInt(data_users)));
   data.y = RandomMatrix(t, 1, rng);
   return data;
 }
@@ -102,12 +104,14 @@ struct DirectRidge {
       }
     }
     Eigen::MatrixXd phi = Eigen::MatrixXd::Zero(t, n * dim);
-    for (int i = 0; i < t; ++i) phi.block(i, data.users[i] * dim, 1, dim) = data.x.col(i).transpose();
+    for (int i = 0; i < t; ++i)
+      phi.block(i, data.users[i] * dim, 1, dim) = data.x.col(i).transpose();
     a += phi.transpose() * phi;
     b = phi.transpose() * data.y.head(t);
   }
 
-  void Score(int user, const Eigen::MatrixXd& q, Eigen::VectorXd* mean, Eigen::VectorXd* width) const {
+  void Score(int user, const Eigen::MatrixXd& q, Eigen::VectorXd* mean,
+             Eigen::VectorXd* width) const {
     Eigen::MatrixXd f = Eigen::MatrixXd::Zero(a.rows(), q.cols());
     f.middleRows(user * dim, dim) = q;
     const Eigen::FullPivLU<Eigen::MatrixXd> lu(a);
@@ -122,7 +126,8 @@ void DirectPerUser(const Data& data, int t, double lambda, int user, bool pooled
                    const Eigen::MatrixXd& q, Eigen::VectorXd* mean, Eigen::VectorXd* width) {
   const int d = static_cast<int>(data.x.rows());
   std::vector<int> rows;
-  for (int i = 0; i < t; ++i) if (pooled || data.users[i] == user) rows.push_back(i);
+  for (int i = 0; i < t; ++i)
+    if (pooled || data.users[i] == user) rows.push_back(i);
   Eigen::MatrixXd xu(d, rows.size());
   Eigen::VectorXd yu(rows.size());
   for (size_t j = 0; j < rows.size(); ++j) {
@@ -160,8 +165,8 @@ double CheckGraphAgainstDirect(const Scorer& scorer, const UserGraph& graph, con
     scorer.Score(user, q, &mean, &width);
     direct.Score(user < 0 ? users : user, q, &direct_mean, &direct_width);
     ExpectClose(mean, width, direct_mean, direct_width, tolerance, user);
-    worst = std::max({worst, RelativeError(mean, direct_mean, 1e-12),
-                      RelativeError(width, direct_width)});
+    worst = std::max(
+        {worst, RelativeError(mean, direct_mean, 1e-12), RelativeError(width, direct_width)});
   }
   return worst;
 }
@@ -209,7 +214,8 @@ TEST(LinearUcbPosteriorTest, PooledMatchesDirectSolve) {
     Eigen::VectorXd mean, width;  // the prior, before any data
     learner.Score(3, q, &mean, &width);
     EXPECT_TRUE(mean.isZero());
-    EXPECT_LT(RelativeError(width, (q.colwise().squaredNorm().transpose() / 1.3).cwiseSqrt()), 1e-14);
+    EXPECT_LT(RelativeError(width, (q.colwise().squaredNorm().transpose() / 1.3).cwiseSqrt()),
+              1e-14);
   }
   Feed(learner, data);
   Eigen::VectorXd direct_mean, direct_width;

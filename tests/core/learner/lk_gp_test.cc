@@ -1,10 +1,9 @@
 // LK-GP's grid recursion and lambda schedule against the exact GP computed directly.
-#include "core/learner/lk_gp_posterior.h"
-
 #include <gtest/gtest.h>
 
 #include "core/graph/green_function.h"
 #include "core/graph/user_kernel.h"
+#include "core/learner/lk_gp_posterior.h"
 #include "tests/test_util.h"
 
 namespace graphbandit {
@@ -21,7 +20,8 @@ struct PoolProblem {
   Eigen::MatrixXd pool;
 };
 
-PoolProblem MakePoolProblem(uint64_t seed, UserKernelKind kind = UserKernelKind::kLaplacianInverse) {
+PoolProblem MakePoolProblem(uint64_t seed,
+                            UserKernelKind kind = UserKernelKind::kLaplacianInverse) {
   PoolProblem p;
   Rng rng(seed);
   p.graph.EnsureUsers(p.users);
@@ -111,7 +111,7 @@ TEST(LkGpPosteriorTest, SpectralRatioOfAPathAndOfDisconnectedGraphs) {
   const double expected = (1.0 - std::cos(M_PI / n)) / (1.0 - std::cos(M_PI * (n - 1) / n));
   EXPECT_NEAR(SpectralRatio(path), expected, 1e-12);
   UserGraph two = path;
-  two.SetEdge(10, 11, 1.0);  // a second component (and isolated users 7..9)
+  two.SetEdge(10, 11, 1.0);            // a second component (and isolated users 7..9)
   EXPECT_GT(SpectralRatio(two), 0.0);  // lambda_2 = 0 is skipped, not used
   UserGraph empty;
   empty.EnsureUsers(4);
@@ -124,7 +124,8 @@ TEST(LkGpPosteriorTest, GridPhaseRejectsPointsOutsideThePool) {
   options.grid = true;
   LkGpPosterior lk(p.dim, p.arm, p.kernel, options);
   ASSERT_TRUE(lk.SetPool(p.pool, p.users).ok());
-  for (int t = 0; t < 10; ++t) ASSERT_TRUE(lk.Observe(t % p.users, p.pool.col(t % p.items), 1.0).ok());
+  for (int t = 0; t < 10; ++t)
+    ASSERT_TRUE(lk.Observe(t % p.users, p.pool.col(t % p.items), 1.0).ok());
   ASSERT_TRUE(lk.in_grid_phase());
   const Eigen::VectorXd stranger = Eigen::VectorXd::Constant(p.dim, 9.0);
   EXPECT_FALSE(lk.Observe(0, stranger, 1.0).ok());
@@ -132,7 +133,7 @@ TEST(LkGpPosteriorTest, GridPhaseRejectsPointsOutsideThePool) {
   EXPECT_EQ(lk.history_size(), 10);
   Eigen::VectorXd mean, sd;
   lk.Score(0, stranger, &mean, &sd);
-  EXPECT_TRUE(std::isnan(mean(0)));  // outside the pool the grid has no answer
+  EXPECT_TRUE(std::isnan(mean(0)));            // outside the pool the grid has no answer
   lk.Score(kUnknownUser, p.pool, &mean, &sd);  // a stranger gets the prior
   EXPECT_EQ(mean, Eigen::VectorXd::Zero(p.items));
   EXPECT_NEAR(sd(0), std::sqrt(1.0 / 0.2), 1e-12);  // isolated: G = 1/rho (rho = 0.2), k_x = 1

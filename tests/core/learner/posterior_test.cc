@@ -3,13 +3,13 @@
 // arm kernel vs Laplacian-regularised ridge regression in R^{nd}; the O(m^2) KORS score vs the
 // explicit augmented formula (EK eq. 41); an empty graph decoupling users; rebuilds after a
 // graph change; the log-det recursion.
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "core/learner/exact_gp_posterior.h"
 #include "core/graph/green_function.h"
+#include "core/learner/exact_gp_posterior.h"
 #include "core/learner/nystrom_posterior.h"
 #include "tests/test_util.h"
 
@@ -29,7 +29,7 @@ struct Problem {
   ArmKernel arm{KernelType::kRbf, 1.3};
   UserGraph graph;
   std::shared_ptr<const UserKernel> green;
-  Eigen::MatrixXd x;           // dim x t
+  Eigen::MatrixXd x;  // dim x t
   std::vector<int32_t> users_of;
   Eigen::VectorXd y;
 
@@ -68,7 +68,8 @@ struct Problem {
     const Eigen::MatrixXd solved = lu.solve(cross);
     sd->resize(q.cols());
     for (int j = 0; j < q.cols(); ++j) {
-      (*sd)(j) = std::sqrt(std::max(0.0, Prior(user, q.col(j), g) - cross.col(j).dot(solved.col(j))));
+      (*sd)(j) =
+          std::sqrt(std::max(0.0, Prior(user, q.col(j), g) - cross.col(j).dot(solved.col(j))));
     }
   }
 };
@@ -122,12 +123,14 @@ TEST(ExactGpPosteriorTest, MatchesADenseSolveAtEveryStep) {
 TEST(ExactGpPosteriorTest, LogDetRecursionMatchesDirectDeterminant) {
   const Problem p = MakeProblem(50, 2);
   ExactGpPosterior gp(p.dim, p.arm, p.green, p.ridge);
-  for (int i = 0; i < p.x.cols(); ++i) ASSERT_TRUE(gp.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+  for (int i = 0; i < p.x.cols(); ++i)
+    ASSERT_TRUE(gp.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
   const Eigen::MatrixXd g = p.DenseGreen();
   const int t = static_cast<int>(p.x.cols());
   Eigen::MatrixXd m(t, t);
   for (int i = 0; i < t; ++i) {
-    for (int j = 0; j < t; ++j) m(i, j) = p.K(p.x.col(i), p.users_of[i], p.x.col(j), p.users_of[j], g) / p.ridge;
+    for (int j = 0; j < t; ++j)
+      m(i, j) = p.K(p.x.col(i), p.users_of[i], p.x.col(j), p.users_of[j], g) / p.ridge;
   }
   m.diagonal().array() += 1.0;
   const double direct = 2.0 * Eigen::MatrixXd(m.llt().matrixL()).diagonal().array().log().sum();
@@ -163,11 +166,13 @@ TEST(NystromPosteriorTest, PartialDictionaryMatchesTheDirectProjectedRegression)
   const Eigen::MatrixXd g = p.DenseGreen();
   const int t = static_cast<int>(p.x.cols());
   std::vector<int> z;
-  for (int i = 0; i < t; ++i) if (i == 0 || i % 2 == 1) z.push_back(i);
+  for (int i = 0; i < t; ++i)
+    if (i == 0 || i % 2 == 1) z.push_back(i);
   const int m = static_cast<int>(z.size());
   Eigen::MatrixXd kzs(m, t), kzz(m, m);
   for (int a = 0; a < m; ++a) {
-    for (int i = 0; i < t; ++i) kzs(a, i) = p.K(p.x.col(z[a]), p.users_of[z[a]], p.x.col(i), p.users_of[i], g);
+    for (int i = 0; i < t; ++i)
+      kzs(a, i) = p.K(p.x.col(z[a]), p.users_of[z[a]], p.x.col(i), p.users_of[i], g);
     for (int b = 0; b < m; ++b) kzz(a, b) = kzs(a, z[b]);
   }
   const Eigen::MatrixXd big_m = kzs * kzs.transpose() + p.ridge * kzz;
@@ -182,8 +187,8 @@ TEST(NystromPosteriorTest, PartialDictionaryMatchesTheDirectProjectedRegression)
       for (int a = 0; a < m; ++a) kz(a) = p.K(p.x.col(z[a]), p.users_of[z[a]], q.col(j), user, g);
       const double kss = p.Prior(user, q.col(j), g);
       direct_mean(j) = kz.dot(w);
-      const double var = p.ridge * kz.dot(big_m.fullPivLu().solve(kz)) +
-                         (kss - kz.dot(kzz.fullPivLu().solve(kz)));
+      const double var =
+          p.ridge * kz.dot(big_m.fullPivLu().solve(kz)) + (kss - kz.dot(kzz.fullPivLu().solve(kz)));
       direct_sd(j) = std::sqrt(std::max(var, 0.0));
     }
     EXPECT_LT(RelativeError(mean, direct_mean), kTolerance) << "user " << user;
@@ -231,7 +236,8 @@ TEST(NystromPosteriorTest, LinearKernelIsLaplacianRegularisedRidge) {
       ridge_mean(j) = f.dot(theta);
       ridge_sd(j) = std::sqrt(p.ridge * f.dot(normal.ldlt().solve(f)));
     }
-    for (const Learner* learner : {static_cast<const Learner*>(&gp), static_cast<const Learner*>(&nystrom)}) {
+    for (const Learner* learner :
+         {static_cast<const Learner*>(&gp), static_cast<const Learner*>(&nystrom)}) {
       Eigen::VectorXd mean, sd;
       learner->Score(user, q, &mean, &sd);
       EXPECT_LT(RelativeError(mean, ridge_mean), kTolerance) << "user " << user;
@@ -269,7 +275,8 @@ TEST(NystromPosteriorTest, KorsScoreEqualsTheAugmentedFormula) {
   options.kors_mu = 0.3;
   options.kors_gamma = 0.5;
   NystromPosterior nystrom(p.dim, p.arm, p.green, options);
-  for (int i = 0; i < p.x.cols(); ++i) ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+  for (int i = 0; i < p.x.cols(); ++i)
+    ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
   const int m = static_cast<int>(nystrom.dictionary_size());
   ASSERT_GT(m, 3);
   ASSERT_LT(m, p.x.cols());  // a genuinely partial dictionary
@@ -284,7 +291,8 @@ TEST(NystromPosteriorTest, KorsScoreEqualsTheAugmentedFormula) {
   for (int trial = 0; trial < 10; ++trial) {
     const Eigen::VectorXd s = RandomMatrix(p.dim, 1, rng);
     const int user = static_cast<int>(rng.UniformInt(p.users));
-    const double direct = DirectKorsScore(p, z, zu, prob, s, user, options.kors_mu, options.kors_epsilon);
+    const double direct =
+        DirectKorsScore(p, z, zu, prob, s, user, options.kors_mu, options.kors_epsilon);
     EXPECT_NEAR(nystrom.KorsScore(user, s), direct, 1e-9 * std::max(1.0, direct));
   }
 }
@@ -323,10 +331,13 @@ TEST(NystromPosteriorTest, MergingDuplicatesKeepsTheWeightedKorsOperator) {
     }
   }
   for (int trial = 0; trial < 5; ++trial) {
-    const Eigen::VectorXd s = trial < 3 ? Eigen::VectorXd(p.x.col(trial)) : Eigen::VectorXd(RandomMatrix(p.dim, 1, rng));
+    const Eigen::VectorXd s =
+        trial < 3 ? Eigen::VectorXd(p.x.col(trial)) : Eigen::VectorXd(RandomMatrix(p.dim, 1, rng));
     const int user = trial < 3 ? p.users_of[trial] : 2;
-    const double with_merged = DirectKorsScore(p, z, zu, merged, s, user, options.kors_mu, options.kors_epsilon);
-    const double with_copies = DirectKorsScore(p, z2, zu2, expanded, s, user, options.kors_mu, options.kors_epsilon);
+    const double with_merged =
+        DirectKorsScore(p, z, zu, merged, s, user, options.kors_mu, options.kors_epsilon);
+    const double with_copies =
+        DirectKorsScore(p, z2, zu2, expanded, s, user, options.kors_mu, options.kors_epsilon);
     EXPECT_NEAR(with_merged, with_copies, 1e-9);
     EXPECT_NEAR(nystrom.KorsScore(user, s), with_merged, 1e-9);
   }
@@ -346,11 +357,13 @@ TEST(NystromPosteriorTest, EmptyGraphDecouplesUsers) {
   }
   Rng rng(16);
   const Eigen::MatrixXd q = RandomMatrix(p.dim, 5, rng);
-  for (const Learner* learner : {static_cast<const Learner*>(&nystrom), static_cast<const Learner*>(&gp)}) {
+  for (const Learner* learner :
+       {static_cast<const Learner*>(&nystrom), static_cast<const Learner*>(&gp)}) {
     Eigen::VectorXd mean, sd;
     learner->Score(3, q, &mean, &sd);  // another user: exactly the prior
     EXPECT_EQ(mean, Eigen::VectorXd::Zero(q.cols()));
-    for (int j = 0; j < q.cols(); ++j) EXPECT_NEAR(sd(j), std::sqrt(p.arm(q.col(j), q.col(j)) / p.rho), 1e-12);
+    for (int j = 0; j < q.cols(); ++j)
+      EXPECT_NEAR(sd(j), std::sqrt(p.arm(q.col(j), q.col(j)) / p.rho), 1e-12);
   }
   // User 0 alone: a single-user GP with kernel k_x / rho.
   ExpectMatchesNaive(nystrom, p, 17, kTolerance);
@@ -428,7 +441,8 @@ TEST(NystromPosteriorTest, FrozenScorerIsIndependentOfLaterLearning) {
   frozen->Score(1, q, &mean_before, &sd_before);
   EXPECT_EQ(live_mean, mean_before);  // bit-identical
   EXPECT_EQ(live_sd, sd_before);
-  for (int i = 15; i < 30; ++i) ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+  for (int i = 15; i < 30; ++i)
+    ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
   frozen->Score(1, q, &mean_after, &sd_after);
   EXPECT_EQ(mean_after, mean_before);
   EXPECT_EQ(sd_after, sd_before);
@@ -463,7 +477,8 @@ TEST(NystromPosteriorTest, DictionaryRespectsItsCap) {
   NystromOptions options = FullDictionaryOptions(p.ridge);
   options.max_dictionary_size = 10;
   NystromPosterior nystrom(p.dim, p.arm, p.green, options);
-  for (int i = 0; i < p.x.cols(); ++i) ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+  for (int i = 0; i < p.x.cols(); ++i)
+    ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
   EXPECT_EQ(nystrom.dictionary_size(), 10);
   EXPECT_EQ(nystrom.stats().skipped_full, 90);
   EXPECT_EQ(nystrom.history_size(), 100);

@@ -1,8 +1,8 @@
 // DecisionLedger::JoinReward: one lookup tells what the event is and which reports are accepted.
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "core/ledger/decision_ledger.h"
 

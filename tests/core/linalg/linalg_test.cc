@@ -1,9 +1,8 @@
 // The bordered-append and rank-one primitives (ALGORITHMS.md §0.5 P2/P3, §6.3 item 1) against
 // factorising from scratch.
-#include "core/linalg/cholesky_factor.h"
-
 #include <gtest/gtest.h>
 
+#include "core/linalg/cholesky_factor.h"
 #include "tests/test_util.h"
 
 namespace graphbandit {

@@ -99,8 +99,10 @@ int main(int argc, char** argv) {
       threads.emplace_back([&, t] {
         uint64_t last_version = 0;
         for (int i = 0; i < 1000 && !done.load(); ++i) {
-          std::this_thread::sleep_for(std::chrono::microseconds(300));  // readers overlap the stream
-          auto decision = engine.SelectArm(arms.Request(absl::StrCat("user", (i + t) % 10), 1 + i % 2));
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(300));  // readers overlap the stream
+          auto decision =
+              engine.SelectArm(arms.Request(absl::StrCat("user", (i + t) % 10), 1 + i % 2));
           if (!decision.ok()) {
             std::fprintf(stderr, "SelectArm: %s\n", decision.status().ToString().c_str());
             ++thread_failures;
@@ -174,13 +176,13 @@ int main(int argc, char** argv) {
     // Every arm of every decision teaches exactly one reward: its reported one, or the
     // default when its window ends (reader decisions and every fifth stream decision).
     const int64_t expected = accepted_total + reader_arms.load() + unrewarded.load();
-    std::printf("%lld reader decisions (%lld arms), %d stream rounds: %lld rewards accepted, %lld "
-                "unrewarded; learned %lld (expected %lld); %lld snapshots; %d closed at the end\n",
-                static_cast<long long>(decisions.load()), static_cast<long long>(reader_arms.load()),
-                rounds, static_cast<long long>(accepted_total),
-                static_cast<long long>(unrewarded.load()), static_cast<long long>(learned_at_end),
-                static_cast<long long>(expected), static_cast<long long>(stats.snapshots_written),
-                closed);
+    std::printf(
+        "%lld reader decisions (%lld arms), %d stream rounds: %lld rewards accepted, %lld "
+        "unrewarded; learned %lld (expected %lld); %lld snapshots; %d closed at the end\n",
+        static_cast<long long>(decisions.load()), static_cast<long long>(reader_arms.load()),
+        rounds, static_cast<long long>(accepted_total), static_cast<long long>(unrewarded.load()),
+        static_cast<long long>(learned_at_end), static_cast<long long>(expected),
+        static_cast<long long>(stats.snapshots_written), closed);
     Check(thread_failures.load() == 0, "a thread saw a failure (above)");
     Check(accepted_total == rounds - rounds / 5, "every reward in the stream is accepted");
     Check(stats.pending_decisions == 0, "every decision is closed");

@@ -1,14 +1,14 @@
 // Persistence and replay in-process (core/model/engine.h): bit-identical restarts and crash
 // recovery, damaged logs and snapshots, the configured edge list.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
@@ -80,7 +80,7 @@ TEST(EngineTest, CrashRecoveryFromSnapshotPlusLogIsBitIdentical) {
   EXPECT_TRUE(again->recovery().damage.empty());
   EXPECT_EQ(again->View()->rewards_learned, learned);
   EXPECT_GE(again->View()->version, version);  // the probes' decisions are logged too
-  EXPECT_EQ(Probe(**recovered), before);  // bit-identical
+  EXPECT_EQ(Probe(**recovered), before);       // bit-identical
 
   // The open decision is still open: its retry returns it, its reward is accepted once.
   auto retried = (*recovered)->SelectArm(open.View());
@@ -184,7 +184,8 @@ TEST(EngineTest, WithEverySnapshotDamagedAndTheLogTrimmedItRefusesToStartEmpty) 
   for (int attempt = 0; attempt < 2; ++attempt) {  // also once the damaged files are set aside
     auto refused = Reopen(dir.path());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
-    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("refusing to start with an empty model"));
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr("refusing to start with an empty model"));
   }
 }
 

@@ -1,14 +1,14 @@
 // Fitted hyper-parameters in-process (core/model/engine.h): when fits run, how they are logged
 // and recovered, configured values, dictionary coarsening, refused graphs.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
@@ -19,7 +19,6 @@ namespace graphbandit {
 namespace {
 
 using ::testing::HasSubstr;
-
 
 // WaitForFits covers the moment between the writer applying a batch and deciding that a fit is
 // due (the writer is held in that moment here; before the fix WaitForFits returned in it with
@@ -260,7 +259,8 @@ TEST(EngineTest, AGraphThePolicyCannotServeIsRefusedAndReplayedTheSameWay) {
     ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}}).ok());
     // A chain of 4097 users x 2 features = 8194 rows: over the 8192-row limit.
     std::vector<EdgeEdit> chain;
-    for (int u = 1; u < 4097; ++u) chain.push_back({absl::StrCat("u", u), absl::StrCat("u", u + 1), 1.0});
+    for (int u = 1; u < 4097; ++u)
+      chain.push_back({absl::StrCat("u", u), absl::StrCat("u", u + 1), 1.0});
     const auto refused = model->AddEdges(chain);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(refused.status().message()), HasSubstr("exceeds its limit"));

@@ -1,14 +1,14 @@
 // The reward join in-process (core/model/engine.h): aggregation rules, default rewards, slates,
 // tombstones.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
@@ -49,8 +49,8 @@ TEST(EngineTest, AggregationRulesLearnTheCombinedRewardWhenTheWindowEnds) {
     EXPECT_EQ(model->View()->rewards_learned, 1);
     // Exactly what learning the aggregate once teaches.
     EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(c.expected));
-    auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(11),
-                                       absl::InfiniteFuture());
+    auto late =
+        engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(11), absl::InfiniteFuture());
     ASSERT_TRUE(late.ok());
     EXPECT_EQ(late->outcome, RewardOutcome::kLate);
     model->WaitForFits();
@@ -76,8 +76,8 @@ TEST(EngineTest, FirstRuleLearnsAtOnceAndRepeatsAreDuplicatesEvenAfterTheWindow)
   EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.3));
   // "e" and the probe's decision close; only the probe's counts as expired without a reward.
   EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 2);
-  auto after = engine->ReportRewardAt({"e", 0.9, {}, ""}, t0 + absl::Seconds(11),
-                                      absl::InfiniteFuture());
+  auto after =
+      engine->ReportRewardAt({"e", 0.9, {}, ""}, t0 + absl::Seconds(11), absl::InfiniteFuture());
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->outcome, RewardOutcome::kDuplicate);  // complete, not late
   EXPECT_EQ(model->Stats().expired_decisions, 1);
@@ -96,8 +96,8 @@ TEST(EngineTest, DefaultRewardIsLearnedForDecisionsThatGetNone) {
   EXPECT_EQ(model->View()->rewards_learned, 1);
   EXPECT_EQ(model->Stats().expired_decisions, 1);
   EXPECT_EQ(MeanAndStddev(*engine, t0), LearnedFromOne(0.25));
-  auto late = engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(12),
-                                     absl::InfiniteFuture());
+  auto late =
+      engine->ReportRewardAt({"e", 1.0, {}, ""}, t0 + absl::Seconds(12), absl::InfiniteFuture());
   ASSERT_TRUE(late.ok());
   EXPECT_EQ(late->outcome, RewardOutcome::kLate);
 }
@@ -114,8 +114,8 @@ TEST(EngineTest, SlatesGetPerSlotRewardsAndDefaultsForTheSilentSlots) {
   slate.event_id = "slate";
   auto decision = engine->SelectArmAt(slate.View(), t0, absl::InfiniteFuture());
   ASSERT_TRUE(decision.ok());
-  auto clicked = engine->ReportRewardAt({"slate", std::nullopt, {{decision->arms[1].arm_id, 1.0}}, ""},
-                                        t0, absl::InfiniteFuture());
+  auto clicked = engine->ReportRewardAt(
+      {"slate", std::nullopt, {{decision->arms[1].arm_id, 1.0}}, ""}, t0, absl::InfiniteFuture());
   ASSERT_TRUE(clicked.ok());
   ASSERT_EQ(clicked->arm_outcomes.size(), 1u);
   EXPECT_EQ(clicked->arm_outcomes[0].first, decision->arms[1].arm_id);
@@ -138,7 +138,8 @@ TEST(EngineTest, TombstonesAreBoundedAndOlderEventsBecomeUnknown) {
   }
   EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(2)), 3);
   auto outcome = [&](const char* id) {
-    auto result = engine->ReportRewardAt({id, 1.0, {}, ""}, t0 + absl::Seconds(3), absl::InfiniteFuture());
+    auto result =
+        engine->ReportRewardAt({id, 1.0, {}, ""}, t0 + absl::Seconds(3), absl::InfiniteFuture());
     EXPECT_TRUE(result.ok());
     return result->outcome;
   };

@@ -2,6 +2,11 @@
 // the ledger's bounds, graph administration, limits, policies and concurrency. Rewards are in
 // engine_rewards_test.cc, persistence and replay in engine_durability_test.cc, fitted
 // hyper-parameters in engine_fit_test.cc.
+#include "core/model/engine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,12 +14,8 @@
 #include <fstream>
 #include <thread>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
-#include "core/model/engine.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit {
@@ -34,20 +35,36 @@ TEST(EngineTest, InvalidDecisionRequestsAreRejectedWithPreciseMessages) {
   };
   const double nan = std::nan(""), inf = INFINITY;
   const std::vector<Case> cases = {
-      {"empty user", [](OwnedRequest& r) { r.user = ""; }, absl::StatusCode::kInvalidArgument, "user_id must not be empty"},
-      {"long user", [](OwnedRequest& r) { r.user = std::string(300, 'u'); }, absl::StatusCode::kInvalidArgument, "user_id is 300 bytes long"},
-      {"no candidates", [](OwnedRequest& r) { r.candidates.clear(); }, absl::StatusCode::kInvalidArgument, "candidates must not be empty"},
-      {"nan feature", [nan](OwnedRequest& r) { r.candidates[1].second[0] = nan; }, absl::StatusCode::kInvalidArgument, "candidates[1] (\"b\") features[0] is NaN"},
-      {"inf feature", [inf](OwnedRequest& r) { r.candidates[2].second[1] = -inf; }, absl::StatusCode::kInvalidArgument, "features[1] is infinite"},
-      {"wrong dimension", [](OwnedRequest& r) { r.candidates[0].second.push_back(1.0); }, absl::StatusCode::kInvalidArgument, "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
-      {"unexpected context", [](OwnedRequest& r) { r.context = {1.0}; }, absl::StatusCode::kInvalidArgument, "context has 1 values; model \"default\" expects 0"},
-      {"duplicate ids", [](OwnedRequest& r) { r.candidates[2].first = "a"; }, absl::StatusCode::kInvalidArgument, "duplicate arm id \"a\": candidates[0] and candidates[2]"},
-      {"empty arm id", [](OwnedRequest& r) { r.candidates[1].first = ""; }, absl::StatusCode::kInvalidArgument, "candidates[1].id must not be empty"},
-      {"slate too large", [](OwnedRequest& r) { r.slate_size = 4; }, absl::StatusCode::kInvalidArgument, "slate_size 4 exceeds the number of candidates (3)"},
-      {"slate zero", [](OwnedRequest& r) { r.slate_size = 0; }, absl::StatusCode::kInvalidArgument, "slate_size must be at least 1"},
-      {"bad event id", [](OwnedRequest& r) { r.event_id = "tab\there"; }, absl::StatusCode::kInvalidArgument, "outside printable ASCII"},
-      {"long event id", [](OwnedRequest& r) { r.event_id = std::string(129, 'e'); }, absl::StatusCode::kInvalidArgument, "event_id must be 1..128"},
-      {"unknown model", [](OwnedRequest& r) { r.model = "nope"; }, absl::StatusCode::kNotFound, "unknown model \"nope\"; this server hosts: default"},
+      {"empty user", [](OwnedRequest& r) { r.user = ""; }, absl::StatusCode::kInvalidArgument,
+       "user_id must not be empty"},
+      {"long user", [](OwnedRequest& r) { r.user = std::string(300, 'u'); },
+       absl::StatusCode::kInvalidArgument, "user_id is 300 bytes long"},
+      {"no candidates", [](OwnedRequest& r) { r.candidates.clear(); },
+       absl::StatusCode::kInvalidArgument, "candidates must not be empty"},
+      {"nan feature", [nan](OwnedRequest& r) { r.candidates[1].second[0] = nan; },
+       absl::StatusCode::kInvalidArgument, "candidates[1] (\"b\") features[0] is NaN"},
+      {"inf feature", [inf](OwnedRequest& r) { r.candidates[2].second[1] = -inf; },
+       absl::StatusCode::kInvalidArgument, "features[1] is infinite"},
+      {"wrong dimension", [](OwnedRequest& r) { r.candidates[0].second.push_back(1.0); },
+       absl::StatusCode::kInvalidArgument,
+       "candidates[0] (\"a\") has 3 features; model \"default\" expects 2"},
+      {"unexpected context", [](OwnedRequest& r) { r.context = {1.0}; },
+       absl::StatusCode::kInvalidArgument, "context has 1 values; model \"default\" expects 0"},
+      {"duplicate ids", [](OwnedRequest& r) { r.candidates[2].first = "a"; },
+       absl::StatusCode::kInvalidArgument,
+       "duplicate arm id \"a\": candidates[0] and candidates[2]"},
+      {"empty arm id", [](OwnedRequest& r) { r.candidates[1].first = ""; },
+       absl::StatusCode::kInvalidArgument, "candidates[1].id must not be empty"},
+      {"slate too large", [](OwnedRequest& r) { r.slate_size = 4; },
+       absl::StatusCode::kInvalidArgument, "slate_size 4 exceeds the number of candidates (3)"},
+      {"slate zero", [](OwnedRequest& r) { r.slate_size = 0; }, absl::StatusCode::kInvalidArgument,
+       "slate_size must be at least 1"},
+      {"bad event id", [](OwnedRequest& r) { r.event_id = "tab\there"; },
+       absl::StatusCode::kInvalidArgument, "outside printable ASCII"},
+      {"long event id", [](OwnedRequest& r) { r.event_id = std::string(129, 'e'); },
+       absl::StatusCode::kInvalidArgument, "event_id must be 1..128"},
+      {"unknown model", [](OwnedRequest& r) { r.model = "nope"; }, absl::StatusCode::kNotFound,
+       "unknown model \"nope\"; this server hosts: default"},
   };
   for (const Case& c : cases) {
     OwnedRequest request = ThreeArms();
@@ -68,7 +85,8 @@ TEST(EngineTest, TooManyCandidatesIsInvalid) {
   auto engine = OpenEngine({options});
   const absl::Status status = SelectStatus(*engine, ThreeArms());
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), HasSubstr("3 candidates exceed model \"default\"'s limit of 2"));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("3 candidates exceed model \"default\"'s limit of 2"));
 }
 
 TEST(EngineTest, FirstRequestFixesDimensionsAndTheyAreReported) {
@@ -149,7 +167,8 @@ TEST(EngineTest, RewardOutcomes) {
 
   auto scalar = engine->ReportReward({decision->event_id, 1.0, {}, ""});
   EXPECT_EQ(scalar.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(scalar.status().message()), HasSubstr("returned 2 arms; report each arm's reward in arm_rewards"));
+  EXPECT_THAT(std::string(scalar.status().message()),
+              HasSubstr("returned 2 arms; report each arm's reward in arm_rewards"));
 
   auto stranger = engine->ReportReward({decision->event_id, std::nullopt, {{"zzz", 1.0}}, ""});
   EXPECT_EQ(stranger.status().code(), absl::StatusCode::kInvalidArgument);
@@ -161,11 +180,13 @@ TEST(EngineTest, RewardOutcomes) {
   EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
   auto nan = engine->ReportReward({decision->event_id, std::nullopt, {{first, std::nan("")}}, ""});
   EXPECT_EQ(nan.status().code(), absl::StatusCode::kInvalidArgument);
-  auto twice = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}, {first, 0.0}}, ""});
+  auto twice =
+      engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}, {first, 0.0}}, ""});
   EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
   auto huge = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1e12}}, ""});
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
-  auto wrong_model = engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}}, "other"});
+  auto wrong_model =
+      engine->ReportReward({decision->event_id, std::nullopt, {{first, 1.0}}, "other"});
   EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kNotFound);
 
   Model* model = *engine->FindModel("");
@@ -177,7 +198,8 @@ TEST(EngineTest, RewardOutcomes) {
   ASSERT_TRUE(partial.ok());
   EXPECT_EQ(partial->outcome, RewardOutcome::kAccepted);
   EXPECT_EQ(model->Stats().pending_decisions, 1);  // the second arm is still open
-  auto mixed = engine->ReportReward({decision->event_id, std::nullopt, {{first, 0.0}, {second, 0.5}}, ""});
+  auto mixed =
+      engine->ReportReward({decision->event_id, std::nullopt, {{first, 0.0}, {second, 0.5}}, ""});
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->outcome, RewardOutcome::kAccepted);
   ASSERT_EQ(mixed->arm_outcomes.size(), 2u);
@@ -253,7 +275,10 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
     request.event_id = absl::StrCat("alice-", round);  // fixed ids: a reproducible sequence
     auto decision = engine->SelectArm(request.View());
     ASSERT_TRUE(decision.ok());
-    ASSERT_TRUE(engine->ReportReward({decision->event_id, decision->arms[0].arm_id == "a" ? 1.0 : 0.0, {}, ""}).ok());
+    ASSERT_TRUE(engine
+                    ->ReportReward(
+                        {decision->event_id, decision->arms[0].arm_id == "a" ? 1.0 : 0.0, {}, ""})
+                    .ok());
   }
   model->WaitForFits();
   auto before = engine->SelectArm(ThreeArms("carol").View());  // a stranger: prior only
@@ -290,12 +315,15 @@ TEST(EngineTest, GraphAdministrationAndColdStartThroughAFriend) {
   // Invalid edits.
   EXPECT_EQ(model->AddEdges({{"x", "x", 1.0}}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->AddEdges({{"x", "y", 0.0}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->AddEdges({{"x", "y", std::nan("")}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "y", std::nan("")}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->AddEdges({{"x", "", 1.0}}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->AddEdges({{"x", "y", 1.0}, {"y", "x", 2.0}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->AddEdges({{"x", "y", 1.0}, {"y", "x", 2.0}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->AddEdges({}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->AddUsers({}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(model->RemoveEdges({{"a", "b"}, {"b", "a"}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(model->RemoveEdges({{"a", "b"}, {"b", "a"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(model->Stats().users, 3);  // nothing registered by the failures
 }
 
@@ -306,7 +334,8 @@ TEST(EngineTest, UserLimitIsEnforced) {
   Model* model = *engine->FindModel("");
   ASSERT_TRUE(model->AddUsers({"u1", "u2"}).ok());
   EXPECT_EQ(model->AddUsers({"u3"}).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(model->AddEdges({{"u1", "u3", 1.0}}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(model->AddEdges({{"u1", "u3", 1.0}}).status().code(),
+            absl::StatusCode::kResourceExhausted);
   // A stranger is still served, but their reward cannot be learned.
   auto decision = engine->SelectArm(ThreeArms("u9").View());
   ASSERT_TRUE(decision.ok());
@@ -357,7 +386,8 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
   options.models = {broken};
   const auto failed = Engine::Open(options);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(failed.status().message()), HasSubstr("ridge must be a finite number > 0"));
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("ridge must be a finite number > 0"));
   ModelOptions bad_name;
   bad_name.name = "../etc";
   options.models = {bad_name};
@@ -368,7 +398,8 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
   options.models = {exact_sum};
   const auto exact_refused = Engine::Open(options);
   EXPECT_EQ(exact_refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(exact_refused.status().message()), HasSubstr("GP_UCB / GP_TS learn only with"));
+  EXPECT_THAT(std::string(exact_refused.status().message()),
+              HasSubstr("GP_UCB / GP_TS learn only with"));
 }
 
 TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {

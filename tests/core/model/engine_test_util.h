@@ -3,6 +3,7 @@
 #ifndef GRAPHBANDIT_TESTS_CORE_MODEL_ENGINE_TEST_UTIL_H_
 #define GRAPHBANDIT_TESTS_CORE_MODEL_ENGINE_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
@@ -65,7 +64,7 @@ class TempDir {
 };
 
 inline std::unique_ptr<Engine> OpenEngine(std::vector<ModelOptions> models = {},
-                                   const std::string& state_dir = "") {
+                                          const std::string& state_dir = "") {
   EngineOptions options;
   options.models = std::move(models);
   options.state_dir = state_dir;
@@ -118,8 +117,8 @@ inline std::pair<double, double> LearnedFromOne(double value) {
 // The means and standard deviations of a slate of three fixed arms for each of `users` (they do
 // not depend on the decision's randomness); by default users DriveAndProbe trains, and one
 // never seen.
-inline std::vector<double> Probe(Engine& engine,
-                          const std::vector<std::string>& users = {"user0", "user3", "stranger"}) {
+inline std::vector<double> Probe(Engine& engine, const std::vector<std::string>& users = {
+                                                     "user0", "user3", "stranger"}) {
   std::vector<double> scores;
   for (const std::string& user : users) {
     OwnedRequest probe = ThreeArms(user);

@@ -1,13 +1,12 @@
 // StateDirectory: numbered files, setting damaged files aside, errors with their errno's code.
 #include "core/model/state_directory.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace graphbandit {
 namespace {

@@ -1,6 +1,8 @@
 // Tests for the payload coding (core/storage/coding.h): bit-exact round trips, the byte layout,
 // truncation, overlong varints, hostile lengths that must not allocate, random input.
 
+#include "core/storage/coding.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -25,7 +27,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "core/storage/coding.h"
 #include "core/storage/crc32c.h"
 #include "core/storage/log_format.h"
 #include "core/storage/log_reader.h"
@@ -37,8 +38,8 @@
 namespace graphbandit::storage {
 namespace {
 
-using log_test::RandomBytes;
 using log_test::AllocationProbe;
+using log_test::RandomBytes;
 
 // ---------------------------------------------------------------------------
 // Coding
@@ -74,9 +75,19 @@ const std::vector<double>& InterestingDoubles() {
 }
 
 TEST(CodingTest, RoundTripsEveryTypeBitExactly) {
-  const std::vector<uint64_t> varints = {
-      0, 1, 127, 128, 255, 300, 16383, 16384, (1ull << 32) - 1, 1ull << 32,
-      (1ull << 63) - 1, 1ull << 63, std::numeric_limits<uint64_t>::max()};
+  const std::vector<uint64_t> varints = {0,
+                                         1,
+                                         127,
+                                         128,
+                                         255,
+                                         300,
+                                         16383,
+                                         16384,
+                                         (1ull << 32) - 1,
+                                         1ull << 32,
+                                         (1ull << 63) - 1,
+                                         1ull << 63,
+                                         std::numeric_limits<uint64_t>::max()};
   const std::vector<double>& doubles = InterestingDoubles();
   const std::string binary("a\0b\xff", 4);
 
@@ -157,7 +168,9 @@ TEST(CodingTest, ReleaseEmptiesEncoder) {
   Encoder enc;
   enc.PutString("abc");
   const std::string out = enc.Release();
-  EXPECT_EQ(out, "\x03" "abc");
+  EXPECT_EQ(out,
+            "\x03"
+            "abc");
   EXPECT_EQ(enc.size(), 0u);
   enc.PutU8(7);
   EXPECT_EQ(enc.data(), "\x07");
@@ -180,14 +193,22 @@ bool DecodeSchema(absl::string_view in) {
     return ok;
   };
   size_t r;
-  r = d.remaining(); if (!step(d.GetU8(&u8), r)) return false;
-  r = d.remaining(); if (!step(d.GetFixed32(&u32), r)) return false;
-  r = d.remaining(); if (!step(d.GetVarint64(&u64), r)) return false;
-  r = d.remaining(); if (!step(d.GetFixed64(&u64), r)) return false;
-  r = d.remaining(); if (!step(d.GetDouble(&dbl), r)) return false;
-  r = d.remaining(); if (!step(d.GetString(&s), r)) return false;
-  r = d.remaining(); if (!step(d.GetDoubles(&v, 100), r)) return false;
-  r = d.remaining(); if (!step(d.GetVarint64(&u64), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetU8(&u8), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetFixed32(&u32), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetVarint64(&u64), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetFixed64(&u64), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetDouble(&dbl), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetString(&s), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetDoubles(&v, 100), r)) return false;
+  r = d.remaining();
+  if (!step(d.GetVarint64(&u64), r)) return false;
   return d.done();
 }
 
@@ -212,7 +233,10 @@ TEST(CodingTest, RejectsTruncationAtEveryByte) {
 }
 
 TEST(CodingTest, FailedGetLeavesOutputUntouched) {
-  Decoder d(absl::string_view("\x05" "ab", 3));  // String claims 5, has 2.
+  Decoder d(
+      absl::string_view("\x05"
+                        "ab",
+                        3));  // String claims 5, has 2.
   std::string s = "keep";
   EXPECT_FALSE(d.GetString(&s));
   EXPECT_EQ(s, "keep");
@@ -258,10 +282,9 @@ TEST(CodingTest, RejectsOverlongAndOverflowingVarints) {
 }
 
 TEST(CodingTest, HugeDeclaredLengthsDoNotAllocate) {
-  const std::vector<uint64_t> huge = {
-      1ull << 30, (1ull << 61) + 1, 1ull << 62,
-      std::numeric_limits<uint64_t>::max() / 8 + 1,
-      std::numeric_limits<uint64_t>::max()};
+  const std::vector<uint64_t> huge = {1ull << 30, (1ull << 61) + 1, 1ull << 62,
+                                      std::numeric_limits<uint64_t>::max() / 8 + 1,
+                                      std::numeric_limits<uint64_t>::max()};
   for (uint64_t n : huge) {
     Encoder enc;
     enc.PutVarint64(n);
@@ -319,13 +342,27 @@ TEST(CodingTest, RandomInputNeverMisbehaves) {
       const size_t before = d.remaining();
       bool ok = false;
       switch (rng() % 7) {
-        case 0: ok = d.GetU8(&u8); break;
-        case 1: ok = d.GetFixed32(&u32); break;
-        case 2: ok = d.GetFixed64(&u64); break;
-        case 3: ok = d.GetVarint64(&u64); break;
-        case 4: ok = d.GetDouble(&dbl); break;
-        case 5: ok = d.GetString(&s); break;
-        case 6: ok = d.GetDoubles(&v, 4); break;
+        case 0:
+          ok = d.GetU8(&u8);
+          break;
+        case 1:
+          ok = d.GetFixed32(&u32);
+          break;
+        case 2:
+          ok = d.GetFixed64(&u64);
+          break;
+        case 3:
+          ok = d.GetVarint64(&u64);
+          break;
+        case 4:
+          ok = d.GetDouble(&dbl);
+          break;
+        case 5:
+          ok = d.GetString(&s);
+          break;
+        case 6:
+          ok = d.GetDoubles(&v, 4);
+          break;
       }
       if (ok) {
         ASSERT_LT(d.remaining(), before);

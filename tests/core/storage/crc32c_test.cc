@@ -1,6 +1,8 @@
 // Tests for CRC-32C (core/storage/crc32c.h): known vectors, a bitwise reference at every
 // length and alignment, Extend, masking.
 
+#include "core/storage/crc32c.h"
+
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -26,7 +28,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/storage/coding.h"
-#include "core/storage/crc32c.h"
 #include "core/storage/log_format.h"
 #include "core/storage/log_reader.h"
 #include "core/storage/log_writer.h"
@@ -82,15 +83,13 @@ TEST(Crc32cTest, ExtendEqualsOneShot) {
   const uint32_t whole = Crc32c(data);
   for (size_t split = 0; split <= data.size(); ++split) {
     const uint32_t first = Crc32cExtend(0, data.data(), split);
-    EXPECT_EQ(Crc32cExtend(first, data.data() + split, data.size() - split),
-              whole);
+    EXPECT_EQ(Crc32cExtend(first, data.data() + split, data.size() - split), whole);
   }
 }
 
 TEST(Crc32cTest, MaskRoundTripsAndChangesValue) {
   std::mt19937_64 rng(3);
-  std::vector<uint32_t> values = {0u, 1u, 0xFFFFFFFFu, 0x80000000u,
-                                  Crc32c("foo")};
+  std::vector<uint32_t> values = {0u, 1u, 0xFFFFFFFFu, 0x80000000u, Crc32c("foo")};
   for (int i = 0; i < 1000; ++i) values.push_back(static_cast<uint32_t>(rng()));
   for (uint32_t c : values) {
     EXPECT_EQ(Unmask(Mask(c)), c);

@@ -38,17 +38,17 @@
 namespace graphbandit::storage {
 namespace {
 
-using log_test::TempDir;
-using log_test::ReadFile;
-using log_test::WriteFile;
-using log_test::Rec;
-using log_test::ReadAllResult;
-using log_test::ReadAll;
-using log_test::RandomBytes;
-using log_test::WriteLog;
+using log_test::AllocationProbe;
 using log_test::Collected;
 using log_test::Prefix;
-using log_test::AllocationProbe;
+using log_test::RandomBytes;
+using log_test::ReadAll;
+using log_test::ReadAllResult;
+using log_test::ReadFile;
+using log_test::Rec;
+using log_test::TempDir;
+using log_test::WriteFile;
+using log_test::WriteLog;
 
 // For every possible torn prefix of the last record: the reader stops at
 // that record, recovery cuts it off and saves it, and appending resumes.
@@ -74,8 +74,7 @@ TEST(LogTest, TornTailAtEveryByteIsDetectedAndRecovered) {
     const std::string reason =
         torn < kLogHeaderSize
             ? absl::StrCat("truncated header (", torn, " of 9 bytes)")
-            : absl::StrCat("truncated payload (", torn - kLogHeaderSize,
-                           " of 150 bytes)");
+            : absl::StrCat("truncated payload (", torn - kLogHeaderSize, " of 150 bytes)");
     const ReadAllResult got = ReadAll(path);
     EXPECT_EQ(got.records, survivors);
     EXPECT_EQ(got.end, ReadResult::kCorruption);
@@ -158,14 +157,12 @@ TEST(LogTest, EveryFlippedByteInMiddleRecordIsDetected) {
         EXPECT_EQ(reason, "checksum mismatch");  // CRC or payload damaged.
       } else if (field == 8) {
         // Type damaged: covered by the CRC, unless it became the reserved 0.
-        EXPECT_EQ(reason, (records[victim].type ^ flip) == 0
-                              ? "zero record type"
-                              : "checksum mismatch");
+        EXPECT_EQ(reason,
+                  (records[victim].type ^ flip) == 0 ? "zero record type" : "checksum mismatch");
       } else {
         // Length damaged: too long for the limit or the file, or the CRC then
         // covers the wrong bytes.
-        EXPECT_TRUE(reason == "checksum mismatch" ||
-                    reason.rfind("truncated payload", 0) == 0 ||
+        EXPECT_TRUE(reason == "checksum mismatch" || reason.rfind("truncated payload", 0) == 0 ||
                     reason.find("exceeds the 64 MiB limit") != std::string::npos)
             << reason;
       }
@@ -203,8 +200,7 @@ TEST(LogTest, HugeLengthFieldIsRejectedWithoutAllocating) {
   EXPECT_EQ(got.records, (std::vector<Rec>{{1, "a"}}));
   EXPECT_EQ(got.end, ReadResult::kCorruption);
   EXPECT_EQ(got.corruption.offset, offsets[1]);
-  EXPECT_EQ(got.corruption.reason,
-            "record length 4294967295 exceeds the 64 MiB limit");
+  EXPECT_EQ(got.corruption.reason, "record length 4294967295 exceeds the 64 MiB limit");
 
   // Within the limit but beyond the end of the file: reported, not allocated.
   Encoder len;
@@ -274,11 +270,10 @@ TEST(LogTest, ApplyErrorStopsRecoveryAndLeavesFileAlone) {
   WriteFile(path, ReadFile(path) + "torn");
   const std::string before = ReadFile(path);
   int calls = 0;
-  absl::StatusOr<LogRecovery> rec =
-      RecoverLog(path, [&calls](uint8_t type, absl::string_view) {
-        ++calls;
-        return type == 2 ? absl::AbortedError("no thanks") : absl::OkStatus();
-      });
+  absl::StatusOr<LogRecovery> rec = RecoverLog(path, [&calls](uint8_t type, absl::string_view) {
+    ++calls;
+    return type == 2 ? absl::AbortedError("no thanks") : absl::OkStatus();
+  });
   EXPECT_EQ(rec.status(), absl::AbortedError("no thanks"));
   EXPECT_EQ(calls, 2);
   EXPECT_EQ(ReadFile(path), before);
@@ -302,10 +297,9 @@ TEST(LogTest, RecoveryKeepsEarlierForensicCopies) {
 
 TEST(LogTest, BadMagicIsReportedAndNeverTruncated) {
   TempDir dir;
-  for (const std::string& content :
-       {std::string("NOTALOG!") + std::string(100, 'x'),
-        std::string("GBLOG\0\x02\n", 8),  // unknown version
-        std::string("GBX"), std::string("\0\0\0\0", 4)}) {
+  for (const std::string& content : {std::string("NOTALOG!") + std::string(100, 'x'),
+                                     std::string("GBLOG\0\x02\n", 8),  // unknown version
+                                     std::string("GBX"), std::string("\0\0\0\0", 4)}) {
     SCOPED_TRACE(content);
     const std::string path = dir.File("log");
     WriteFile(path, content);
@@ -340,8 +334,7 @@ TEST(LogTest, EmptyFileAndMagicPrefixesAreCompletedByRecovery) {
     const ReadAllResult got = ReadAll(path);
     EXPECT_EQ(got.end, ReadResult::kCorruption);
     EXPECT_EQ(got.corruption.offset, 0u);
-    EXPECT_EQ(got.corruption.reason,
-              absl::StrCat("truncated magic (", len, " of 8 bytes)"));
+    EXPECT_EQ(got.corruption.reason, absl::StrCat("truncated magic (", len, " of 8 bytes)"));
 
     if (len > 0) {
       // The writer insists on recovery first.

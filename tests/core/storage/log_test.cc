@@ -36,16 +36,16 @@
 namespace graphbandit::storage {
 namespace {
 
-using log_test::TempDir;
-using log_test::ReadFile;
-using log_test::WriteFile;
-using log_test::Exists;
-using log_test::Rec;
-using log_test::ReadAllResult;
-using log_test::ReadAll;
-using log_test::RandomBytes;
-using log_test::WriteLog;
 using log_test::Collected;
+using log_test::Exists;
+using log_test::RandomBytes;
+using log_test::ReadAll;
+using log_test::ReadAllResult;
+using log_test::ReadFile;
+using log_test::Rec;
+using log_test::TempDir;
+using log_test::WriteFile;
+using log_test::WriteLog;
 
 // ---------------------------------------------------------------------------
 // Writer and reader
@@ -58,10 +58,18 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
   for (int i = 0; i < 1000; ++i) {
     size_t len;
     switch (i % 4) {
-      case 0: len = 0; break;
-      case 1: len = rng() % 64; break;
-      case 2: len = rng() % 4096; break;
-      default: len = rng() % 100001; break;
+      case 0:
+        len = 0;
+        break;
+      case 1:
+        len = rng() % 64;
+        break;
+      case 2:
+        len = rng() % 4096;
+        break;
+      default:
+        len = rng() % 100001;
+        break;
     }
     records.push_back({static_cast<uint8_t>(1 + i % 255), RandomBytes(rng, len)});
   }
@@ -97,8 +105,7 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
     // No Close(): the destructor must leave a complete file.
   }
   EXPECT_EQ(std::filesystem::file_size(path), expected_size);
-  EXPECT_EQ(ReadFile(path).substr(0, kLogMagicSize),
-            std::string("GBLOG\0\x01\n", 8));
+  EXPECT_EQ(ReadFile(path).substr(0, kLogMagicSize), std::string("GBLOG\0\x01\n", 8));
 
   const ReadAllResult got = ReadAll(path);
   EXPECT_EQ(got.end, ReadResult::kEndOfFile);
@@ -135,7 +142,8 @@ TEST(LogTest, RecordHeaderLayout) {
   ASSERT_TRUE(d.GetU8(&type));
   EXPECT_EQ(length, 3u);
   EXPECT_EQ(type, 0x2A);
-  EXPECT_EQ(Unmask(masked), Crc32c(std::string("\x2A" "xyz")));
+  EXPECT_EQ(Unmask(masked), Crc32c(std::string("\x2A"
+                                               "xyz")));
   EXPECT_EQ(rec.substr(kLogHeaderSize), "xyz");
 }
 
@@ -147,8 +155,7 @@ TEST(LogTest, WriterRejectsInvalidRecordsAndStaysUsable) {
   EXPECT_EQ((*w)->Append(0, "x").code(), absl::StatusCode::kInvalidArgument);
   {
     const std::string too_big(size_t{kMaxRecordPayload} + 1, 'z');
-    EXPECT_EQ((*w)->Append(1, too_big).code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*w)->Append(1, too_big).code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ((*w)->size(), kLogMagicSize);
   ASSERT_TRUE((*w)->Append(1, "ok").ok());
@@ -157,8 +164,7 @@ TEST(LogTest, WriterRejectsInvalidRecordsAndStaysUsable) {
     ASSERT_TRUE((*w)->Append(2, max_size).ok());
   }
   ASSERT_TRUE((*w)->Close().ok());
-  EXPECT_EQ((*w)->Append(1, "late").code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*w)->Append(1, "late").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*w)->Sync().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE((*w)->Close().ok());
 
@@ -231,11 +237,10 @@ TEST(LogTest, MissingFile) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
 
   int calls = 0;
-  absl::StatusOr<LogRecovery> rec =
-      RecoverLog(path, [&calls](uint8_t, absl::string_view) {
-        ++calls;
-        return absl::OkStatus();
-      });
+  absl::StatusOr<LogRecovery> rec = RecoverLog(path, [&calls](uint8_t, absl::string_view) {
+    ++calls;
+    return absl::OkStatus();
+  });
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->records, 0u);
   EXPECT_FALSE(rec->truncated);
@@ -246,12 +251,10 @@ TEST(LogTest, MissingFile) {
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->size(), kLogMagicSize);
   EXPECT_EQ(ReadFile(path), std::string(kLogMagic));
-  EXPECT_EQ(std::filesystem::status(path).permissions() &
-                std::filesystem::perms::others_write,
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::others_write,
             std::filesystem::perms::none);
 
-  EXPECT_EQ(LogWriter::Open(dir.File("no/such/dir")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LogWriter::Open(dir.File("no/such/dir")).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(LogTest, ReaderOnEmptyLogReportsEndOfFile) {

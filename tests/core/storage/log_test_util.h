@@ -32,8 +32,7 @@ namespace graphbandit::storage::log_test {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "log_test.XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "log_test.XXXXXX").string();
     char* made = ::mkdtemp(tmpl.data());
     if (made == nullptr) {
       ADD_FAILURE() << "mkdtemp failed: " << std::strerror(errno);
@@ -45,9 +44,7 @@ class TempDir {
     std::error_code ec;
     if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
-  std::string File(absl::string_view name) const {
-    return absl::StrCat(path_, "/", name);
-  }
+  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
   const std::string& path() const { return path_; }
 
  private:
@@ -72,14 +69,11 @@ inline bool Exists(const std::string& path) { return std::filesystem::exists(pat
 struct Rec {
   uint8_t type;
   std::string payload;
-  bool operator==(const Rec& o) const {
-    return type == o.type && payload == o.payload;
-  }
+  bool operator==(const Rec& o) const { return type == o.type && payload == o.payload; }
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Rec& r) {
-  return os << "Rec{type=" << int{r.type} << ", " << r.payload.size()
-            << " bytes}";
+  return os << "Rec{type=" << int{r.type} << ", " << r.payload.size() << " bytes}";
 }
 
 struct ReadAllResult {
@@ -122,8 +116,7 @@ inline std::string RandomBytes(std::mt19937_64& rng, size_t n) {
 }
 
 // Writes `records` to a new log at `path`; returns each record's offset.
-inline std::vector<uint64_t> WriteLog(const std::string& path,
-                               const std::vector<Rec>& records) {
+inline std::vector<uint64_t> WriteLog(const std::string& path, const std::vector<Rec>& records) {
   std::vector<uint64_t> offsets;
   absl::StatusOr<std::unique_ptr<LogWriter>> w = LogWriter::Open(path);
   EXPECT_TRUE(w.ok()) << w.status();

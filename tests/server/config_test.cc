@@ -1,0 +1,269 @@
+// The server's configuration (server/config.h): text-format files mapped onto the core's
+// options with their defaults, ledger and durability settings, and every enum value both ways.
+#include "server/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace graphbandit::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
+  auto config =
+      ParseServerConfig(R"pb(
+                          default_model: "news"
+                          models {
+                            name: "news"
+                            policy: EK_TS
+                            arm_kernel { type: MATERN52 arm_lengthscale: 0.5 }
+                            graph { rho: 0.3 }
+                            exploration: 0
+                            limits { max_candidates: 50 }
+                          }
+                          models { name: "small" policy: GP_UCB context_dim: 2 arm_feature_dim: 3 }
+                        )pb",
+                        "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options = ToEngineOptions(*config, "/tmp/x");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->default_model, "news");
+  ASSERT_EQ(options->models.size(), 2u);
+  const ModelOptions& news = options->models[0];
+  EXPECT_EQ(news.policy, PolicyKind::kEkTs);
+  EXPECT_EQ(news.kernel, KernelType::kMatern52);
+  EXPECT_EQ(news.arm_lengthscale, 0.5);
+  EXPECT_EQ(news.context_lengthscale, 1.0);
+  EXPECT_EQ(news.rho, 0.3);
+  EXPECT_EQ(news.exploration, 0.0);  // explicitly zero is kept
+  EXPECT_EQ(news.ridge, 0.1);
+  EXPECT_EQ(news.max_candidates, 50);
+  EXPECT_EQ(news.max_dictionary_size, 1000);
+  EXPECT_EQ(options->models[1].arm_dim, 3);
+  // Values set in the configuration are held fixed; the others are fitted.
+  EXPECT_TRUE(news.refits_hyperparameters());
+  EXPECT_FALSE(news.refit.fit_rho);
+  EXPECT_FALSE(news.refit.fit_arm_lengthscale);
+  EXPECT_TRUE(news.refit.fit_context_lengthscale);
+  EXPECT_TRUE(news.refit.fit_signal_variance);
+  EXPECT_TRUE(news.refit.fit_noise_variance);
+  // Round trip through the effective configuration: fitted values stay unset (so they are
+  // fitted again), fixed ones keep their value.
+  auto again = ToModelOptions(ToModelConfig(news));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->kors_mu, 0.0);  // follows the (fitted) ridge
+  EXPECT_EQ(again->effective_kors_mu(), news.effective_kors_mu());
+  EXPECT_EQ(again->exploration, 0.0);
+  EXPECT_EQ(again->rho, 0.3);
+  EXPECT_EQ(again->arm_lengthscale, 0.5);
+  EXPECT_FALSE(again->refit.fit_rho);
+  EXPECT_FALSE(again->refit.fit_arm_lengthscale);
+  EXPECT_TRUE(again->refit.fit_noise_variance);
+  EXPECT_TRUE(again->refit.fit_signal_variance);
+  EXPECT_EQ(again->refit.max_points, news.refit.max_points);
+  EXPECT_EQ(again->refit.min_gain_per_parameter, 1.0);
+  auto gain = ParseServerConfig(R"pb(
+                                  models {
+                                    name: "g"
+                                    hyperparameters { min_gain_per_parameter: 0 }
+                                  }
+                                )pb",
+                                "inline");
+  ASSERT_TRUE(gain.ok());
+  EXPECT_EQ(ToModelOptions(gain->models(0))->refit.min_gain_per_parameter, 0.0);
+  auto negative_gain = ParseServerConfig(R"pb(
+                                           models {
+                                             name: "g"
+                                             hyperparameters { min_gain_per_parameter: -1 }
+                                           }
+                                         )pb",
+                                         "inline");
+  ASSERT_TRUE(negative_gain.ok());
+  EXPECT_THAT(std::string(ToModelOptions(negative_gain->models(0)).status().message()),
+              HasSubstr("min_gain_per_parameter"));
+  // Fitting can be switched off; then every value is used as configured.
+  auto off = ParseServerConfig(R"pb(
+                                 models {
+                                   name: "fixed"
+                                   hyperparameters { fit: false }
+                                 }
+                               )pb",
+                               "inline");
+  ASSERT_TRUE(off.ok()) << off.status();
+  auto fixed = ToModelOptions(off->models(0));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_FALSE(fixed->refits_hyperparameters());
+  const v1::ModelConfig fixed_config = ToModelConfig(*fixed);
+  EXPECT_EQ(fixed_config.ridge(), 0.1);
+  EXPECT_EQ(fixed_config.graph().rho(), 0.1);
+  EXPECT_FALSE(fixed_config.hyperparameters().fit());
+  // Out-of-range fitting settings are refused with the field named.
+  auto bad = ParseServerConfig(R"pb(
+                                 models {
+                                   name: "bad"
+                                   hyperparameters { growth: 0.5 }
+                                 }
+                               )pb",
+                               "inline");
+  ASSERT_TRUE(bad.ok());
+  auto refused = ToModelOptions(bad->models(0));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("growth"));
+
+  auto full = ParseServerConfig(R"pb(
+                                  models {
+                                    name: "g"
+                                    policy: GRAPH_UCB
+                                    graph { user_kernel: HEAT heat_tau: 0.5 spectral_dims: 4 }
+                                    nystrom { max_history: 5000 forget_evicted: true }
+                                    linear { lambda: 2 }
+                                    batched { threshold: 3 oversampling: 7 }
+                                  }
+                                )pb",
+                                "inline");
+  ASSERT_TRUE(full.ok()) << full.status();
+  auto g = ToModelOptions(full->models(0));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->policy, PolicyKind::kGraphUcb);
+  EXPECT_EQ(g->user_kernel, UserKernelKind::kHeat);
+  EXPECT_EQ(g->heat_tau, 0.5);
+  EXPECT_EQ(g->spectral_dims, 4);
+  EXPECT_EQ(g->max_history, 5000);
+  EXPECT_TRUE(g->forget_evicted);
+  EXPECT_EQ(g->linear_lambda, 2.0);
+  EXPECT_EQ(g->batched_threshold, 3.0);
+  EXPECT_EQ(g->batched_oversampling, 7.0);
+  const v1::ModelConfig effective = ToModelConfig(*g);
+  EXPECT_EQ(effective.policy(), v1::GRAPH_UCB);
+  EXPECT_EQ(effective.graph().user_kernel(), v1::GraphConfig::HEAT);
+  auto back = ToModelOptions(effective);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->max_history, 5000);
+  EXPECT_EQ(back->batched_oversampling, 7.0);
+
+  auto typo = ParseServerConfig("models { nmae: \"x\" }", "bad.textproto");
+  EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(typo.status().message()), HasSubstr("bad.textproto: line 1"));
+  auto unnamed = ParseServerConfig("models { ridge: 1 }", "x");
+  ASSERT_TRUE(unnamed.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*unnamed, "").status().message()),
+              HasSubstr("models[0].name is required"));
+  auto negative = ParseServerConfig("models { name: \"m\" graph { rho: -1 } }", "x");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*negative, "").status().message()),
+              HasSubstr("graph.rho must be a finite number > 0"));
+}
+
+TEST(ConfigTest, LedgerAndDurabilitySettings) {
+  auto config = ParseServerConfig(
+      R"pb(
+        durability { sync: GROUP_COMMIT group_commit_interval_ms: 5 snapshot_every_records: 0 }
+        models {
+          name: "m"
+          ledger { reward_window_seconds: 60 aggregation: SUM default_reward: 0 max_tombstones: 7 }
+        }
+      )pb",
+      "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto options = ToEngineOptions(*config, "");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->durability.sync, Durability::Sync::kGroupCommit);
+  EXPECT_EQ(options->durability.group_commit_interval, absl::Milliseconds(5));
+  EXPECT_EQ(options->durability.snapshot_every_records, 0);  // explicitly zero: only at shutdown
+  const ModelOptions& m = options->models[0];
+  EXPECT_EQ(m.reward_window, absl::Seconds(60));
+  EXPECT_EQ(m.aggregation, Aggregation::kSum);
+  ASSERT_TRUE(m.default_reward.has_value());
+  EXPECT_EQ(*m.default_reward, 0.0);
+  EXPECT_EQ(m.max_tombstones, 7);
+  const v1::ModelConfig effective = ToModelConfig(m);
+  EXPECT_EQ(effective.ledger().aggregation(), v1::SUM);
+  EXPECT_TRUE(effective.ledger().has_default_reward());
+
+  // Defaults: a sync per record (shared), snapshots every 100,000 records, FIRST, no default.
+  auto defaults = ToEngineOptions(*ParseServerConfig("models { name: \"d\" }", "x"), "");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->durability.sync, Durability::Sync::kEveryRecord);
+  EXPECT_EQ(defaults->durability.group_commit_interval, absl::Milliseconds(2));
+  EXPECT_EQ(defaults->durability.snapshot_every_records, 100'000);
+  EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
+  EXPECT_FALSE(defaults->models[0].default_reward.has_value());
+
+  auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ToEngineOptions(*slow, "").status().message()),
+              HasSubstr("durability.group_commit_interval_ms is 5000; it must be 1..1000"));
+  auto bad_default =
+      ParseServerConfig("models { name: \"m\" ledger { default_reward: 1e12 } }", "x");
+  ASSERT_TRUE(bad_default.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*bad_default, "").status().message()),
+              HasSubstr("ledger.default_reward must be finite and within limits.reward_bound"));
+}
+
+// Every named value of every enum of ModelConfig maps to core and back to itself; unknown
+// numbers are refused with the field and the allowed names.
+TEST(ConfigTest, EveryEnumValueRoundTrips) {
+  const std::vector<std::vector<std::string>> paths = {{"policy"},
+                                                       {"arm_kernel", "type"},
+                                                       {"graph", "user_kernel"},
+                                                       {"exploration_width"},
+                                                       {"ledger", "aggregation"}};
+  for (const std::vector<std::string>& path : paths) {
+    // The message holding the field, and the field.
+    auto field_of = [&path](google::protobuf::Message* root, google::protobuf::Message** holder) {
+      google::protobuf::Message* message = root;
+      for (size_t i = 0; i + 1 < path.size(); ++i) {
+        message = message->GetReflection()->MutableMessage(
+            message, message->GetDescriptor()->FindFieldByName(path[i]));
+      }
+      *holder = message;
+      return message->GetDescriptor()->FindFieldByName(path.back());
+    };
+    v1::ModelConfig probe;
+    google::protobuf::Message* holder = nullptr;
+    const google::protobuf::EnumDescriptor* values = field_of(&probe, &holder)->enum_type();
+    ASSERT_NE(values, nullptr) << path.back();
+    for (int i = 1; i < values->value_count(); ++i) {  // 0 is *_UNSPECIFIED
+      v1::ModelConfig config;
+      config.set_name("m");
+      const google::protobuf::FieldDescriptor* field = field_of(&config, &holder);
+      holder->GetReflection()->SetEnumValue(holder, field, values->value(i)->number());
+      auto options = ToModelOptions(config);
+      ASSERT_TRUE(options.ok()) << values->value(i)->name() << ": " << options.status();
+      v1::ModelConfig effective = ToModelConfig(*options);
+      field = field_of(&effective, &holder);
+      EXPECT_EQ(holder->GetReflection()->GetEnumValue(*holder, field), values->value(i)->number())
+          << values->value(i)->name();
+    }
+    v1::ModelConfig unknown;
+    unknown.set_name("m");
+    const google::protobuf::FieldDescriptor* field = field_of(&unknown, &holder);
+    holder->GetReflection()->SetEnumValue(holder, field, 99);
+    const std::string message(ToModelOptions(unknown).status().message());
+    EXPECT_THAT(message,
+                HasSubstr(absl::StrCat("model \"m\": unknown ", absl::StrJoin(path, "."),
+                                       " 99: it must be one of ", values->value(1)->name(), ", ")));
+  }
+
+  v1::ServerConfig server;
+  for (const auto sync : {v1::DurabilityConfig::EVERY_RECORD, v1::DurabilityConfig::GROUP_COMMIT,
+                          v1::DurabilityConfig::OS}) {
+    server.mutable_durability()->set_sync(sync);
+    EXPECT_TRUE(ToEngineOptions(server, "").ok()) << sync;
+  }
+  server.mutable_durability()->set_sync(static_cast<v1::DurabilityConfig::Sync>(7));
+  EXPECT_THAT(std::string(ToEngineOptions(server, "").status().message()),
+              HasSubstr("unknown durability.sync 7: it must be one of EVERY_RECORD, GROUP_COMMIT, "
+                        "OS (unset means EVERY_RECORD)"));
+}
+
+}  // namespace
+}  // namespace graphbandit::server
