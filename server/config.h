@@ -1,5 +1,5 @@
 // The server's configuration file (protobuf text format, graphbandit.v1.ServerConfig) and the
-// mapping between its ModelConfig and core's ModelOptions, defaults included.
+// engine's options from it.
 #ifndef GRAPHBANDIT_SERVER_CONFIG_H_
 #define GRAPHBANDIT_SERVER_CONFIG_H_
 
@@ -9,6 +9,7 @@
 #include "core/model/engine.h"
 #include "core/model/model_options.h"
 #include "graphbandit/v1/config.pb.h"
+#include "proto/model_config.h"
 
 namespace graphbandit::server {
 
@@ -17,10 +18,9 @@ absl::StatusOr<v1::ServerConfig> ParseServerConfig(const std::string& text,
                                                    const std::string& source_name);
 absl::StatusOr<v1::ServerConfig> ReadServerConfig(const std::string& path);
 
-// ModelConfig -> ModelOptions, filling in defaults for unset (zero) fields and validating.
-absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& config);
-// The effective configuration, every field set.
-v1::ModelConfig ToModelConfig(const ModelOptions& options);
+// ModelConfig <-> ModelOptions (proto/model_config.h, shared with the simulator).
+using config::ToModelConfig;
+using config::ToModelOptions;
 
 // Engine options from a ServerConfig (the default model is added by the engine if absent).
 absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,

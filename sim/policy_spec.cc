@@ -9,37 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "core/base/random.h"
 #include "core/learner/learner_factory.h"
+#include "core/learner/lk_gp_posterior.h"
 
 namespace graphbandit::sim {
-namespace {
-
-// Knows nothing and learns nothing: every candidate has mean 0 and width 0, so the selection
-// rule's uniform tie-break makes the choice uniformly random.
-class RandomChoice final : public Learner {
- public:
-  void Score(int32_t, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
-             Eigen::VectorXd* stddev) const override {
-    *mean = Eigen::VectorXd::Zero(points.cols());
-    *stddev = Eigen::VectorXd::Zero(points.cols());
-  }
-  absl::Status Observe(int32_t, const Eigen::Ref<const Eigen::VectorXd>&, double) override {
-    ++observations_;
-    return absl::OkStatus();
-  }
-  absl::Status SetGraph(const UserGraph&, std::shared_ptr<const UserKernel>) override {
-    return absl::OkStatus();
-  }
-  std::shared_ptr<const Scorer> Freeze() const override {
-    return std::make_shared<RandomChoice>(*this);
-  }
-  int64_t history_size() const override { return observations_; }
-  int64_t dictionary_size() const override { return 0; }
-
- private:
-  int64_t observations_ = 0;
-};
-
-}  // namespace
 
 InlineRefitter::InlineRefitter(const RefitOptions& options, const KernelShape& shape,
                                const Hyperparameters& initial,
@@ -132,31 +104,81 @@ uint64_t LearnerSeed(uint64_t seed) {
   return SplitMix64(mix);
 }
 
-// Family::kServed: what a model with these options builds when its dimensions are fixed.
-absl::StatusOr<RunPolicy> MakeServedPolicy(const ModelOptions& configured,
-                                           const SimEnvironment& env, uint64_t seed) {
-  ModelOptions options = configured;
+}  // namespace
+
+bool PolicySpec::served() const {
+  const ResearchOptions defaults;
+  return model.servable() && model.research.growth_batch_divisor == defaults.growth_batch_divisor &&
+         model.research.batched_min_growth == defaults.batched_min_growth &&
+         model.research.batched_bounded == defaults.batched_bounded && !pooled && !intercept &&
+         !median_arm_lengthscale && ridge_from_lambda_base == 0.0 && !run_stream;
+}
+
+absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnvironment& env,
+                                        int64_t rounds, uint64_t seed) {
+  // The model's options for this run: what a model with them builds once its dimensions are
+  // fixed, plus the environment-dependent settings of the papers' baselines.
+  ModelOptions options = spec.model;
   options.seed = LearnerSeed(seed);
   options.context_dim = env.context_dim();
   options.arm_dim = env.arm_dim();
+  if (spec.median_arm_lengthscale) {
+    options.arm_lengthscale = env.pool() != nullptr ? MedianDistance(*env.pool()) : 1.0;
+  }
+  const bool lk_gp =
+      options.policy == PolicyKind::kLkGpUcb || options.policy == PolicyKind::kLkGpTs;
+  // S_spec always comes from the environment's graph, also for policies that ignore it (a
+  // pooled one): LK's schedule is the same for every GP-style method.
+  if (spec.ridge_from_lambda_base > 0.0 || (lk_gp && options.research.lk.schedule)) {
+    UserGraph env_graph;
+    env_graph.EnsureUsers(env.users());
+    for (const Edge& edge : env.edges()) env_graph.SetEdge(edge.a, edge.b, edge.weight);
+    const double spectral_ratio = SpectralRatio(env_graph);
+    if (spec.ridge_from_lambda_base > 0.0) {
+      options.ridge = options.kors_mu =
+          std::clamp(spec.ridge_from_lambda_base * spectral_ratio, options.research.lk.lambda_min,
+                     options.research.lk.lambda_max);
+    }
+    if (lk_gp && options.research.lk.schedule) {
+      options.research.lk.spectral_ratio = spectral_ratio;
+      options.research.lk.horizon = rounds;
+    }
+  }
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+
   RunPolicy run;
   run.rule = SelectionRuleFor(options);
   run.exploration = options.exploration;
   run.width = options.exploration_width;
   run.baseline = BaselineTracker(options.baseline_half_life);
-  run.model_seed = options.seed;
+  run.pooled = spec.pooled;
+  run.intercept = spec.intercept;
+  if (!spec.run_stream) run.model_seed = options.seed;
+  run.has_dictionary = options.policy == PolicyKind::kEkUcb ||
+                       options.policy == PolicyKind::kEkTs ||
+                       options.policy == PolicyKind::kBatchedNystromUcb;
   run.scaling = FeatureScaling{options.context_dim, options.arm_dim, options.context_lengthscale,
                                options.arm_lengthscale, Eigen::VectorXd()};
   Hyperparameters values = ConfiguredHyperparameters(options);
   values.lengthscales = run.scaling.lengthscales();
-  auto graph = RunGraph(env, /*pooled=*/false);
+  auto graph = RunGraph(env, spec.pooled);
   auto kernel = BuildUserKernel(*graph, options.user_kernel_options());
   if (!kernel.ok()) return kernel.status();
-  auto learner = MakeLearner(options, run.scaling.joint_dim(), *graph, *kernel, &values,
-                             options.refit.kors_mu_factor);
+  auto learner = MakeLearner(options, run.scaling.joint_dim() + (spec.intercept ? 1 : 0), *graph,
+                             *kernel, &values, options.refit.kors_mu_factor);
   if (!learner.ok()) return learner.status();
   run.learner = *std::move(learner);
+  // LK-GP's grid phase needs the environment's pool, as scaled points.
+  if (lk_gp && options.research.lk.grid && env.pool() != nullptr) {
+    const Eigen::MatrixXd& pool = *env.pool();
+    Eigen::MatrixXd points(run.scaling.joint_dim(), pool.cols());
+    const Eigen::VectorXd no_context = Eigen::VectorXd::Zero(env.context_dim());
+    for (Eigen::Index j = 0; j < pool.cols(); ++j) {
+      run.scaling.Apply(no_context.data(), pool.col(j).data(), points.col(j).data());
+    }
+    auto* lk = dynamic_cast<LkGpPosterior*>(run.learner.get());
+    if (absl::Status s = lk->SetPool(points, spec.pooled ? 1 : env.users()); !s.ok()) return s;
+  }
   if (options.refits_hyperparameters()) {
     KernelShape shape;
     shape.kernel = options.kernel;
@@ -169,111 +191,6 @@ absl::StatusOr<RunPolicy> MakeServedPolicy(const ModelOptions& configured,
         (options.policy == PolicyKind::kEkUcb || options.policy == PolicyKind::kEkTs);
     run.refitter = std::make_unique<InlineRefitter>(options.refit, shape, values, graph, *kernel,
                                                     coarsen ? options.max_dictionary_size : 0);
-  }
-  return run;
-}
-
-}  // namespace
-
-absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnvironment& env,
-                                        int64_t rounds, uint64_t seed) {
-  if (spec.family == Family::kServed) return MakeServedPolicy(spec.served, env, seed);
-  RunPolicy run;
-  run.rule = spec.rule;
-  run.exploration = spec.exploration;
-  run.width = spec.width;
-  run.baseline = BaselineTracker(spec.baseline_half_life);
-  run.pooled = spec.pooled;
-  run.intercept = spec.intercept && spec.family == Family::kLinear;
-  const Eigen::MatrixXd* pool = env.pool();
-  run.scaling.context_dim = env.context_dim();
-  run.scaling.arm_dim = env.arm_dim();
-  run.scaling.context_lengthscale = spec.context_lengthscale;
-  run.scaling.arm_lengthscale = spec.arm_lengthscale > 0.0
-                                    ? spec.arm_lengthscale
-                                    : (pool != nullptr ? MedianDistance(*pool) : 1.0);
-  const int dim = run.scaling.joint_dim();
-
-  auto graph_ptr = RunGraph(env, spec.pooled);
-  UserGraph& graph = *graph_ptr;
-  auto kernel = BuildUserKernel(graph, spec.user_kernel);
-  if (!kernel.ok()) return kernel.status();
-  const ArmKernel arm(spec.arm_kernel, spec.kernel_variance);
-  const uint64_t learner_seed = LearnerSeed(seed);
-
-  // S_spec comes from the environment's graph even for policies that ignore it: LK's schedule
-  // is the same for every GP-style method.
-  auto spectral_ratio = [&env] {
-    UserGraph env_graph;
-    env_graph.EnsureUsers(env.users());
-    for (const Edge& edge : env.edges()) env_graph.SetEdge(edge.a, edge.b, edge.weight);
-    return SpectralRatio(env_graph);
-  };
-  double scheduled_ridge = 0.0;
-  if (spec.ridge_from_lambda_base > 0.0) {
-    scheduled_ridge = std::clamp(spec.ridge_from_lambda_base * spectral_ratio(), spec.lk.lambda_min,
-                                 spec.lk.lambda_max);
-  }
-  switch (spec.family) {
-    case Family::kLkGp: {
-      LkGpOptions options = spec.lk;
-      if (options.schedule) {
-        options.spectral_ratio = spectral_ratio();
-        options.horizon = rounds;
-      }
-      auto learner = std::make_unique<LkGpPosterior>(dim, arm, *kernel, options);
-      if (options.grid && pool != nullptr) {
-        Eigen::MatrixXd points(dim, pool->cols());
-        const Eigen::VectorXd no_context = Eigen::VectorXd::Zero(env.context_dim());
-        for (Eigen::Index j = 0; j < pool->cols(); ++j) {
-          run.scaling.Apply(no_context.data(), pool->col(j).data(), points.col(j).data());
-        }
-        absl::Status status = learner->SetPool(points, spec.pooled ? 1 : env.users());
-        if (!status.ok()) return status;
-      }
-      run.learner = std::move(learner);
-      break;
-    }
-    case Family::kEk: {
-      NystromOptions options = spec.nystrom;
-      options.seed = learner_seed;
-      if (scheduled_ridge > 0.0) options.ridge = options.kors_mu = scheduled_ridge;
-      run.learner = std::make_unique<NystromPosterior>(dim, arm, *kernel, options);
-      if (spec.refit.enabled) {
-        KernelShape shape;
-        shape.kernel = spec.arm_kernel;
-        shape.user_kernel = spec.user_kernel;
-        shape.context_dim = run.scaling.context_dim;
-        shape.arm_dim = run.scaling.arm_dim;
-        shape.fixed_kors_mu = spec.fixed_kors_mu ? options.kors_mu : 0.0;
-        if (absl::Status s = spec.refit.Validate(); !s.ok()) return s;
-        run.refitter = std::make_unique<InlineRefitter>(
-            spec.refit, shape,
-            InitialHyperparameters(shape, spec.kernel_variance, run.scaling, options.ridge),
-            graph_ptr, *kernel, spec.coarsen_when_full ? options.max_dictionary_size : 0);
-      }
-      break;
-    }
-    case Family::kBatched: {
-      BatchedNystromOptions options = spec.batched;
-      options.seed = learner_seed;
-      if (scheduled_ridge > 0.0) options.ridge = scheduled_ridge;
-      run.learner = std::make_unique<BatchedNystromPosterior>(dim, arm, *kernel, options);
-      break;
-    }
-    case Family::kLinear: {
-      auto learner =
-          std::make_unique<LinearUcbPosterior>(dim + (run.intercept ? 1 : 0), spec.linear);
-      absl::Status status = learner->SetGraph(graph, *kernel);
-      if (!status.ok()) return status;
-      run.learner = std::move(learner);
-      break;
-    }
-    case Family::kRandom:
-      run.learner = std::make_unique<RandomChoice>();
-      break;
-    case Family::kServed:
-      break;  // handled above
   }
   return run;
 }

@@ -1,7 +1,11 @@
-// A policy as the simulator configures it: which learner (posterior or estimator), with which
-// kernels and hyper-parameters, and which selection rule. MakeRunPolicy turns a spec into a live
-// learner for one environment, exactly as the server would use it: the same Learner interface
-// (core/learner/posterior.h) and the same selection rules (core/policy/selection.h).
+// A policy as the simulator runs it: the options of a model (core/model/model_options.h) and
+// the few things the simulator does around a model. MakeRunPolicy builds every policy's
+// learner with the model's own factory (core/learner/learner_factory.h) and the same
+// scaling, selection rule, exploration, baseline tracker and hyper-parameter fits a model
+// derives from its options; runner.cc then takes the model's decision and learning steps
+// (core/policy/decision_step.h). The papers' baselines are ModelOptions too: PolicyKind's
+// research kinds (LK-GP, random) and ModelOptions::research, which a served model leaves at
+// their defaults.
 #ifndef GRAPHBANDIT_SIM_POLICY_SPEC_H_
 #define GRAPHBANDIT_SIM_POLICY_SPEC_H_
 
@@ -12,13 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/fit/refit.h"
-#include "core/graph/user_kernel.h"
-#include "core/kernel/arm_kernel.h"
 #include "core/learner/baseline_tracker.h"
-#include "core/learner/batched_nystrom_posterior.h"
-#include "core/learner/linear_posterior.h"
-#include "core/learner/lk_gp_posterior.h"
-#include "core/learner/nystrom_posterior.h"
 #include "core/learner/posterior.h"
 #include "core/model/model_options.h"
 #include "core/policy/selection.h"
@@ -26,57 +24,32 @@
 
 namespace graphbandit::sim {
 
-enum class Family {
-  kLkGp,     // exact GP (LK-GP-UCB/TS, COOP-KernelUCB, GP-UCB, K-UCB)
-  kEk,       // EK-UCB / EK-TS: incremental Nystrom with KORS
-  kBatched,  // CBBKB / CBKB: batched Nystrom re-draws
-  kLinear,   // LinUCB per user / pooled, GoB.Lin, GraphUCB
-  kRandom,   // uniformly random choice (a learner that knows nothing: every candidate ties)
-  // A policy exactly as a model serves it: `served` is the model's configuration; the learner
-  // comes from the model's factory (core/learner/learner_factory.h), the scaling, selection
-  // rule, exploration, baseline and hyper-parameter fits from the same options, and each
-  // decision draws from the model's per-decision stream (DecisionSeed). The run's seed becomes
-  // the model's seed. tests/sim/served_policy_test.cc checks that a model makes the same choices.
-  kServed,
-};
-
 struct PolicySpec {
   std::string name;
-  Family family = Family::kLkGp;
-  ModelOptions served;  // Family::kServed only; every other field below is ignored then
-  SelectionRule rule = SelectionRule::kUcb;
-  double exploration = 1.0;
-  ExplorationWidth width = ExplorationWidth::kStddev;
-  // Drifting-baseline tracking as the server does it (core/learner/baseline_tracker.h); 0: off.
-  double baseline_half_life = 0.0;
+  // The model. Its seed and dimensions are set per run (the run's seed becomes the model's
+  // seed); everything else is used as is.
+  ModelOptions model;
 
-  KernelType arm_kernel = KernelType::kRbf;
-  double kernel_variance = 1.0;
-  // Length-scale of the arm features; 0 = the median heuristic (median pairwise distance over
-  // the environment's pool; 1 when it has none).
-  double arm_lengthscale = 0.0;
-  double context_lengthscale = 1.0;
-  UserKernelOptions user_kernel;
-  bool pooled = false;  // every user is served as one user (the graph is ignored)
-  // Linear family: append a constant feature 1 to every point, so that each model has an
-  // intercept (per user for LinUCB per user).
+  // What the simulator adds for the papers' baselines (all off for a policy exactly as a
+  // model serves it; see served()):
+  // Every user is served as one user (the graph is ignored, user 0 throughout).
+  bool pooled = false;
+  // Append a constant feature 1 to every point (an intercept; linear policies).
   bool intercept = false;
-
-  LkGpOptions lk;  // the schedule's spectral ratio and horizon are filled in per run
-  // EK and batched families: when > 0, lambda (and KORS mu) = clip(this * S_spec, 1e-6, 1e-1),
-  // the LK schedule's starting value for the environment's graph, so that a Nystrom policy can
-  // run with LK-GP's ridge.
+  // model.arm_lengthscale is replaced by the median pairwise distance over the environment's
+  // pool (1 when it has none).
+  bool median_arm_lengthscale = false;
+  // > 0: ridge (and KORS mu) = clip(this * S_spec, lk.lambda_min, lk.lambda_max) of the
+  // environment's graph, the LK schedule's starting value, so that a Nystrom policy runs with
+  // LK-GP's ridge.
   double ridge_from_lambda_base = 0.0;
-  NystromOptions nystrom;
-  BatchedNystromOptions batched;
-  LinearOptions linear;
-  // EK family: hyper-parameter refits, inline at the points the server would fit them.
-  RefitOptions refit;
-  // EK family: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h).
-  bool coarsen_when_full = false;
-  // EK family with refits: KORS mu stays nystrom.kors_mu through refits (the server's
-  // configured nystrom.kors_mu); false: it follows the fitted noise variance.
-  bool fixed_kors_mu = false;
+  // Tie-breaks and Thompson draws from the run's stream, shared by every policy of the run
+  // (common random numbers), instead of the model's stream per decision.
+  bool run_stream = false;
+
+  // Exactly what a model with these options serves: a kind a model can be configured with,
+  // research settings at their defaults, nothing added.
+  bool served() const;
 };
 
 // Refits inline (the server fits on a helper thread and applies the result at a logged point
@@ -114,8 +87,11 @@ struct RunPolicy {
   bool intercept = false;                    // points get a trailing constant 1
   std::unique_ptr<InlineRefitter> refitter;  // null: no refits
   BaselineTracker baseline;
-  // Served policies: the model's seed, which seeds each decision's stream (DecisionSeed).
+  // Each decision draws from a stream seeded with this and the event id (DecisionSeed), as a
+  // model does; unset: the run's shared stream (PolicySpec::run_stream).
   std::optional<uint64_t> model_seed;
+  // Whether learner->dictionary_size() means something (Nystrom learners).
+  bool has_dictionary = false;
 };
 
 // The event id the simulator gives round `t` (what a test sends to a model to replay a run).

@@ -11,7 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/learner/batched_nystrom_posterior.h"
+#include "core/learner/linear_posterior.h"
+#include "core/learner/nystrom_posterior.h"
 #include "google/protobuf/descriptor.h"
+#include "proto/model_config.h"
 #include "proto/text_format.h"
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
@@ -290,7 +294,10 @@ const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
         with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu", "kors_gamma",
               "kors_gamma_per_ridge", "max_dictionary_size", "max_history", "forget_evicted"});
     (*m)[pb::Policy::BATCHED] = with({"ek_beta", "ridge", "threshold", "oversampling_per_ridge"});
-    (*m)[pb::Policy::LINEAR] = with({"intercept", "prior", "linear_lambda", "linear_rho"});
+    // Linear models use no user kernel: linear_rho is their graph regulariser.
+    (*m)[pb::Policy::LINEAR] = {
+        "rule",      "exploration", "pooled",        "arm_lengthscale", "context_lengthscale",
+        "intercept", "prior",       "linear_lambda", "linear_rho"};
     (*m)[pb::Policy::RANDOM] = {};
     (*m)[pb::Policy::SERVED] = {"served"};
     return m;
@@ -318,53 +325,57 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
         pb::Policy::Family_Name(p.family()).empty() ? "FAMILY_UNSPECIFIED"
                                                     : pb::Policy::Family_Name(p.family())));
   }
-  switch (p.family()) {
-    case pb::Policy::LK_GP:
-      spec.family = Family::kLkGp;
-      break;
-    case pb::Policy::EK:
-      spec.family = Family::kEk;
-      break;
-    case pb::Policy::BATCHED:
-      spec.family = Family::kBatched;
-      break;
-    case pb::Policy::LINEAR:
-      spec.family = Family::kLinear;
-      break;
-    case pb::Policy::RANDOM:
-      spec.family = Family::kRandom;
-      break;
-    case pb::Policy::SERVED:
-      spec.family = Family::kServed;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          "family must be LK_GP, EK, BATCHED, LINEAR, RANDOM or SERVED");
+  if (p.family() == pb::Policy::SERVED) {
+    // The server's own mapping from its configuration (proto/model_config.h).
+    ::graphbandit::v1::ModelConfig served = p.served();
+    if (served.name().empty()) served.set_name("simulated");
+    auto options = config::ToModelOptions(served);
+    if (!options.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("served: ", options.status().message()));
+    }
+    if (!options->servable()) return absl::InvalidArgumentError("served: not a served policy");
+    spec.model = *std::move(options);
+    return spec;
   }
-  if (p.rule() == pb::Policy::THOMPSON) spec.rule = SelectionRule::kThompson;
-  if (p.has_exploration()) spec.exploration = p.exploration();
+  // The papers' algorithms as published: options that differ from a served model's defaults
+  // where the papers' runs do (no fits, no baseline tracker, exploration 1, the paper's
+  // dictionary growth and re-draws), and the run's shared random stream.
+  ModelOptions& o = spec.model;
+  o.exploration = 1.0;
+  o.baseline_half_life = 0.0;
+  o.refit.enabled = false;
+  o.research.growth_batch_divisor = 0;
+  o.research.batched_min_growth = 0.0;
+  o.research.batched_bounded = false;
+  spec.run_stream = true;
+  const bool thompson = p.rule() == pb::Policy::THOMPSON;
+  if (p.has_exploration()) o.exploration = p.exploration();
   switch (p.user_kernel()) {
     case pb::Policy::HEAT:
-      spec.user_kernel.kind = UserKernelKind::kHeat;
+      o.user_kernel = UserKernelKind::kHeat;
       break;
     case pb::Policy::SPECTRAL_RBF:
-      spec.user_kernel.kind = UserKernelKind::kSpectralRbf;
+      o.user_kernel = UserKernelKind::kSpectralRbf;
       break;
     case pb::Policy::ALL_ONES:
-      spec.user_kernel.kind = UserKernelKind::kAllOnes;
+      o.user_kernel = UserKernelKind::kAllOnes;
       break;
     case pb::Policy::IDENTITY:
-      spec.user_kernel.kind = UserKernelKind::kIdentity;
+      o.user_kernel = UserKernelKind::kIdentity;
       break;
     default:
-      spec.user_kernel.kind = UserKernelKind::kLaplacianInverse;
+      o.user_kernel = UserKernelKind::kLaplacianInverse;
       break;
   }
-  if (p.has_rho()) spec.user_kernel.rho = p.rho();
+  if (p.has_rho()) o.rho = p.rho();
   spec.pooled = p.pooled();
   spec.intercept = p.intercept();
-  if (p.has_arm_lengthscale()) spec.arm_lengthscale = p.arm_lengthscale();
-  if (p.has_context_lengthscale()) spec.context_lengthscale = p.context_lengthscale();
+  if (p.has_arm_lengthscale() && p.arm_lengthscale() > 0.0) {
+    o.arm_lengthscale = p.arm_lengthscale();
+  } else {
+    spec.median_arm_lengthscale = true;
+  }
+  if (p.has_context_lengthscale()) o.context_lengthscale = p.context_lengthscale();
   if ((p.has_ek_beta() || p.has_kors_gamma_per_ridge() || p.has_oversampling_per_ridge()) &&
       !p.has_ridge()) {
     return absl::InvalidArgumentError(
@@ -372,77 +383,80 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   }
   if (p.has_ek_beta()) {
     if (p.has_exploration()) return absl::InvalidArgumentError("sets both exploration and ek_beta");
-    spec.exploration = p.ek_beta() / std::sqrt(p.ridge());
+    o.exploration = p.ek_beta() / std::sqrt(p.ridge());
   }
   if (p.has_kors_gamma() && p.has_kors_gamma_per_ridge()) {
     return absl::InvalidArgumentError("sets both kors_gamma and kors_gamma_per_ridge");
   }
-  switch (spec.family) {
-    case Family::kLkGp:
+  if (thompson && p.family() != pb::Policy::LK_GP && p.family() != pb::Policy::EK) {
+    return absl::InvalidArgumentError("rule THOMPSON needs family LK_GP or EK");
+  }
+  switch (p.family()) {
+    case pb::Policy::LK_GP: {
+      o.policy = thompson ? PolicyKind::kLkGpTs : PolicyKind::kLkGpUcb;
+      LkGpOptions& lk = o.research.lk;
       if (p.has_lambda_base()) {
-        spec.lk.schedule = true;
-        spec.lk.lambda_base = p.lambda_base();
+        lk.schedule = true;
+        lk.lambda_base = p.lambda_base();
       }
-      spec.lk.grid = p.grid();
-      if (p.has_ridge()) spec.lk.ridge = p.ridge();
+      lk.grid = p.grid();
+      if (p.has_ridge()) lk.ridge = p.ridge();
+      o.ridge = lk.ridge;
       break;
-    case Family::kEk:
-      if (p.has_ridge()) spec.nystrom.ridge = p.ridge();
+    }
+    case pb::Policy::EK: {
+      o.policy = thompson ? PolicyKind::kEkTs : PolicyKind::kEkUcb;
+      // The EK paper's settings (core/learner/nystrom_posterior.h's defaults).
+      const NystromOptions paper;
+      o.ridge = p.has_ridge() ? p.ridge() : paper.ridge;
+      o.kors_mu = p.has_kors_mu() ? p.kors_mu() : paper.kors_mu;
+      o.kors_epsilon = paper.kors_epsilon;
+      o.kors_gamma = p.has_kors_gamma()             ? p.kors_gamma()
+                     : p.has_kors_gamma_per_ridge() ? p.kors_gamma_per_ridge() * p.ridge()
+                                                    : paper.kors_gamma;
+      o.max_dictionary_size =
+          p.has_max_dictionary_size() ? p.max_dictionary_size() : paper.max_dictionary_size;
+      o.max_history = p.has_max_history() ? p.max_history() : paper.max_history;
+      o.forget_evicted = p.forget_evicted();
       if (p.has_ridge_from_lambda_base()) spec.ridge_from_lambda_base = p.ridge_from_lambda_base();
-      if (p.has_kors_mu()) spec.nystrom.kors_mu = p.kors_mu();
-      if (p.has_kors_gamma()) spec.nystrom.kors_gamma = p.kors_gamma();
-      if (p.has_kors_gamma_per_ridge()) {
-        spec.nystrom.kors_gamma = p.kors_gamma_per_ridge() * p.ridge();
-      }
-      if (p.has_max_dictionary_size()) spec.nystrom.max_dictionary_size = p.max_dictionary_size();
-      if (p.has_max_history()) spec.nystrom.max_history = p.max_history();
-      spec.nystrom.forget_evicted = p.forget_evicted();
       break;
-    case Family::kBatched:
-      if (p.has_ridge()) spec.batched.ridge = p.ridge();
-      if (p.has_threshold()) spec.batched.threshold = p.threshold();
-      if (p.has_oversampling_per_ridge()) {
-        spec.batched.oversampling = p.oversampling_per_ridge() * p.ridge();
-      }
+    }
+    case pb::Policy::BATCHED: {
+      o.policy = PolicyKind::kBatchedNystromUcb;
+      const BatchedNystromOptions paper;
+      o.ridge = p.has_ridge() ? p.ridge() : paper.ridge;
+      o.batched_threshold = p.has_threshold() ? p.threshold() : paper.threshold;
+      o.batched_oversampling = p.has_oversampling_per_ridge()
+                                   ? p.oversampling_per_ridge() * p.ridge()
+                                   : paper.oversampling;
       break;
-    case Family::kLinear:
+    }
+    case pb::Policy::LINEAR: {
       switch (p.prior()) {
         case pb::Policy::PER_USER:
-          spec.linear.prior = LinearOptions::Prior::kPerUser;
+          o.policy = PolicyKind::kLinUcbPerUser;
           break;
         case pb::Policy::POOLED:
-          spec.linear.prior = LinearOptions::Prior::kPooled;
+          o.policy = PolicyKind::kLinUcbPooled;
           break;
         case pb::Policy::GRAPH:
-          spec.linear.prior = LinearOptions::Prior::kGraph;
+          o.policy = PolicyKind::kGraphUcb;
           break;
         default:
           return absl::InvalidArgumentError("prior must be PER_USER, POOLED or GRAPH");
       }
-      if (p.has_linear_lambda()) spec.linear.lambda = p.linear_lambda();
-      if (p.has_linear_rho()) spec.linear.rho = p.linear_rho();
-      break;
-    case Family::kRandom:
-      break;
-    case Family::kServed: {
-      const pb::ServedModel& s = p.served();
-      ModelOptions& o = spec.served;
-      if (s.policy() == pb::ServedModel::EK_TS) o.policy = PolicyKind::kEkTs;
-      if (s.has_exploration()) o.exploration = s.exploration();
-      if (s.exploration_width() == pb::ServedModel::AMM) {
-        o.exploration_width = ExplorationWidth::kAmm;
-      }
-      if (s.has_baseline_half_life()) o.baseline_half_life = s.baseline_half_life();
-      if (s.has_fit()) o.refit.enabled = s.fit();
-      if (s.has_min_gain_per_parameter()) {
-        o.refit.min_gain_per_parameter = s.min_gain_per_parameter();
-      }
-      if (s.has_kors_mu_factor()) o.refit.kors_mu_factor = s.kors_mu_factor();
-      if (s.has_coarsen_full_dictionary()) o.coarsen_full_dictionary = s.coarsen_full_dictionary();
-      absl::Status valid = ValidateModelOptions(o);
-      if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("served: ", valid.message()));
+      // A linear model's graph regulariser is the model's rho (the user kernel is not used).
+      const LinearOptions paper;
+      o.linear_lambda = p.has_linear_lambda() ? p.linear_lambda() : paper.lambda;
+      o.rho = p.has_linear_rho() ? p.linear_rho() : paper.rho;
       break;
     }
+    case pb::Policy::RANDOM:
+      o.policy = PolicyKind::kRandom;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "family must be LK_GP, EK, BATCHED, LINEAR, RANDOM or SERVED");
   }
   return spec;
 }

@@ -95,8 +95,7 @@ std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions() { retur
 PolicySpec ServedPolicy(const std::string& name, const ModelOptions& o) {
   PolicySpec spec;
   spec.name = name;
-  spec.family = Family::kServed;
-  spec.served = o;
+  spec.model = o;
   return spec;
 }
 

@@ -33,7 +33,7 @@ namespace graphbandit::sim {
 // --task plays them against a server.
 std::vector<std::pair<std::string, TaskOptions>> RobustnessTaskOptions();
 
-// A policy exactly as a server model configured with `options` serves it (Family::kServed):
+// A policy exactly as a server model configured with `options` serves it (PolicySpec::served):
 // the model's learner factory, start values, fitting, exploration and its width, the baseline
 // tracker and the model's per-decision random stream.
 PolicySpec ServedPolicy(const std::string& name, const ModelOptions& options);

@@ -47,12 +47,6 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   // by every policy (common random numbers: two names for one algorithm make the same choices).
   uint64_t mix = spec.seed * 0x9E3779B97F4A7C15ULL ^ 0x5EED5EED5EED5EEDULL;
   Rng rng(SplitMix64(mix));
-  const bool ek_like = spec.policy.family == Family::kEk ||
-                       spec.policy.family == Family::kBatched ||
-                       (spec.policy.family == Family::kServed &&
-                        (spec.policy.served.policy == PolicyKind::kEkUcb ||
-                         spec.policy.served.policy == PolicyKind::kEkTs ||
-                         spec.policy.served.policy == PolicyKind::kBatchedNystromUcb));
 
   int next_sample = 1;
   auto sample_step = [&spec](int k) {  // the k-th sampled round (1-based), same grid for all runs
@@ -81,8 +75,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                      : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
                                            policy->learner->MeanNormSquared());
     rule.baseline = policy->baseline.value();
-    // A served policy draws as its model does: a stream per decision, from the model's seed and
-    // the event id; the others share the run's stream.
+    // Draws as a model does: a stream per decision, from the model's seed and the event id
+    // (unless the policy shares the run's stream).
     std::optional<Rng> decision_rng;
     if (policy->model_seed.has_value()) {
       decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
@@ -118,7 +112,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     while (next_sample <= spec.sample_points && sample_step(next_sample) == t + 1) {
       out.result.steps.push_back(t + 1);
       out.result.cumulative_regret.push_back(cumulative);
-      if (ek_like)
+      if (policy->has_dictionary)
         out.result.auxiliary.push_back(static_cast<double>(policy->learner->dictionary_size()));
       ++next_sample;
     }

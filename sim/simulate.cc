@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
         spec.environment = env.label;
         spec.make_environment = env.make;
         spec.policy = policy;
-        spec.policy.exploration *= absl::GetFlag(FLAGS_exploration_scale);
+        spec.policy.model.exploration *= absl::GetFlag(FLAGS_exploration_scale);
         spec.seed = static_cast<uint64_t>(s);
         spec.rounds = rounds;
         spec.sample_points = static_cast<int>(std::min<int64_t>(preset->sample_points, rounds));

@@ -4,7 +4,9 @@
 #include "core/learner/batched_nystrom_posterior.h"
 #include "core/learner/exact_gp_posterior.h"
 #include "core/learner/linear_posterior.h"
+#include "core/learner/lk_gp_posterior.h"
 #include "core/learner/nystrom_posterior.h"
+#include "core/learner/random_choice.h"
 
 namespace graphbandit {
 
@@ -39,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       nystrom.kors_mu = KorsMu(options.kors_mu, kors_mu_factor, ridge);
       nystrom.prior_mean = prior_mean;
       // Served: the dictionary's rows of M are computed in batches (one history pass per batch).
-      nystrom.growth_batch_divisor = kServedGrowthBatchDivisor;
+      nystrom.growth_batch_divisor = options.research.growth_batch_divisor;
       nystrom.kors_epsilon = options.kors_epsilon;
       nystrom.kors_gamma = options.kors_gamma;
       nystrom.max_dictionary_size = options.max_dictionary_size;
@@ -60,8 +62,9 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       batched.oversampling = options.batched_oversampling;
       batched.seed = options.seed;
       // Served, the re-draws are bounded so that the writer keeps up (see the options).
-      batched.min_growth = kServedBatchedMinGrowth;
-      batched.max_dictionary_size = options.max_dictionary_size;
+      batched.min_growth = options.research.batched_min_growth;
+      batched.max_dictionary_size =
+          options.research.batched_bounded ? options.max_dictionary_size : 0;
       learner = std::make_unique<BatchedNystromPosterior>(dim, arm, kernel, batched);
       break;
     }
@@ -80,6 +83,13 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       learner = std::make_unique<LinearUcbPosterior>(dim, linear);
       break;
     }
+    case PolicyKind::kLkGpUcb:
+    case PolicyKind::kLkGpTs:
+      learner = std::make_unique<LkGpPosterior>(dim, arm, kernel, options.research.lk);
+      break;
+    case PolicyKind::kRandom:
+      learner = std::make_unique<RandomChoice>();
+      break;
   }
   // Attach the graph (a no-op rebuild for an empty learner; the linear graph prior needs it).
   if (absl::Status s = learner->SetGraph(graph, std::move(kernel)); !s.ok()) return s;

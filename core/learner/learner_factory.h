@@ -1,5 +1,6 @@
-// The learner behind each policy a model can be configured with. The simulator builds served
-// policies (sim/policy_spec.h, Family::kServed) with this same factory.
+// The one factory of learners: the learner behind each policy a model can be configured with,
+// and behind the papers' baselines the simulator runs (PolicyKind's research kinds and
+// ModelOptions::research). The simulator builds every policy with it (sim/policy_spec.cc).
 #ifndef GRAPHBANDIT_CORE_LEARNER_LEARNER_FACTORY_H_
 #define GRAPHBANDIT_CORE_LEARNER_LEARNER_FACTORY_H_
 
@@ -14,16 +15,6 @@
 #include "core/policy/selection.h"
 
 namespace graphbandit {
-
-// BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
-inline constexpr double kServedBatchedMinGrowth = 0.05;
-
-// EK policies served by a model grow their dictionary in batches of m / this many points
-// (NystromOptions::growth_batch_divisor; at most kMaxGrowthBatch). Measured on the robustness
-// tasks: batches of m/16 cost regret on the Erdos-Renyi tasks (1.23 against 1.03 times per-user
-// LinUCB growing point by point); m/64 keeps batches small while the history is scanned once
-// per batch.
-inline constexpr int kServedGrowthBatchDivisor = 64;
 
 // A learner over points of dimension `dim` for the model, already attached to `graph` and its
 // user `kernel`. With `values` (the model's current, possibly fitted, hyper-parameters), kernel

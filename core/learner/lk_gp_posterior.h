@@ -22,24 +22,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/kernel/multi_user_kernel.h"
 #include "core/learner/exact_gp_posterior.h"
+#include "core/learner/lk_gp_options.h"
 #include "core/learner/posterior.h"
 #include "core/linalg/growable_columns.h"
 
 namespace graphbandit {
-
-struct LkGpOptions {
-  double ridge = 0.1;  // lambda when there is no schedule
-  bool schedule = false;
-  double lambda_base = 0.01;
-  double spectral_ratio = 1.0;  // S_spec of the user graph (see SpectralRatio)
-  int64_t horizon = 3000;       // T of the schedule (a reference horizon for open-ended use)
-  double lambda_min = 1e-6;
-  double lambda_max = 1e-1;
-  int64_t first_epoch = 200;
-  double rebuild_threshold = 0.2;
-  bool grid = false;  // use the grid phase once a pool is declared
-  int64_t switch_cap = 1500;
-};
 
 // lambda_2(L) / lambda_max(L) of the graph's Laplacian, with lambda_2 read as the smallest
 // eigenvalue above 1e-10 * lambda_max (ALGORITHMS.md §1.10 item 11: ER graphs are often

@@ -68,6 +68,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
                                                    const std::string& state_dir,
                                                    const Durability& durability) {
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+  if (!options.servable()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": policy %s is one of the papers' baselines, which only "
+                        "the simulator runs; a model cannot serve it",
+                        options.name, PolicyName(options.policy)));
+  }
   std::optional<StateDirectory> dir;
   absl::StatusOr<RecoveredState> recovered;
   if (state_dir.empty()) {

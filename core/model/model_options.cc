@@ -28,6 +28,12 @@ absl::string_view PolicyName(PolicyKind policy) {
       return "GOB_LIN";
     case PolicyKind::kBatchedNystromUcb:
       return "BATCHED_NYSTROM_UCB";
+    case PolicyKind::kLkGpUcb:
+      return "LK_GP_UCB";
+    case PolicyKind::kLkGpTs:
+      return "LK_GP_TS";
+    case PolicyKind::kRandom:
+      return "RANDOM";
   }
   return "UNKNOWN";
 }
@@ -62,6 +68,7 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         {o.context_lengthscale, "arm_kernel.context_lengthscale"},
         {o.rho, "graph.rho"},
         {o.ridge, "ridge"},
+        {o.refit.kors_mu_factor, "hyperparameters.kors_mu_factor"},
         {o.effective_kors_mu(), "nystrom.kors_mu"},
         {o.kors_epsilon, "nystrom.kors_epsilon"},
         {o.kors_gamma, "nystrom.kors_gamma"},

@@ -14,6 +14,7 @@
 #include "core/fit/refit.h"
 #include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
+#include "core/learner/lk_gp_options.h"
 #include "core/ledger/decision_ledger.h"
 #include "core/policy/selection.h"
 
@@ -31,6 +32,36 @@ enum class PolicyKind {
   kGraphUcb,
   kGobLin,
   kBatchedNystromUcb,
+  // The papers' baselines that a model is never configured with (the configuration proto
+  // cannot name them); the simulator builds them with the same factory
+  // (core/learner/learner_factory.h).
+  kLkGpUcb,  // exact GP with the LK paper's lambda schedule and grid phase (research.lk)
+  kLkGpTs,   // the same with Thompson sampling
+  kRandom,   // a uniformly random choice
+};
+
+// BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
+inline constexpr double kServedBatchedMinGrowth = 0.05;
+
+// EK policies served by a model grow their dictionary in batches of m / this many points
+// (NystromOptions::growth_batch_divisor; at most kMaxGrowthBatch). Measured on the robustness
+// tasks: batches of m/16 cost regret on the Erdos-Renyi tasks (1.23 against 1.03 times per-user
+// LinUCB growing point by point); m/64 keeps batches small while the history is scanned once
+// per batch.
+inline constexpr int kServedGrowthBatchDivisor = 64;
+
+// Settings of the papers' algorithms that a served model fixes: the simulator changes them to
+// run the algorithms as published; the server's configuration cannot (server/config.cc never
+// sets them), so a served model always has these defaults.
+struct ResearchOptions {
+  // kLkGpUcb / kLkGpTs: the learner's whole configuration (its ridge, schedule and grid).
+  LkGpOptions lk;
+  // EK policies: 0 grows the dictionary point by point, as the EK paper does.
+  int growth_batch_divisor = kServedGrowthBatchDivisor;
+  // BATCHED_NYSTROM_UCB: 0 re-draws whenever the paper's rule says so.
+  double batched_min_growth = kServedBatchedMinGrowth;
+  // BATCHED_NYSTROM_UCB: false leaves the dictionary unbounded, as the paper does.
+  bool batched_bounded = true;
 };
 
 absl::string_view PolicyName(PolicyKind policy);
@@ -92,6 +123,8 @@ struct ModelOptions {
   Aggregation aggregation = Aggregation::kFirst;
   std::optional<double> default_reward;  // learned for arms without a reward when a window ends
 
+  ResearchOptions research;
+
   static RefitOptions DefaultRefit() {
     RefitOptions r;
     r.enabled = true;
@@ -104,7 +137,15 @@ struct ModelOptions {
   }
   // Whether this model fits hyper-parameters: a kernel policy with fitting on.
   bool refits_hyperparameters() const { return refit.enabled && kernel_policy(); }
-  bool thompson() const { return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs; }
+  bool thompson() const {
+    return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs ||
+           policy == PolicyKind::kLkGpTs;
+  }
+  // The kinds a model can be configured with (not the papers' baselines).
+  bool servable() const {
+    return policy != PolicyKind::kLkGpUcb && policy != PolicyKind::kLkGpTs &&
+           policy != PolicyKind::kRandom;
+  }
   // KORS mu before any fit (core/fit/refit.h, KorsMu).
   double effective_kors_mu() const { return KorsMu(kors_mu, refit.kors_mu_factor, ridge); }
   int64_t effective_max_tombstones() const {

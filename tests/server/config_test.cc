@@ -88,6 +88,27 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   ASSERT_TRUE(negative_gain.ok());
   EXPECT_THAT(std::string(ToModelOptions(negative_gain->models(0)).status().message()),
               HasSubstr("min_gain_per_parameter"));
+  // KORS mu's factor over the noise variance: read, written back, and refused when not > 0.
+  auto factor = ParseServerConfig(R"pb(
+                                    models {
+                                      name: "k"
+                                      hyperparameters { kors_mu_factor: 10 }
+                                    }
+                                    models {
+                                      name: "z"
+                                      hyperparameters { kors_mu_factor: 0 }
+                                    }
+                                  )pb",
+                                  "inline");
+  ASSERT_TRUE(factor.ok()) << factor.status();
+  auto k = ToModelOptions(factor->models(0));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->refit.kors_mu_factor, 10.0);
+  EXPECT_EQ(k->effective_kors_mu(), 10.0 * k->ridge);
+  EXPECT_EQ(ToModelConfig(*k).hyperparameters().kors_mu_factor(), 10.0);
+  EXPECT_EQ(ToModelOptions(ToModelConfig(*k))->refit.kors_mu_factor, 10.0);
+  EXPECT_THAT(std::string(ToModelOptions(factor->models(1)).status().message()),
+              HasSubstr("kors_mu_factor"));
   // Fitting can be switched off; then every value is used as configured.
   auto off = ParseServerConfig(R"pb(
                                  models {

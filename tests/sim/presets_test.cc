@@ -52,34 +52,38 @@ TEST(PresetsTest, LkTable1HasTheTunedPolicies) {
 
   const PolicySpec& lk = p->policies[0];
   EXPECT_EQ(lk.name, "LK-GP-UCB");
-  EXPECT_EQ(lk.family, Family::kLkGp);
-  EXPECT_EQ(lk.rule, SelectionRule::kUcb);
-  EXPECT_EQ(lk.exploration, 1.0);
-  EXPECT_TRUE(lk.lk.schedule);
-  EXPECT_EQ(lk.lk.lambda_base, 0.001);
-  EXPECT_TRUE(lk.lk.grid);
-  EXPECT_EQ(lk.user_kernel.kind, UserKernelKind::kLaplacianInverse);
-  EXPECT_EQ(lk.user_kernel.rho, 0.1);
+  EXPECT_EQ(lk.model.policy, PolicyKind::kLkGpUcb);
+  EXPECT_EQ(lk.model.exploration, 1.0);
+  EXPECT_TRUE(lk.model.research.lk.schedule);
+  EXPECT_EQ(lk.model.research.lk.lambda_base, 0.001);
+  EXPECT_TRUE(lk.model.research.lk.grid);
+  EXPECT_EQ(lk.model.user_kernel, UserKernelKind::kLaplacianInverse);
+  EXPECT_EQ(lk.model.rho, 0.1);
+  EXPECT_FALSE(lk.model.refit.enabled);
+  EXPECT_EQ(lk.model.baseline_half_life, 0.0);
+  EXPECT_TRUE(lk.run_stream);
+  EXPECT_FALSE(lk.served());
 
   const PolicySpec& ts = p->policies[1];
   EXPECT_EQ(ts.name, "LK-GP-TS");
-  EXPECT_EQ(ts.rule, SelectionRule::kThompson);
-  EXPECT_EQ(ts.exploration, 0.5);
-  EXPECT_EQ(ts.lk.lambda_base, 0.01);
+  EXPECT_EQ(ts.model.policy, PolicyKind::kLkGpTs);
+  EXPECT_EQ(ts.model.exploration, 0.5);
+  EXPECT_EQ(ts.model.research.lk.lambda_base, 0.01);
 
   const PolicySpec& gp = p->policies[6];
   EXPECT_EQ(gp.name, "GP-UCB");
   EXPECT_TRUE(gp.pooled);
-  EXPECT_EQ(gp.user_kernel.kind, UserKernelKind::kIdentity);
-  EXPECT_EQ(gp.exploration, 4.0);
+  EXPECT_EQ(gp.model.user_kernel, UserKernelKind::kIdentity);
+  EXPECT_EQ(gp.model.exploration, 4.0);
 
   const PolicySpec& per_user = p->policies[8];
   EXPECT_EQ(per_user.name, "PerUser-LinUCB");
-  EXPECT_EQ(per_user.family, Family::kLinear);
-  EXPECT_EQ(per_user.linear.prior, LinearOptions::Prior::kPerUser);
-  EXPECT_EQ(per_user.exploration, 2.0);
-  EXPECT_EQ(per_user.linear.lambda, 1.0);
-  EXPECT_EQ(per_user.arm_lengthscale, 1.0);
+  EXPECT_EQ(per_user.model.policy, PolicyKind::kLinUcbPerUser);
+  EXPECT_EQ(per_user.model.exploration, 2.0);
+  EXPECT_EQ(per_user.model.linear_lambda, 1.0);
+  EXPECT_EQ(per_user.model.rho, 0.1);  // linear_rho
+  EXPECT_EQ(per_user.model.arm_lengthscale, 1.0);
+  EXPECT_FALSE(per_user.median_arm_lengthscale);
 
   auto ref = p->references.find({"medium GP-draw ER n=20", "LK-GP-UCB"});
   ASSERT_NE(ref, p->references.end());
@@ -93,29 +97,42 @@ TEST(PresetsTest, SweepsExpandInOrder) {
   // 4 exploration values x (5 lambda_base values x 6 GP methods + 4 linear methods).
   ASSERT_EQ(pilot->policies.size(), 136u);
   EXPECT_EQ(pilot->policies[0].name, "LK-GP-UCB [b=0.5 lb=0.001]");
-  EXPECT_EQ(pilot->policies[0].exploration, 0.5);
-  EXPECT_EQ(pilot->policies[0].lk.lambda_base, 0.001);
+  EXPECT_EQ(pilot->policies[0].model.exploration, 0.5);
+  EXPECT_EQ(pilot->policies[0].model.research.lk.lambda_base, 0.001);
   EXPECT_EQ(pilot->policies[6].name, "LK-GP-UCB [b=0.5 lb=0.005]");
   EXPECT_EQ(pilot->policies[30].name, "GOB.Lin [a=0.5]");
   EXPECT_EQ(pilot->policies[34].name, "LK-GP-UCB [b=1 lb=0.001]");
   EXPECT_EQ(pilot->policies[135].name, "PerUser-LinUCB [a=4]");
-  EXPECT_EQ(pilot->policies[135].exploration, 4.0);
+  EXPECT_EQ(pilot->policies[135].model.exploration, 4.0);
 
   const Preset* bump = FindPreset("ek-bump");
   ASSERT_NE(bump, nullptr);
   ASSERT_EQ(bump->policies.size(), 8u);
   EXPECT_EQ(bump->policies[1].name, "EK-UCB lambda=10 mu=10");
-  EXPECT_EQ(bump->policies[1].nystrom.kors_mu, 10.0);
-  EXPECT_EQ(bump->policies[1].exploration, 0.1 / std::sqrt(10.0));
-  EXPECT_EQ(bump->policies[1].nystrom.kors_gamma, 0.1 * 10.0);
+  EXPECT_EQ(bump->policies[1].model.policy, PolicyKind::kEkUcb);
+  EXPECT_EQ(bump->policies[1].model.kors_mu, 10.0);
+  EXPECT_EQ(bump->policies[1].model.exploration, 0.1 / std::sqrt(10.0));
+  EXPECT_EQ(bump->policies[1].model.kors_gamma, 0.1 * 10.0);
+  EXPECT_EQ(bump->policies[1].model.research.growth_batch_divisor, 0);  // point by point
   EXPECT_EQ(bump->policies[7].name, "CBBKB lambda=10 C=30");
-  EXPECT_EQ(bump->policies[7].batched.threshold, 30.0);
+  EXPECT_EQ(bump->policies[7].model.policy, PolicyKind::kBatchedNystromUcb);
+  EXPECT_EQ(bump->policies[7].model.batched_threshold, 30.0);
+  EXPECT_EQ(bump->policies[7].model.research.batched_min_growth, 0.0);
 
   const Preset* sensitivity = FindPreset("robustness-sensitivity");
   ASSERT_NE(sensitivity, nullptr);
   EXPECT_EQ(sensitivity->policies[1].name, "EK-UCB [exploration 0.25]");
-  EXPECT_EQ(sensitivity->policies[1].family, Family::kServed);
-  EXPECT_EQ(sensitivity->policies[1].served.exploration, 0.25);
+  EXPECT_TRUE(sensitivity->policies[1].served());
+  EXPECT_EQ(sensitivity->policies[1].model.exploration, 0.25);
+  // A served policy is the server's own reading of a ModelConfig (proto/model_config.h).
+  bool saw_kors_factor = false;
+  for (const PolicySpec& policy : sensitivity->policies) {
+    if (policy.name != "EK-UCB [KORS mu 10x noise]") continue;
+    saw_kors_factor = true;
+    EXPECT_TRUE(policy.served());
+    EXPECT_EQ(policy.model.refit.kors_mu_factor, 10.0);
+  }
+  EXPECT_TRUE(saw_kors_factor);
 }
 
 // A small valid preset that the malformed variants below change.

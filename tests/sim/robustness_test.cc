@@ -57,15 +57,15 @@ TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
 }
 
 // The policies named "default" are the server's default model, served as the server serves it
-// (Family::kServed; tests/sim/served_policy_test.cc checks the choices against a model).
+// (PolicySpec::served; tests/sim/served_policy_test.cc checks the choices against a model).
 TEST(RobustnessTest, DefaultPoliciesAreTheServersDefaults) {
   const ModelOptions d;
   const PolicySpec ucb = ServedPolicy(kDefaultUcbName, d);
-  EXPECT_EQ(ucb.family, Family::kServed);
-  EXPECT_EQ(ucb.served.policy, PolicyKind::kEkUcb);
-  EXPECT_EQ(ucb.served.exploration, d.exploration);
-  EXPECT_EQ(ucb.served.ridge, d.ridge);
-  EXPECT_TRUE(ucb.served.refits_hyperparameters());
+  EXPECT_TRUE(ucb.served());
+  EXPECT_EQ(ucb.model.policy, PolicyKind::kEkUcb);
+  EXPECT_EQ(ucb.model.exploration, d.exploration);
+  EXPECT_EQ(ucb.model.ridge, d.ridge);
+  EXPECT_TRUE(ucb.model.refits_hyperparameters());
 
   const Preset* preset = FindPreset("robustness");
   ASSERT_NE(preset, nullptr);
@@ -73,13 +73,14 @@ TEST(RobustnessTest, DefaultPoliciesAreTheServersDefaults) {
   bool has_ucb = false, has_ts = false, has_random = false;
   for (const PolicySpec& p : preset->policies) {
     if (p.name == kDefaultUcbName || p.name == kDefaultTsName) {
-      EXPECT_EQ(p.family, Family::kServed) << p.name;
-      EXPECT_EQ(p.served.policy,
-                p.name == kDefaultUcbName ? PolicyKind::kEkUcb : PolicyKind::kEkTs);
-      EXPECT_EQ(p.served.exploration, d.exploration) << p.name;
-      EXPECT_EQ(p.served.max_dictionary_size, d.max_dictionary_size) << p.name;
-      EXPECT_EQ(p.served.baseline_half_life, d.baseline_half_life) << p.name;
-      EXPECT_TRUE(p.served.refits_hyperparameters()) << p.name;
+      EXPECT_TRUE(p.served()) << p.name;
+      EXPECT_EQ(p.model.policy, p.name == kDefaultUcbName ? PolicyKind::kEkUcb : PolicyKind::kEkTs);
+      EXPECT_EQ(p.model.exploration, d.exploration) << p.name;
+      EXPECT_EQ(p.model.max_dictionary_size, d.max_dictionary_size) << p.name;
+      EXPECT_EQ(p.model.baseline_half_life, d.baseline_half_life) << p.name;
+      EXPECT_TRUE(p.model.refits_hyperparameters()) << p.name;
+    } else {
+      EXPECT_FALSE(p.served()) << p.name;  // the baselines: the papers' settings
     }
     has_ucb |= p.name == kDefaultUcbName;
     has_ts |= p.name == kDefaultTsName;

@@ -1,4 +1,4 @@
-// The simulator measures what the server serves: a served policy (sim Family::kServed) run by
+// The simulator measures what the server serves: a served policy (sim PolicySpec::served) run by
 // the simulator and the same configuration served by an in-process model (core/model/engine.h),
 // fed the same seeded stream of rounds, choose the same candidate in every round.
 #include <gtest/gtest.h>

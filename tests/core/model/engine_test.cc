@@ -392,6 +392,15 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
   bad_name.name = "../etc";
   options.models = {bad_name};
   EXPECT_EQ(Engine::Open(options).status().code(), absl::StatusCode::kInvalidArgument);
+  // The papers' baselines are built by the same factory for the simulator, but not served.
+  for (PolicyKind research : {PolicyKind::kLkGpUcb, PolicyKind::kLkGpTs, PolicyKind::kRandom}) {
+    ModelOptions baseline;
+    baseline.policy = research;
+    options.models = {baseline};
+    const auto refused = Engine::Open(options);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("a model cannot serve it"));
+  }
   ModelOptions exact_sum;
   exact_sum.policy = PolicyKind::kGpUcb;
   exact_sum.default_reward = 0.0;

@@ -1,0 +1,217 @@
+#include "proto/model_config.h"
+
+#include "absl/strings/str_format.h"
+#include "proto/enum_table.h"
+
+namespace graphbandit::config {
+namespace {
+
+template <typename T>
+T Or(T value, T fallback) {
+  return value != T{} ? value : fallback;
+}
+
+constexpr EnumRow<v1::Policy, PolicyKind> kPolicies[] = {
+    {v1::EK_UCB, PolicyKind::kEkUcb},
+    {v1::EK_TS, PolicyKind::kEkTs},
+    {v1::GP_UCB, PolicyKind::kGpUcb},
+    {v1::GP_TS, PolicyKind::kGpTs},
+    {v1::LINUCB_PER_USER, PolicyKind::kLinUcbPerUser},
+    {v1::LINUCB_POOLED, PolicyKind::kLinUcbPooled},
+    {v1::GRAPH_UCB, PolicyKind::kGraphUcb},
+    {v1::GOB_LIN, PolicyKind::kGobLin},
+    {v1::BATCHED_NYSTROM_UCB, PolicyKind::kBatchedNystromUcb},
+};
+
+constexpr EnumRow<v1::ArmKernelConfig::Type, KernelType> kArmKernels[] = {
+    {v1::ArmKernelConfig::RBF, KernelType::kRbf},
+    {v1::ArmKernelConfig::MATERN32, KernelType::kMatern32},
+    {v1::ArmKernelConfig::MATERN52, KernelType::kMatern52},
+    {v1::ArmKernelConfig::LINEAR, KernelType::kLinear},
+};
+
+constexpr EnumRow<v1::GraphConfig::UserKernel, UserKernelKind> kUserKernels[] = {
+    {v1::GraphConfig::LAPLACIAN_INVERSE, UserKernelKind::kLaplacianInverse},
+    {v1::GraphConfig::HEAT, UserKernelKind::kHeat},
+    {v1::GraphConfig::SPECTRAL_RBF, UserKernelKind::kSpectralRbf},
+    {v1::GraphConfig::ALL_ONES, UserKernelKind::kAllOnes},
+    {v1::GraphConfig::IDENTITY, UserKernelKind::kIdentity},
+};
+
+constexpr EnumRow<v1::ModelConfig::ExplorationWidth, ExplorationWidth> kExplorationWidths[] = {
+    {v1::ModelConfig::STDDEV, ExplorationWidth::kStddev},
+    {v1::ModelConfig::AMM, ExplorationWidth::kAmm},
+};
+
+constexpr EnumRow<v1::Aggregation, Aggregation> kAggregations[] = {
+    {v1::FIRST, Aggregation::kFirst},
+    {v1::SUM, Aggregation::kSum},
+    {v1::MAX, Aggregation::kMax},
+    {v1::LAST, Aggregation::kLast},
+};
+
+}  // namespace
+
+absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
+  const ModelOptions d;  // defaults
+  ModelOptions o;
+  o.name = c.name();
+  for (const absl::Status& status : {
+           FromProto(kPolicies, c.policy(), PolicyKind::kEkUcb, "policy", &o.policy),
+           FromProto(kArmKernels, c.arm_kernel().type(), KernelType::kRbf, "arm_kernel.type",
+                     &o.kernel),
+           FromProto(kUserKernels, c.graph().user_kernel(), UserKernelKind::kLaplacianInverse,
+                     "graph.user_kernel", &o.user_kernel),
+           FromProto(kExplorationWidths, c.exploration_width(), d.exploration_width,
+                     "exploration_width", &o.exploration_width),
+           FromProto(kAggregations, c.ledger().aggregation(), Aggregation::kFirst,
+                     "ledger.aggregation", &o.aggregation),
+       }) {
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": %s", o.name, status.message()));
+    }
+  }
+  o.kernel_variance = Or(c.arm_kernel().variance(), d.kernel_variance);
+  o.arm_lengthscale = Or(c.arm_kernel().arm_lengthscale(), d.arm_lengthscale);
+  o.context_lengthscale = Or(c.arm_kernel().context_lengthscale(), d.context_lengthscale);
+  o.rho = Or(c.graph().rho(), d.rho);
+  // Hyper-parameters: fitted unless set (a value set in the configuration is held fixed).
+  const v1::HyperparameterConfig& h = c.hyperparameters();
+  o.refit.enabled = h.has_fit() ? h.fit() : d.refit.enabled;
+  o.refit.fit_signal_variance = c.arm_kernel().variance() == 0.0;
+  o.refit.fit_arm_lengthscale = c.arm_kernel().arm_lengthscale() == 0.0;
+  o.refit.fit_context_lengthscale = c.arm_kernel().context_lengthscale() == 0.0;
+  o.refit.fit_rho = c.graph().rho() == 0.0;
+  o.refit.fit_noise_variance = c.ridge() == 0.0;
+  o.refit.fit_offset_variance = h.has_fit_offset() ? h.fit_offset() : d.refit.fit_offset_variance;
+  o.refit.fit_prior_mean = h.has_fit_mean() ? h.fit_mean() : d.refit.fit_prior_mean;
+  o.refit.fit_linear_variance = h.has_fit_linear() ? h.fit_linear() : d.refit.fit_linear_variance;
+  o.refit.fit_user_variance =
+      h.has_fit_user_variance() ? h.fit_user_variance() : d.refit.fit_user_variance;
+  o.refit.per_dimension = h.has_per_dimension() ? h.per_dimension() : d.refit.per_dimension;
+  o.refit.first_fit =
+      static_cast<int64_t>(Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
+  o.refit.growth = Or(h.growth(), d.refit.growth);
+  o.refit.max_interval = static_cast<int64_t>(
+      Or<uint32_t>(h.max_interval(), static_cast<uint32_t>(d.refit.max_interval)));
+  o.refit.max_points =
+      static_cast<int>(Or<uint32_t>(h.max_points(), static_cast<uint32_t>(d.refit.max_points)));
+  o.refit.max_evaluations = static_cast<int>(
+      Or<uint32_t>(h.max_evaluations(), static_cast<uint32_t>(d.refit.max_evaluations)));
+  o.refit.min_change = h.has_min_change() ? h.min_change() : d.refit.min_change;
+  o.refit.min_gain_per_parameter =
+      h.has_min_gain_per_parameter() ? h.min_gain_per_parameter() : d.refit.min_gain_per_parameter;
+  o.refit.kors_mu_factor = h.has_kors_mu_factor() ? h.kors_mu_factor() : d.refit.kors_mu_factor;
+  o.edge_list_file = c.graph().edge_list_file();
+  o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
+  o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
+  o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
+  o.batched_threshold = Or(c.batched().threshold(), d.batched_threshold);
+  o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
+  o.ridge = Or(c.ridge(), d.ridge);
+  o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
+  o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
+  o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
+  o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
+  o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
+  o.max_dictionary_size =
+      static_cast<int>(Or<uint32_t>(c.nystrom().max_dictionary_size(), d.max_dictionary_size));
+  o.max_history = static_cast<int64_t>(c.nystrom().max_history());
+  o.forget_evicted = c.nystrom().forget_evicted();
+  o.coarsen_full_dictionary = c.nystrom().coarsen_when_full();
+  o.exact_max_observations =
+      static_cast<int>(Or<uint32_t>(c.exact_gp().max_observations(), d.exact_max_observations));
+  o.context_dim = static_cast<int>(c.context_dim());
+  o.arm_dim = static_cast<int>(c.arm_feature_dim());
+  o.seed = Or<uint64_t>(c.seed(), d.seed);
+  o.max_candidates = static_cast<int>(Or<uint32_t>(c.limits().max_candidates(), d.max_candidates));
+  o.max_feature_dim =
+      static_cast<int>(Or<uint32_t>(c.limits().max_feature_dim(), d.max_feature_dim));
+  o.max_users = static_cast<int64_t>(Or<uint64_t>(c.limits().max_users(), d.max_users));
+  o.reward_bound = Or(c.limits().reward_bound(), d.reward_bound);
+  o.max_graph_edits_per_call = static_cast<int>(
+      Or<uint32_t>(c.limits().max_graph_edits_per_call(), d.max_graph_edits_per_call));
+  o.reward_window = c.ledger().reward_window_seconds() > 0
+                        ? absl::Seconds(c.ledger().reward_window_seconds())
+                        : d.reward_window;
+  o.max_decisions = static_cast<int64_t>(
+      Or<uint32_t>(c.ledger().max_decisions(), static_cast<uint32_t>(d.max_decisions)));
+  if (c.ledger().has_default_reward()) o.default_reward = c.ledger().default_reward();
+  o.max_tombstones = static_cast<int64_t>(c.ledger().max_tombstones());
+  if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
+  return o;
+}
+
+v1::ModelConfig ToModelConfig(const ModelOptions& o) {
+  v1::ModelConfig c;
+  c.set_name(o.name);
+  c.set_policy(ToProto(kPolicies, o.policy));
+  auto* kernel = c.mutable_arm_kernel();
+  kernel->set_type(ToProto(kArmKernels, o.kernel));
+  // Fitted values are left unset (0), so that this configuration, fed back, fits them again;
+  // DescribeModel shows the values in use in ModelDescription.hyperparameters.
+  const bool fits = o.refits_hyperparameters();
+  if (!fits || !o.refit.fit_signal_variance) kernel->set_variance(o.kernel_variance);
+  if (!fits || !o.refit.fit_arm_lengthscale) kernel->set_arm_lengthscale(o.arm_lengthscale);
+  if (!fits || !o.refit.fit_context_lengthscale) {
+    kernel->set_context_lengthscale(o.context_lengthscale);
+  }
+  if (!fits || !o.refit.fit_rho) c.mutable_graph()->set_rho(o.rho);
+  {
+    v1::HyperparameterConfig* h = c.mutable_hyperparameters();
+    h->set_fit(o.refit.enabled);
+    h->set_per_dimension(o.refit.per_dimension);
+    h->set_fit_offset(o.refit.fit_offset_variance);
+    h->set_fit_mean(o.refit.fit_prior_mean);
+    h->set_fit_linear(o.refit.fit_linear_variance);
+    h->set_fit_user_variance(o.refit.fit_user_variance);
+    h->set_first_fit(static_cast<uint32_t>(o.refit.first_fit));
+    h->set_growth(o.refit.growth);
+    h->set_max_interval(static_cast<uint32_t>(o.refit.max_interval));
+    h->set_max_points(static_cast<uint32_t>(o.refit.max_points));
+    h->set_max_evaluations(static_cast<uint32_t>(o.refit.max_evaluations));
+    h->set_min_change(o.refit.min_change);
+    h->set_min_gain_per_parameter(o.refit.min_gain_per_parameter);
+    h->set_kors_mu_factor(o.refit.kors_mu_factor);
+  }
+  c.mutable_graph()->set_edge_list_file(o.edge_list_file);
+  c.mutable_graph()->set_user_kernel(ToProto(kUserKernels, o.user_kernel));
+  c.mutable_graph()->set_heat_tau(o.heat_tau);
+  c.mutable_graph()->set_spectral_dims(o.spectral_dims);
+  c.mutable_nystrom()->set_max_history(o.max_history);
+  c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
+  c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
+  c.mutable_linear()->set_lambda(o.linear_lambda);
+  c.mutable_batched()->set_threshold(o.batched_threshold);
+  c.mutable_batched()->set_oversampling(o.batched_oversampling);
+  if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);
+  c.set_exploration(o.exploration);
+  c.set_baseline_half_life(o.baseline_half_life);
+  c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
+  // kors_mu follows the (fitted) ridge unless it was set.
+  if (o.kors_mu > 0.0 || !fits || !o.refit.fit_noise_variance) {
+    c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());
+  }
+  c.mutable_nystrom()->set_kors_epsilon(o.kors_epsilon);
+  c.mutable_nystrom()->set_kors_gamma(o.kors_gamma);
+  c.mutable_nystrom()->set_max_dictionary_size(o.max_dictionary_size);
+  c.mutable_exact_gp()->set_max_observations(o.exact_max_observations);
+  c.set_context_dim(o.context_dim);
+  c.set_arm_feature_dim(o.arm_dim);
+  c.set_seed(o.seed);
+  c.mutable_limits()->set_max_candidates(o.max_candidates);
+  c.mutable_limits()->set_max_feature_dim(o.max_feature_dim);
+  c.mutable_limits()->set_max_users(o.max_users);
+  c.mutable_limits()->set_reward_bound(o.reward_bound);
+  c.mutable_limits()->set_max_graph_edits_per_call(o.max_graph_edits_per_call);
+  c.mutable_ledger()->set_reward_window_seconds(
+      static_cast<uint32_t>(absl::ToInt64Seconds(o.reward_window)));
+  c.mutable_ledger()->set_max_decisions(static_cast<uint32_t>(o.max_decisions));
+  c.mutable_ledger()->set_aggregation(ToProto(kAggregations, o.aggregation));
+  if (o.default_reward.has_value()) c.mutable_ledger()->set_default_reward(*o.default_reward);
+  c.mutable_ledger()->set_max_tombstones(static_cast<uint32_t>(o.effective_max_tombstones()));
+  return c;
+}
+
+}  // namespace graphbandit::config
