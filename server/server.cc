@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "server/malformed_requests.h"
 
 namespace graphbandit::server {
 namespace {
@@ -56,6 +57,12 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // Unparseable request bodies: INVALID_ARGUMENT naming the type, counted, logged sparingly.
+  InstallProtobufLogHandler();
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(
+      std::make_unique<MalformedRequestInterceptorFactory>(server->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrFormat(
