@@ -126,6 +126,9 @@ MalformedRequestInterceptorFactory::MalformedRequestInterceptorFactory(ServerMet
 
 grpc::experimental::Interceptor* MalformedRequestInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
+  // Only unary calls: on a stream a null message marks its end, not a parse failure (and every
+  // graphbandit method is unary).
+  if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
   return new MalformedRequestInterceptor(info->method() != nullptr ? info->method() : "", metrics_,
                                          log_);
 }

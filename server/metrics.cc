@@ -70,6 +70,20 @@ class ModelCollector : public prometheus::Collectable {
         {"graphbandit_log_syncs_total",
          "fdatasync calls on the model's log since the server started.",
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.log_syncs); }},
+        {"graphbandit_unlogged_decisions_total",
+         "Decisions served while the model could not write its log (SelectArm's logged: "
+         "false); their rewards are UNKNOWN_EVENT.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.unlogged_decisions); }},
+        {"graphbandit_log_degraded_episodes_total",
+         "Times the model's log became unwritable (full disk, I/O error) since the server "
+         "started.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.log.degraded_episodes); }},
+        {"graphbandit_log_repair_attempts_total",
+         "Failed attempts to make the model's log writable again (retried with back-off).",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.log.repair_attempts); }},
         {"graphbandit_snapshots_written_total",
          "Snapshots of the model state written since the server started.",
          prometheus::MetricType::Counter,
@@ -106,6 +120,21 @@ class ModelCollector : public prometheus::Collectable {
       }
       families.push_back(std::move(family));
     }
+    // Degraded: 1 while the model cannot write its log, labelled with why (disk_full,
+    // disk_quota, read_only_filesystem, io_error, log_error); 0 with an empty reason otherwise.
+    prometheus::MetricFamily degraded{
+        "graphbandit_model_degraded",
+        "1 while the model cannot write its log: decisions are served unlogged, writes are "
+        "refused with UNAVAILABLE, and the log is repaired automatically; reason says why.",
+        prometheus::MetricType::Gauge,
+        {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      prometheus::ClientMetric metric;
+      metric.label = {{"model", names[i]}, {"reason", stats[i].log.reason}};
+      metric.gauge.value = stats[i].log.degraded ? 1.0 : 0.0;
+      degraded.metric.push_back(std::move(metric));
+    }
+    families.push_back(std::move(degraded));
     // Freshness: from acknowledging a reward to publishing a state that has learned it.
     prometheus::MetricFamily freshness{
         "graphbandit_state_freshness_seconds",

@@ -5,6 +5,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -16,6 +17,9 @@ namespace graphbandit::server {
 namespace {
 
 const char* const kServices[] = {"graphbandit.v1.BanditService", "graphbandit.v1.AdminService"};
+
+// How long health watchers are given to hear NOT_SERVING before the port closes.
+constexpr absl::Duration kDrainNotice = absl::Milliseconds(300);
 
 }  // namespace
 
@@ -72,13 +76,39 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus(true);
   for (const char* service : kServices) health->SetServingStatus(service, true);
+  for (const std::string& model : server->engine_->ModelNames()) {
+    health->SetServingStatus(model, true);
+  }
+  server->health_watcher_ = std::thread([s = server.get()] { s->WatchModelHealth(); });
   return server;
+}
+
+void GraphbanditServer::WatchModelHealth() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  const std::vector<std::string> models = engine_->ModelNames();
+  std::vector<bool> serving(models.size(), true);
+  while (!stop_health_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    for (size_t i = 0; i < models.size(); ++i) {
+      absl::StatusOr<Model*> model = engine_->FindModel(models[i]);
+      const bool ok = model.ok() && !(*model)->LogDegraded();
+      if (ok != serving[i]) {
+        health->SetServingStatus(models[i], ok);
+        serving[i] = ok;
+      }
+    }
+  }
 }
 
 void GraphbanditServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;  // nothing started (a failed Start)
   shut_down_ = true;
+  stop_health_.Notify();
+  if (health_watcher_.joinable()) health_watcher_.join();
+  // Every service and model NOT_SERVING, and a moment for Watch streams to carry it to their
+  // clients before the listening port closes (Shutdown below ends those streams).
   server_->GetHealthCheckService()->SetServingStatus(false);
+  server_->GetHealthCheckService()->Shutdown();  // and no later change flips it back
+  absl::SleepFor(std::min(grace, kDrainNotice));
   // CivetWeb (behind the Exposer) polls with a fixed 2 s quantum, so stopping it takes up to
   // 2 s: do that while gRPC drains, and wait for it before returning.
   std::thread metrics_stopper([exposer = std::move(exposer_)]() mutable { exposer.reset(); });

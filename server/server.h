@@ -8,8 +8,11 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/model/engine.h"
 #include "server/metrics.h"
@@ -37,8 +40,9 @@ class GraphbanditServer {
   int metrics_port() const { return metrics_port_; }
   Engine& engine() { return *engine_; }
 
-  // Health goes NOT_SERVING, new calls are refused, in-flight calls get until `grace` to
-  // finish, then every model applies what it has queued and closes its log.
+  // Health goes NOT_SERVING (and health watchers are told, before the port closes), new calls
+  // are refused, in-flight calls get until `grace` to finish, then every model applies what it
+  // has queued and closes its log.
   void Shutdown(absl::Duration grace);
 
  private:
@@ -50,6 +54,11 @@ class GraphbanditServer {
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  // Keeps each model's health status (the health service's per-service status, with the
+  // model's name as the service) NOT_SERVING while its log is degraded.
+  void WatchModelHealth();
+  absl::Notification stop_health_;
+  std::thread health_watcher_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;

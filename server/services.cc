@@ -82,6 +82,7 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
   response->set_model(decision->model);
   response->set_policy(decision->policy);
   response->set_replayed(decision->replayed);
+  response->set_logged(decision->logged);
   for (const ChosenArm& arm : decision->arms) {
     v1::RankedArm* out = response->add_arms();
     out->set_arm_id(arm.arm_id);

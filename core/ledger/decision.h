@@ -29,6 +29,9 @@ struct Decision {
   uint64_t model_version = 0;
   std::vector<ChosenArm> arms;
   bool replayed = false;  // true when returned for a retried event id
+  // False when the model's log could not record the decision (a full disk, an I/O error): it
+  // was served from the last published state, and a reward for it will be UNKNOWN_EVENT.
+  bool logged = true;
 };
 
 // A candidate as seen by the core: views into the caller's request, valid during the call.

@@ -118,7 +118,7 @@ absl::Status Model::StartLog(uint64_t next_seq) {
 
 void Model::StartThreads() {
   writer_ = std::thread([this] { WriterLoop(); });
-  if (log_ != nullptr) log_->StartSyncer();
+  if (log_ != nullptr) log_->StartThreads();
 }
 
 absl::Status Model::ApplyEdgeListFile() {
@@ -155,7 +155,7 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
     return absl::UnavailableError(absl::StrFormat("model \"%s\" is shutting down", options_.name));
   }
   if (log_ != nullptr) {
-    // Fail-stop inside: after a failed write or sync nothing more is logged.
+    // Degraded inside: after a failed write or sync nothing more is logged until repaired.
     absl::Status status = log_->Append(static_cast<uint8_t>(TypeOf(op)), EncodeOp(op));
     if (!status.ok()) return status;
   }
@@ -336,8 +336,20 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
     logged.probability = arm.probability.value_or(0.0);
     op.arms.push_back(std::move(logged));
   }
+  // A degraded log (full disk, I/O error) cannot record the decision: it is served anyway,
+  // from the last published state, and says so; nothing enters the ledger.
+  auto unlogged = [&]() -> absl::StatusOr<Decision> {
+    decision->logged = false;
+    decisions_.fetch_add(1, std::memory_order_relaxed);
+    unlogged_decisions_.fetch_add(1, std::memory_order_relaxed);
+    return decision;
+  };
+  auto log_failed = [this](const absl::Status& status) {
+    return status.code() == absl::StatusCode::kUnavailable && log_ != nullptr && log_->degraded();
+  };
   MutexLock lock(&ledger_mu_);
   if (auto answer = known()) return *answer;  // a concurrent request with the same id won
+  if (log_ != nullptr && log_->degraded()) return unlogged();
   if (ledger_->Full()) {
     LedgerEntry* victim = ledger_->OldestCompleted();
     if (victim == nullptr) {
@@ -345,12 +357,15 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
           "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions)",
           options_.name, options_.max_decisions));
     }
-    if (absl::Status s = CloseLocked(victim, ClosedAs::kCompleted, now); !s.ok()) return s;
+    if (absl::Status s = CloseLocked(victim, ClosedAs::kCompleted, now); !s.ok()) {
+      return log_failed(s) ? unlogged() : s;
+    }
   }
   auto entry = EntryOf(op, options_);
   entry->decision = *decision;
-  if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok())
-    return seq.status();
+  if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) {
+    return log_failed(seq.status()) ? unlogged() : seq.status();
+  }
   ledger_->Insert(std::move(entry));
   decisions_.fetch_add(1, std::memory_order_relaxed);
   return decision;
@@ -401,7 +416,7 @@ int Model::ExpireDue(absl::Time now) {
       ++closed;
       continue;
     }
-    if (!status.ok()) break;  // shutting down, or the log failed (fail-stop)
+    if (!status.ok()) break;  // shutting down, or the log is degraded (retried next sweep)
     ++closed;
   }
   return closed;
@@ -484,6 +499,8 @@ ModelStats Model::Stats() const {
     stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
   }
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;
+  if (log_ != nullptr) stats.log = log_->Health();
+  stats.unlogged_decisions = unlogged_decisions_.load(std::memory_order_relaxed);
   const SnapshotWriter::Stats snapshots = snapshots_.stats();
   stats.snapshots_written = snapshots.written;
   stats.last_snapshot_seq = snapshots.last_seq;
@@ -591,7 +608,7 @@ void Model::Shutdown() {
       queue_cv_.SignalAll();  // waiters (WaitForFits, WaitForWriter) see stopping_ again
     }
   }
-  if (log_ != nullptr) log_->StopSyncer();
+  if (log_ != nullptr) log_->StopThreads();
   MutexLock lock(&queue_mu_);
   if (log_ != nullptr) log_->Close(next_seq_ - 1);  // syncs what was logged; appends end here
   stopped_ = true;

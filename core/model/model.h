@@ -20,14 +20,19 @@
 // snapshot whose checksum verifies (falling back to the previous one) and replays the segments
 // after it; damage is reported, the damaged bytes set aside, and nothing after damage is
 // applied. An intact snapshot that cannot be restored, or a log that cannot be replayed from a
-// snapshot or from its first record, stops the start instead of losing learned state. After a
-// failed write or sync the model acknowledges nothing more (fail-stop) until restarted.
+// snapshot or from its first record, stops the start instead of losing learned state.
+//
+// A full disk or an I/O error makes the model degraded (operation_log.h): decisions are still
+// made from the last published state but not logged (Decision::logged is false, and their
+// rewards are UNKNOWN_EVENT), every change is refused with UNAVAILABLE naming the cause, and
+// the log repairs itself with back-off once writing works again; nothing acknowledged is lost.
 //
 // The parts, one concept each (core/model/):
 //   request_validation.h  checks of decision requests and graph edits
 //   learned_state.h       the deterministic state machine the writer and recovery drive
 //   ledger_records.h      the ledger's side of the log and of snapshots
-//   operation_log.h       the log on disk: appends, segments, durability, fail-stop
+//   operation_log.h       the log on disk: appends, segments, durability, degraded mode and
+//                         its repair
 //   snapshots.h           snapshot scheduling, writing and bookkeeping
 //   fit_scheduler.h       when hyper-parameters are fitted and what a finished fit logs
 //   state_directory.h     the files in a model's state directory
@@ -118,7 +123,9 @@ struct ModelStats {
   int64_t expired_decisions = 0;
   int64_t queued_operations = 0;
   int64_t snapshots_written = 0;
-  int64_t log_syncs = 0;  // fdatasync calls on the log since the model was opened
+  int64_t log_syncs = 0;           // fdatasync calls on the log since the model was opened
+  LogHealth log;                   // degraded or not, and why
+  int64_t unlogged_decisions = 0;  // decisions served while the log was degraded
   uint64_t last_snapshot_seq = 0;
   absl::Time last_snapshot_time;  // InfinitePast before the first
   FreshnessStats freshness;
@@ -145,6 +152,11 @@ class Model : private FitScheduler::Host {
   const ModelOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   const RecoveryReport& recovery() const { return recovery_; }
+  // Whether the log cannot be written now (a full disk, an I/O error): cheap, lock-free.
+  bool LogDegraded() const { return log_ != nullptr && log_->degraded(); }
+  // One attempt to repair a degraded log now; the model's repairer also retries by itself,
+  // with back-off. OK when the log is healthy afterwards.
+  absl::Status RepairLog() { return log_ != nullptr ? log_->Repair() : absl::OkStatus(); }
 
   // SelectArm: a retry of a known client event id returns the stored decision; otherwise the
   // model decides (randomness seeded by the model seed and the event id) and records the
@@ -272,6 +284,7 @@ class Model : private FitScheduler::Host {
   const std::optional<StateDirectory> dir_;  // empty: in memory only
   RecoveryReport recovery_;                  // set by Open
   std::atomic<int64_t> decisions_{0};
+  std::atomic<int64_t> unlogged_decisions_{0};
   // Shared with the learned state (which registers users); thread-safe.
   const std::shared_ptr<UserRegistry> registry_;
   // Null when in memory only. Set before the threads start; thread-safe (operation_log.h).

@@ -1,5 +1,6 @@
 #include "core/model/operation_log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
+#include "core/storage/fault_injection.h"
 
 namespace graphbandit {
+namespace {
+
+using storage::InjectedLogFault;
+using storage::LogIo;
+
+std::string ReasonFor(int err) {
+  switch (err) {
+    case ENOSPC:
+      return "disk_full";
+    case EDQUOT:
+      return "disk_quota";
+    case EROFS:
+      return "read_only_filesystem";
+    case EIO:
+      return "io_error";
+    default:
+      return "log_error";
+  }
+}
+
+}  // namespace
 
 OperationLog::OperationLog(std::string model_name, Durability durability,
                            std::function<uint64_t()> last_logged)
@@ -19,36 +42,64 @@ OperationLog::OperationLog(std::string model_name, Durability durability,
       durability_(durability),
       last_logged_(std::move(last_logged)) {}
 
-OperationLog::~OperationLog() { StopSyncer(); }
+OperationLog::~OperationLog() { StopThreads(); }
 
 void OperationLog::MarkSynced(uint64_t seq) {
+  {
+    MutexLock lock(&writer_mu_);
+    appended_seq_ = seq;
+  }
   MutexLock lock(&sync_mu_);
   synced_seq_ = seq;
 }
 
-void OperationLog::StartSyncer() {
+void OperationLog::StartThreads() {
+  repairer_ = std::thread([this] { RepairLoop(); });
   if (durability_.sync != Durability::Sync::kGroupCommit) return;
   syncer_ = std::thread([this] { SyncerLoop(); });
 }
 
-void OperationLog::StopSyncer() {
+void OperationLog::StopThreads() {
   {
     MutexLock lock(&sync_mu_);
-    syncer_stop_ = true;
+    stop_ = true;
     sync_cv_.SignalAll();
   }
   if (syncer_.joinable()) syncer_.join();
+  if (repairer_.joinable()) repairer_.join();
 }
 
-void OperationLog::FailLocked(const std::string& what) {
+void OperationLog::FailLocked(const std::string& what, int err) {
   if (sync_error_.ok()) {
+    reason_ = ReasonFor(err);
     sync_error_ = absl::UnavailableError(absl::StrFormat(
-        "model \"%s\" cannot make its log durable (%s); it accepts no more changes until the "
-        "server is restarted",
-        model_name_, what));
-    LogWarning(sync_error_.ToString());
+        "model \"%s\" cannot write its log (%s: %s); decisions are still served but not logged, "
+        "and rewards and graph changes are refused until writing works again (retried "
+        "automatically)",
+        model_name_, what, err != 0 ? std::strerror(err) : "unknown error"));
+    degraded_since_ = absl::Now();
+    ++degraded_episodes_;
+    LogWarning(sync_error_.message());
   }
   failed_.store(true);
+  sync_cv_.SignalAll();
+}
+
+int OperationLog::SyncFdLocked() {
+  if (sync_fd_ < 0) return EBADF;
+  if (const int injected = InjectedLogFault(LogIo::kSync, ""); injected != 0) return injected;
+  if (::fdatasync(sync_fd_) != 0) return errno;
+  ++syncs_;
+  return 0;
+}
+
+void OperationLog::SyncedLocked(uint64_t seq) {
+  synced_seq_ = std::max(synced_seq_, seq);
+  while (!unsynced_.empty() && unsynced_.front().seq <= synced_seq_) {
+    synced_size_ = unsynced_.front().end;
+    unsynced_bytes_ -= unsynced_.front().payload.size();
+    unsynced_.pop_front();
+  }
   sync_cv_.SignalAll();
 }
 
@@ -57,34 +108,49 @@ absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_l
   auto writer = storage::LogWriter::Open(path);
   if (!writer.ok()) return writer.status();
   MutexLock lock(&writer_mu_);
-  if (writer_ != nullptr) {
-    MutexLock sync(&sync_mu_);
-    if (::fdatasync(sync_fd_) == 0) {
-      ++syncs_;
-      synced_seq_ = std::max(synced_seq_, last_logged);
-      sync_cv_.SignalAll();  // group-commit waiters covered by this sync
-    } else {
-      // Records in the old segment may be lost: stop acknowledging anything (fail-stop).
-      FailLocked(absl::StrCat("fdatasync of the finished segment: ", std::strerror(errno)));
-    }
-    sync_fd_ = -1;
-  }
-  if (writer_ != nullptr) writer_->Close().IgnoreError();
-  writer_ = *std::move(writer);
   MutexLock sync(&sync_mu_);
+  auto abandon = [&](absl::Status status) {
+    (*writer)->Close().IgnoreError();
+    ::unlink(path.c_str());  // an empty segment; the records stay in the old one
+    return status;
+  };
+  if (!sync_error_.ok()) return abandon(sync_error_);
+  if (writer_ != nullptr) {
+    if (const int err = SyncFdLocked(); err != 0) {
+      // Records in the old segment may not be on disk: degraded until repaired.
+      FailLocked("fdatasync of the finished segment", err);
+      return abandon(sync_error_);
+    }
+    SyncedLocked(last_logged);
+    writer_->Close().IgnoreError();
+  }
+  writer_ = *std::move(writer);
+  path_ = path;
+  appended_seq_ = last_logged;
   sync_fd_ = writer_->fd();
+  synced_size_ = writer_->size();
   return absl::OkStatus();
 }
 
 absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
   MutexLock lock(&writer_mu_);
-  // Fail-stop: after a failed write or sync nothing more is acknowledged (a later record
-  // could follow a torn one, and a retried fsync can falsely succeed).
   if (writer_ == nullptr || failed_.load()) {
     MutexLock sync(&sync_mu_);
     return sync_error_.ok() ? absl::UnavailableError(
                                   absl::StrFormat("model \"%s\" has no open log", model_name_))
                             : sync_error_;
+  }
+  if (durability_.sync != Durability::Sync::kOs) {
+    // Bound the copies kept for a repair: sync when they grow large (decisions alone never
+    // wait for a sync).
+    MutexLock sync(&sync_mu_);
+    if (unsynced_bytes_ > kMaxUnsyncedBytes) {
+      if (const int err = SyncFdLocked(); err != 0) {
+        FailLocked("fdatasync", err);
+        return sync_error_;
+      }
+      SyncedLocked(appended_seq_);
+    }
   }
   absl::Status status = writer_->Append(type, payload);
   if (status.code() == absl::StatusCode::kInvalidArgument) {
@@ -92,28 +158,40 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": this change is too large to log: %s", model_name_, status.message()));
   }
+  MutexLock sync(&sync_mu_);
   if (!status.ok()) {
-    MutexLock sync(&sync_mu_);
-    FailLocked(absl::StrCat("write: ", status.message()));
+    FailLocked("write", writer_->error_number());
     return sync_error_;
+  }
+  ++appended_seq_;
+  if (durability_.sync == Durability::Sync::kOs) {
+    // Durable as far as this policy promises once written: nothing to keep for a repair.
+    synced_seq_ = appended_seq_;
+    synced_size_ = writer_->size();
+  } else {
+    unsynced_.push_back(Unsynced{appended_seq_, type, std::string(payload),
+                                 static_cast<uint64_t>(writer_->size())});
+    unsynced_bytes_ += payload.size();
   }
   return absl::OkStatus();
 }
 
 absl::Status OperationLog::WaitDurable(uint64_t seq, absl::Time deadline) {
-  if (durability_.sync == Durability::Sync::kOs) return absl::OkStatus();
+  if (durability_.sync == Durability::Sync::kOs) {
+    MutexLock lock(&sync_mu_);
+    return sync_error_;
+  }
   if (durability_.sync == Durability::Sync::kEveryRecord) {
     const uint64_t target = last_logged_();
     MutexLock lock(&sync_mu_);
     if (!sync_error_.ok()) return sync_error_;  // never trust a sync retried after a failure
     if (synced_seq_ >= seq) return absl::OkStatus();
     // One fdatasync covers every record written before it: concurrent callers share it.
-    if (sync_fd_ < 0 || ::fdatasync(sync_fd_) != 0) {
-      FailLocked(absl::StrCat("fdatasync: ", std::strerror(errno)));
+    if (const int err = SyncFdLocked(); err != 0) {
+      FailLocked("fdatasync", err);
       return sync_error_;
     }
-    ++syncs_;
-    synced_seq_ = std::max(synced_seq_, target);
+    SyncedLocked(target);
     return absl::OkStatus();
   }
   MutexLock lock(&sync_mu_);
@@ -134,38 +212,136 @@ void OperationLog::SyncerLoop() {
     {
       MutexLock lock(&sync_mu_);
       sync_cv_.WaitFor(&sync_mu_, durability_.group_commit_interval,
-                       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return syncer_stop_; });
-      if (syncer_stop_) return;
+                       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+      if (stop_) return;
     }
     const uint64_t target = last_logged_();
     MutexLock lock(&sync_mu_);
     if (target > synced_seq_ && sync_fd_ >= 0 && sync_error_.ok()) {
-      if (::fdatasync(sync_fd_) == 0) {
-        ++syncs_;
-        synced_seq_ = target;
+      if (const int err = SyncFdLocked(); err != 0) {
+        FailLocked("fdatasync", err);
       } else {
-        FailLocked(absl::StrCat("fdatasync: ", std::strerror(errno)));
+        SyncedLocked(target);
       }
     }
     sync_cv_.SignalAll();  // also when a segment rotation already synced the waiters' records
   }
 }
 
+absl::Status OperationLog::RepairLocked() {
+  if (sync_error_.ok()) return absl::OkStatus();
+  if (closed_ || path_.empty()) return sync_error_;
+  // The poisoned writer is dropped: its file may end in a partial record.
+  if (writer_ != nullptr) writer_->Close().IgnoreError();
+  writer_.reset();
+  sync_fd_ = -1;
+  ++repair_attempts_;
+  // Cut the segment back to the last point known to be on disk, and make the cut durable: the
+  // tail after it is re-written, never trusted.
+  int err = InjectedLogFault(LogIo::kTruncate, path_);
+  if (err == 0) {
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(synced_size_)) != 0 || ::fdatasync(fd) != 0) {
+      err = errno;
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  if (err != 0) {
+    return absl::UnavailableError(absl::StrCat("truncating ", path_, ": ", std::strerror(err)));
+  }
+  auto writer = storage::LogWriter::Open(path_);
+  if (!writer.ok()) return writer.status();
+  for (const Unsynced& record : unsynced_) {
+    if (absl::Status s = (*writer)->Append(record.type, record.payload); !s.ok()) return s;
+  }
+  if (absl::Status s = (*writer)->Sync(); !s.ok()) return s;
+  ++syncs_;
+  writer_ = *std::move(writer);
+  sync_fd_ = writer_->fd();
+  const size_t rewritten = unsynced_.size();
+  if (!unsynced_.empty()) synced_seq_ = std::max(synced_seq_, unsynced_.back().seq);
+  unsynced_.clear();
+  unsynced_bytes_ = 0;
+  synced_size_ = writer_->size();
+  LogWarning(absl::StrFormat(
+      "model \"%s\": its log is writable again after %s (%d records re-written); rewards and "
+      "graph changes are accepted again",
+      model_name_, absl::FormatDuration(absl::Now() - degraded_since_), rewritten));
+  sync_error_ = absl::OkStatus();
+  reason_.clear();
+  degraded_since_ = absl::InfinitePast();
+  failed_.store(false);
+  sync_cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status OperationLog::Repair() {
+  MutexLock lock(&writer_mu_);
+  MutexLock sync(&sync_mu_);
+  return RepairLocked();
+}
+
+void OperationLog::RepairLoop() {
+  absl::Duration interval = kFirstRepairInterval;
+  for (;;) {
+    {
+      MutexLock lock(&sync_mu_);
+      sync_cv_.Wait(&sync_mu_,
+                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !sync_error_.ok(); });
+      if (stop_) return;
+      sync_cv_.WaitFor(&sync_mu_, interval,
+                       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+      if (stop_) return;
+    }
+    if (Repair().ok()) {
+      interval = kFirstRepairInterval;
+    } else {
+      interval = std::min(interval * 2, kMaxRepairInterval);
+    }
+  }
+}
+
+LogHealth OperationLog::Health() const {
+  MutexLock lock(&sync_mu_);
+  LogHealth health;
+  health.degraded = !sync_error_.ok();
+  health.reason = reason_;
+  health.message = std::string(sync_error_.message());
+  health.since = degraded_since_;
+  health.degraded_episodes = degraded_episodes_;
+  health.repair_attempts = repair_attempts_;
+  return health;
+}
+
 void OperationLog::Close(uint64_t last_logged) {
   MutexLock lock(&writer_mu_);
-  if (writer_ == nullptr) return;
+  if (closed_) return;
   MutexLock sync(&sync_mu_);
-  absl::Status status = writer_->Sync();
-  if (status.ok()) {
-    synced_seq_ = last_logged;
-  } else {
-    FailLocked(absl::StrCat("final sync: ", status.message()));
+  // A degraded log gets one last chance: what it holds was applied, so it should be kept.
+  if (!sync_error_.ok()) {
+    if (absl::Status s = RepairLocked(); !s.ok()) {
+      LogWarning(
+          absl::StrFormat("model \"%s\": closing a log that could not be repaired (%s); "
+                          "records not yet on disk were never acknowledged",
+                          model_name_, s.message()));
+    }
+  }
+  closed_ = true;
+  if (writer_ != nullptr && sync_error_.ok()) {
+    absl::Status status = writer_->Sync();
+    if (status.ok()) {
+      ++syncs_;
+      SyncedLocked(last_logged);
+    } else {
+      FailLocked("final sync", writer_->error_number());
+    }
+    if (status.ok()) status = writer_->Close();
+    if (!status.ok()) {
+      LogWarning(
+          absl::StrFormat("model \"%s\": closing the log: %s", model_name_, status.message()));
+    }
   }
   sync_cv_.SignalAll();  // rewards still waiting for a group commit get their answer
-  if (status.ok()) status = writer_->Close();
-  if (!status.ok()) {
-    LogWarning(absl::StrFormat("model \"%s\": closing the log: %s", model_name_, status.message()));
-  }
   sync_fd_ = -1;
   writer_.reset();
 }

@@ -1,19 +1,28 @@
 // The model's operation log on disk: appending records to the current segment, starting new
 // segments, making records durable per the sync policy (fdatasync per acknowledged record, or
-// a group-commit syncer thread), and fail-stop: after a failed write or sync nothing more is
-// appended or reported durable (a later record could follow a torn one, and a retried fsync
-// can falsely succeed) until the model is reopened.
+// a group-commit syncer thread), and surviving a full disk or an I/O error.
+//
+// Degraded mode and repair: after a failed write or sync nothing more is appended or reported
+// durable (a later record could follow a torn one, and a retried fsync can falsely succeed):
+// Append and WaitDurable fail with UNAVAILABLE naming the cause. The log keeps a copy of every
+// record appended since the last point known to be on disk (bounded: a sync is forced when the
+// copies pass kMaxUnsyncedBytes). A repair thread retries with exponential back-off: it cuts
+// the segment back to that point (ftruncate + fdatasync: the tail is re-checked, never
+// trusted), writes the copies again and syncs; then the log is healthy again, with every
+// record the model applied on disk in order. Nothing acknowledged is lost: a record is
+// acknowledged only once a sync that covers it succeeded.
 //
 // Threads: Append, StartSegment and Close are called by the model with its queue lock held (the
 // log order is the order in which sequence numbers are assigned); WaitDurable by request
-// threads; the syncer is this class's own thread. Lock order: the model's queue lock, then
-// writer_mu_, then sync_mu_. `last_logged` (the model's) takes the queue lock, so it is called
-// with none of this class's locks held.
+// threads; the syncer and the repairer are this class's own threads. Lock order: the model's
+// queue lock, then writer_mu_, then sync_mu_. `last_logged` (the model's) takes the queue lock,
+// so it is called with none of this class's locks held.
 #ifndef GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 #define GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,8 +52,25 @@ struct Durability {
   int64_t snapshot_every_records = 100'000;
 };
 
+// What an operator is told about the log (ModelStats, health, metrics).
+struct LogHealth {
+  bool degraded = false;
+  // Short, bounded label: disk_full, disk_quota, read_only_filesystem, io_error, log_error.
+  std::string reason;
+  std::string message;  // the UNAVAILABLE message writes get
+  absl::Time since = absl::InfinitePast();
+  int64_t degraded_episodes = 0;  // times the log went degraded since the model was opened
+  int64_t repair_attempts = 0;    // failed attempts to repair, over all episodes
+};
+
 class OperationLog {
  public:
+  // Above this many bytes of records not yet known to be on disk, Append syncs first.
+  static constexpr size_t kMaxUnsyncedBytes = 4 << 20;
+  // The repairer's back-off: the first retry after this, doubling up to kMaxRepairInterval.
+  static constexpr absl::Duration kFirstRepairInterval = absl::Milliseconds(100);
+  static constexpr absl::Duration kMaxRepairInterval = absl::Seconds(5);
+
   // `last_logged` returns the sequence number of the last record appended so far.
   OperationLog(std::string model_name, Durability durability,
                std::function<uint64_t()> last_logged);
@@ -54,31 +80,54 @@ class OperationLog {
 
   // Records up to `seq` are durable already (at open, after recovery).
   void MarkSynced(uint64_t seq) ABSL_LOCKS_EXCLUDED(sync_mu_);
-  // Group commit: starts the syncer thread (no-op under the other policies).
-  void StartSyncer() ABSL_LOCKS_EXCLUDED(sync_mu_);
-  void StopSyncer() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // Starts the repairer and, under group commit, the syncer.
+  void StartThreads() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  void StopThreads() ABSL_LOCKS_EXCLUDED(sync_mu_);
 
   // Opens the segment at `path` for the records after `last_logged`. The previous segment is
-  // synced (fail-stop if that fails: its records may be lost) and closed; if the new one cannot
-  // be opened, appends continue to the previous one and the error is returned.
+  // synced (the log turns degraded if that fails, and the new file is removed) and closed; if
+  // the new one cannot be opened, appends continue to the previous one and the error is
+  // returned. While degraded, segments are not started.
   absl::Status StartSegment(const std::string& path, uint64_t last_logged)
       ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
   // Appends one record. INVALID_ARGUMENT (nothing written) for a record over the format's size
-  // limit; after a failed write, or once the log failed or was closed, UNAVAILABLE.
+  // limit; after a failed write, while degraded, or once closed, UNAVAILABLE.
   absl::Status Append(uint8_t type, absl::string_view payload)
       ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
   // Waits until record `seq` is durable per the sync policy (group commit: until `deadline`).
   absl::Status WaitDurable(uint64_t seq, absl::Time deadline) ABSL_LOCKS_EXCLUDED(sync_mu_);
-  // Syncs and closes the segment; records up to `last_logged` are then durable. Later appends
-  // fail. Waiters for a group commit get their answer.
+  // Syncs and closes the segment (repairing it first if degraded); records up to
+  // `last_logged` are then durable. Later appends fail. Waiters for a group commit get their
+  // answer.
   void Close(uint64_t last_logged) ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
   int64_t syncs() const { return syncs_.load(std::memory_order_relaxed); }
+  bool degraded() const { return failed_.load(std::memory_order_relaxed); }
+  LogHealth Health() const ABSL_LOCKS_EXCLUDED(sync_mu_);
+
+  // One repair attempt now (the repairer's step; tests call it to avoid waiting). OK when the
+  // log is healthy afterwards.
+  absl::Status Repair() ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
  private:
-  // Records a failed write or sync: from then on nothing more is appended or acknowledged.
-  void FailLocked(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // A record appended after the last point known to be on disk.
+  struct Unsynced {
+    uint64_t seq;
+    uint8_t type;
+    std::string payload;
+    uint64_t end;  // the segment's size after it
+  };
+
+  // Records a failed write or sync (`what`, errno `err`): from then on nothing more is
+  // appended or acknowledged until Repair succeeds.
+  void FailLocked(const std::string& what, int err) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // After a sync that covered the records up to `seq`.
+  void SyncedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // fdatasync of the current segment (with the test hook); the errno, or 0.
+  int SyncFdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  absl::Status RepairLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_, sync_mu_);
   void SyncerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  void RepairLoop() ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
   const std::string model_name_;
   const Durability durability_;
@@ -87,17 +136,28 @@ class OperationLog {
   // Lock order: writer_mu_, then sync_mu_.
   Mutex writer_mu_;
   std::unique_ptr<storage::LogWriter> writer_ ABSL_GUARDED_BY(writer_mu_);  // null once closed
+  std::string path_ ABSL_GUARDED_BY(writer_mu_);                            // the current segment's
+  uint64_t appended_seq_ ABSL_GUARDED_BY(writer_mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(writer_mu_) = false;
 
   mutable Mutex sync_mu_;
   CondVar sync_cv_;
   int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);
-  bool syncer_stop_ ABSL_GUARDED_BY(sync_mu_) = false;
+  uint64_t synced_size_ ABSL_GUARDED_BY(sync_mu_) = 0;  // the segment's size at synced_seq_
+  std::deque<Unsynced> unsynced_ ABSL_GUARDED_BY(sync_mu_);
+  size_t unsynced_bytes_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);  // the degraded cause (OK: healthy)
+  std::string reason_ ABSL_GUARDED_BY(sync_mu_);
+  absl::Time degraded_since_ ABSL_GUARDED_BY(sync_mu_) = absl::InfinitePast();
+  int64_t degraded_episodes_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  int64_t repair_attempts_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(sync_mu_) = false;
   std::atomic<bool> failed_{false};  // set with sync_error_, read without the sync lock
   std::atomic<int64_t> syncs_{0};    // fdatasync calls, read by Stats() without waiting
 
   std::thread syncer_;  // group commit only
+  std::thread repairer_;
 };
 
 }  // namespace graphbandit

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/storage/crc32c.h"
+#include "core/storage/fault_injection.h"
 #include "core/storage/file_util.h"
 #include "core/storage/log_format.h"
 
@@ -144,12 +145,14 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
   buf_.append(payload.data(), payload.size());
 
   size_t written = 0;
-  int err = 0;
+  int err = InjectedLogFault(LogIo::kWrite, path_);
   const absl::Status write_status =
-      WriteFully(fd_, buf_.data(), buf_.size(), path_, &written, &err);
+      err != 0 ? OsError(err, "write", path_)
+               : WriteFully(fd_, buf_.data(), buf_.size(), path_, &written, &err);
   size_ += written;
   if (buf_.capacity() > kMaxRetainedBuffer) std::string().swap(buf_);
   if (!write_status.ok()) {
+    if (errno_ == 0) errno_ = err;
     return Poison(absl::DataLossError(absl::StrFormat(
         "append to log %s failed after %d of %d bytes at offset %d: %s; the "
         "log may end in a partial record and must be recovered before reuse",
@@ -160,8 +163,10 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
 
 absl::Status LogWriter::Sync() {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  if (::fdatasync(fd_) != 0) {
-    const int err = errno;
+  int err = InjectedLogFault(LogIo::kSync, path_);
+  if (err != 0 || ::fdatasync(fd_) != 0) {
+    if (err == 0) err = errno;
+    if (errno_ == 0) errno_ = err;
     return Poison(absl::DataLossError(
         absl::StrFormat("fdatasync of log %s failed: %s; appended records may not be durable",
                         path_, ErrnoText(err))));

@@ -70,6 +70,8 @@ class LogWriter {
   int fd() const { return fd_; }
 
   const std::string& path() const { return path_; }
+  // The errno of the failed write or sync that poisoned the writer (0: none, or not an OS error).
+  int error_number() const { return errno_; }
 
  private:
   LogWriter(std::string path, int fd, uint64_t size);
@@ -82,7 +84,8 @@ class LogWriter {
   int fd_;
   uint64_t size_;
   absl::Status failed_;  // OK until the first write or sync failure.
-  std::string buf_;      // Reused for header+payload to avoid per-record malloc.
+  int errno_ = 0;
+  std::string buf_;  // Reused for header+payload to avoid per-record malloc.
 };
 
 }  // namespace graphbandit::storage

@@ -30,10 +30,12 @@ class ServerTest : public ::testing::Test {
   }
 
   // The metrics endpoint costs ~2 s at shutdown (CivetWeb's poll quantum): only when needed.
-  void StartServer(std::vector<ModelOptions> models, bool with_metrics) {
+  void StartServer(std::vector<ModelOptions> models, bool with_metrics,
+                   const std::string& state_dir = "") {
     if (server_) server_->Shutdown(absl::Seconds(2));
     EngineOptions options;
     options.models = std::move(models);
+    options.state_dir = state_dir;
     auto engine = Engine::Open(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     ServerOptions server_options;

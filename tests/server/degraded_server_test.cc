@@ -1,0 +1,138 @@
+// What clients and operators see when a model's log cannot be written, over gRPC: SelectArm
+// answers with logged: false, writes get UNAVAILABLE naming the cause, the model's health
+// status (service name = model name) is NOT_SERVING and graphbandit_model_degraded shows why,
+// until the model has repaired its log by itself. And draining: a health watcher hears
+// NOT_SERVING before the port closes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include "core/storage/fault_injection.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/server/server_fixture.h"
+
+namespace graphbandit::server {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::HasSubstr;
+
+class DegradedServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    std::string pattern = ::testing::TempDir() + "/degraded_server_test.XXXXXX";
+    state_dir_ = mkdtemp(pattern.data());
+    StartServer({}, /*with_metrics=*/true, state_dir_);
+  }
+  void TearDown() override {
+    storage::SetLogFaultForTesting(nullptr);
+    ServerTest::TearDown();
+    std::filesystem::remove_all(state_dir_);
+  }
+
+  HealthCheckResponse::ServingStatus Health(const std::string& service) {
+    auto stub = grpc::health::v1::Health::NewStub(channel_);
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    HealthCheckRequest request;
+    request.set_service(service);
+    HealthCheckResponse response;
+    const grpc::Status status = stub->Check(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.status();
+  }
+
+  // Polls the model's health until it is `want` (the server checks every 100 ms).
+  bool WaitForHealth(const std::string& service, HealthCheckResponse::ServingStatus want) {
+    for (int i = 0; i < 200; ++i) {
+      if (Health(service) == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  std::string state_dir_;
+};
+
+TEST_F(DegradedServerTest, AFullDiskIsToldToClientsHealthAndMetricsAndHealsItself) {
+  std::atomic<bool> full{false};
+  storage::SetLogFaultForTesting(
+      [&full](storage::LogIo, const std::string&) { return full ? ENOSPC : 0; });
+  v1::SelectArmResponse decided;
+  ASSERT_TRUE(Select(ThreeArms(), &decided).ok());
+  EXPECT_TRUE(decided.logged());
+  EXPECT_EQ(Health("default"), HealthCheckResponse::SERVING);
+
+  full = true;
+  v1::ReportRewardRequest reward;
+  reward.set_event_id(decided.event_id());
+  reward.set_reward(1.0);
+  v1::ReportRewardResponse rewarded;
+  grpc::Status status = Reward(reward, &rewarded);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("No space left on device"));
+
+  v1::SelectArmResponse unlogged;
+  ASSERT_TRUE(Select(ThreeArms(), &unlogged).ok());
+  EXPECT_FALSE(unlogged.logged());
+  EXPECT_TRUE(WaitForHealth("default", HealthCheckResponse::NOT_SERVING));
+  EXPECT_EQ(Health(""), HealthCheckResponse::SERVING);  // the server as a whole still answers
+  const std::string metrics = ScrapeMetrics();
+  EXPECT_THAT(metrics,
+              HasSubstr("graphbandit_model_degraded{model=\"default\",reason=\"disk_full\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_unlogged_decisions_total{model=\"default\"} 1"));
+
+  full = false;
+  EXPECT_TRUE(WaitForHealth("default", HealthCheckResponse::SERVING));
+  status = Reward(reward, &rewarded);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(rewarded.outcome(), v1::ACCEPTED);
+  EXPECT_THAT(ScrapeMetrics(),
+              HasSubstr("graphbandit_model_degraded{model=\"default\",reason=\"\"} 0"));
+}
+
+TEST_F(DegradedServerTest, AHealthWatcherHearsNotServingBeforeThePortCloses) {
+  auto stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  HealthCheckRequest request;  // the server as a whole
+  auto reader = stub->Watch(&context, request);
+  HealthCheckResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  const std::string address = absl::StrCat("127.0.0.1:", server_->grpc_port());
+  std::thread stopper([this] { server_->Shutdown(absl::Seconds(2)); });
+  std::vector<HealthCheckResponse::ServingStatus> seen;
+  grpc::Status checked_after_notice;
+  HealthCheckResponse::ServingStatus status_after_notice = HealthCheckResponse::UNKNOWN;
+  while (reader->Read(&response)) {
+    seen.push_back(response.status());
+    if (response.status() != HealthCheckResponse::NOT_SERVING || seen.size() > 1) continue;
+    // Told NOT_SERVING: the port is still open, so a load balancer probing now hears it too
+    // (instead of a refused connection it cannot tell from a crash).
+    auto fresh = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext probe;
+    probe.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    HealthCheckResponse probed;
+    checked_after_notice = fresh->Check(&probe, request, &probed);
+    status_after_notice = probed.status();
+  }
+  stopper.join();
+  ASSERT_FALSE(seen.empty()) << "the stream ended without a status change";
+  EXPECT_EQ(seen.back(), HealthCheckResponse::NOT_SERVING);
+  EXPECT_TRUE(checked_after_notice.ok()) << checked_after_notice.error_message();
+  EXPECT_EQ(status_after_notice, HealthCheckResponse::NOT_SERVING);
+  reader->Finish().IgnoreError();
+  server_.reset();
+}
+
+}  // namespace
+}  // namespace graphbandit::server
