@@ -76,7 +76,8 @@ int Fail(const absl::Status& status) { return Fail(std::string(status.message())
 void ParseFlags(int argc, char** argv) {
   graphbandit::client::ParseCommandLine(
       argc, argv, "client/loadtest.cc",
-      "plays a synthetic graph environment (ALGORITHMS.md §1.9: random user graph, item pool,\n"
+      "plays a synthetic graph environment (as in the paper \"Laplacian Kernelized Bandit\":\n"
+      "random user graph, item pool,\n"
       "rewards drawn from the Laplacian multi-user kernel, noisy rewards) against a running\n"
       "server and prints throughput, latency percentiles (p50/p90/p99) and regret.\n"
       "Example: graphbandit-loadtest --target=127.0.0.1:50051 --rounds=10000 --concurrency=4 "

@@ -134,13 +134,19 @@ int main(int argc, char** argv) {
     const auto view = model->View();
     std::fprintf(stderr,
                  "graphbandit-server: model \"%s\" (%s): snapshot at record %llu, %lld log "
-                 "records replayed, %lld rewards learned, %lld users, %lld edges\n",
+                 "records replayed in %.2f s, %lld rewards learned, %lld users, %lld edges\n",
                  name.c_str(),
                  std::string(graphbandit::PolicyName(model->options().policy)).c_str(),
                  static_cast<unsigned long long>(recovery.snapshot_seq),
-                 static_cast<long long>(recovery.records_replayed),
+                 static_cast<long long>(recovery.records_replayed), recovery.seconds,
                  static_cast<long long>(view->rewards_learned),
                  static_cast<long long>(model->Stats().users), static_cast<long long>(view->edges));
+    if (recovery.temporary_files_removed > 0) {
+      std::fprintf(stderr,
+                   "graphbandit-server: model \"%s\": removed %lld temporary snapshot file(s) "
+                   "left by an earlier process\n",
+                   name.c_str(), static_cast<long long>(recovery.temporary_files_removed));
+    }
     for (const std::string& damage : recovery.damage) {
       std::fprintf(stderr, "graphbandit-server: WARNING: model \"%s\": %s\n", name.c_str(),
                    damage.c_str());

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <climits>
 
+#include "absl/strings/str_format.h"
 #include "core/fit/refit.h"
 #include "server/config.h"
 #include "server/status_util.h"
@@ -72,7 +73,14 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
         CandidateRef{arm.id(), absl::MakeConstSpan(arm.features().data(), arm.features_size())});
   }
   const uint32_t slate = request->slate_size() == 0 ? 1 : request->slate_size();
-  decision_request.slate_size = slate > INT_MAX ? INT_MAX : static_cast<int>(slate);
+  if (slate > static_cast<uint32_t>(INT_MAX)) {
+    // Said here, with the value as sent: core's int would not hold it (core checks the rest).
+    return rpc.Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrFormat("slate_size %d exceeds the number of candidates (%d)", slate,
+                                     request->candidates_size())));
+  }
+  decision_request.slate_size = static_cast<int>(slate);
   decision_request.event_id = request->event_id();
 
   absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request, Deadline(context));

@@ -501,6 +501,7 @@ ModelStats Model::Stats() const {
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;
   if (log_ != nullptr) stats.log = log_->Health();
   stats.unlogged_decisions = unlogged_decisions_.load(std::memory_order_relaxed);
+  stats.recovery = recovery_;
   const SnapshotWriter::Stats snapshots = snapshots_.stats();
   stats.snapshots_written = snapshots.written;
   stats.last_snapshot_seq = snapshots.last_seq;

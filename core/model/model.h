@@ -126,6 +126,7 @@ struct ModelStats {
   int64_t log_syncs = 0;           // fdatasync calls on the log since the model was opened
   LogHealth log;                   // degraded or not, and why
   int64_t unlogged_decisions = 0;  // decisions served while the log was degraded
+  RecoveryReport recovery;         // of the last start
   uint64_t last_snapshot_seq = 0;
   absl::Time last_snapshot_time;  // InfinitePast before the first
   FreshnessStats freshness;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "core/model/ledger_records.h"
 #include "core/storage/coding.h"
 #include "core/storage/log_reader.h"
@@ -154,8 +155,11 @@ absl::StatusOr<RecoveredState> NewModelState(const ModelOptions& options) {
 
 absl::StatusOr<RecoveredState> RecoverModelState(const ModelOptions& options,
                                                  const StateDirectory& dir) {
+  const absl::Time start = absl::Now();
   auto recovered = NewModelState(options);
   if (!recovered.ok()) return recovered.status();
+  recovered->report.temporary_files_removed =
+      static_cast<int64_t>(dir.RemoveTemporaryFiles().size());
   const bool had_snapshots = !dir.Snapshots().empty();
   if (absl::Status s = LoadNewestSnapshot(options, dir, &*recovered); !s.ok()) return s;
   if (recovered->report.snapshot_seq == 0) {
@@ -164,6 +168,7 @@ absl::StatusOr<RecoveredState> RecoverModelState(const ModelOptions& options,
       return s;
   }
   if (absl::Status s = ReplayLog(options, dir, &*recovered); !s.ok()) return s;
+  recovered->report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return recovered;
 }
 

@@ -27,6 +27,9 @@ struct RecoveryReport {
   int64_t records_refused = 0;  // logged operations that failed again as when they arrived
   bool truncated = false;
   std::vector<std::string> damage;
+  // Temporary snapshot files left by a process killed while writing one, removed at start.
+  int64_t temporary_files_removed = 0;
+  double seconds = 0.0;  // wall time of the whole recovery
 };
 
 // A model's state as recovered: what it learned, its ledger, and where its log continues.

@@ -68,6 +68,14 @@ std::vector<StateDirectory::File> StateDirectory::List(absl::string_view prefix,
   return files;
 }
 
+std::vector<std::string> StateDirectory::RemoveTemporaryFiles() const {
+  std::vector<std::string> removed;
+  for (const auto& [seq, path] : List("snapshot-", ".snap.tmp")) {
+    if (::unlink(path.c_str()) == 0) removed.push_back(path);
+  }
+  return removed;
+}
+
 absl::StatusOr<std::string> StateDirectory::SetAside(const std::string& path,
                                                      absl::string_view why) {
   std::string target = absl::StrCat(path, ".", why);

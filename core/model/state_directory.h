@@ -42,6 +42,11 @@ class StateDirectory {
   // "moved to <new path>", or what stopped the move (for damage reports).
   static std::string SetAsideReport(const std::string& path, absl::string_view why);
 
+  // Removes the temporary files a snapshot being written leaves if the process dies before
+  // renaming it ("snapshot-<seq>.snap.tmp"); returns their paths. Called at start, before the
+  // writer thread exists (a temporary file then is never one being written).
+  std::vector<std::string> RemoveTemporaryFiles() const;
+
   // After the snapshot `newest` is written: keeps the two newest snapshots up to it and every
   // segment needed to replay from the older one; removes the rest. Best effort.
   void RemoveOldFiles(uint64_t newest) const;

@@ -77,7 +77,7 @@ grep -qE '^graphbandit_rpc_duration_seconds_count\{code="OK",method="ReportRewar
 stop_server
 start_server
 # SIGTERM wrote a final snapshot: the restart loads it and has nothing to replay.
-grep -qE 'snapshot at record [1-9][0-9]*, 0 log records replayed, 3000 rewards learned, 20 users' \
+grep -qE 'snapshot at record [1-9][0-9]*, 0 log records replayed in [0-9.]+ s, 3000 rewards learned, 20 users' \
   "$work/server.log" || fail "restart did not start from the shutdown snapshot"
 grep -q '"rewards_learned": "3000"' <<< "$("$cli" --target="$target" DescribeModel '{}')" || fail "DescribeModel after restart"
 stop_server

@@ -277,3 +277,33 @@ TEST(EngineTest, EdgeListFileIsAppliedAtStartAndNotRelogged) {
 
 }  // namespace
 }  // namespace graphbandit
+
+namespace graphbandit {
+namespace {
+
+// kill -9 while a snapshot is being written leaves "snapshot-<seq>.snap.tmp": the next start
+// removes it (and says so), and recovers from the files that were complete.
+TEST(EngineTest, ATemporarySnapshotLeftByAKilledProcessIsRemovedAtStart) {
+  TempDir dir;
+  int64_t learned = 0;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    PlayRounds(*engine, 5);
+    Model* model = *engine->FindModel("");
+    model->WaitForFits();
+    learned = model->View()->rewards_learned;
+  }
+  const std::string model_dir = dir.path() + "/default";
+  const std::string leftover = model_dir + "/snapshot-00000000000000000099.snap.tmp";
+  std::ofstream(leftover) << "half a snapshot";
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_EQ(model->recovery().temporary_files_removed, 1);
+  EXPECT_TRUE(model->recovery().damage.empty());
+  EXPECT_EQ(model->View()->rewards_learned, learned);
+  EXPECT_GE(model->recovery().seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace graphbandit
