@@ -37,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/base/command_line.h"
 #include "core/base/log.h"
 #include "core/base/percentile.h"
 #include "core/base/random.h"
@@ -399,10 +400,13 @@ void RefitCost() {
 }  // namespace graphbandit
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Measures SelectArm latency against the reward rate, and ReportReward cost per fsync "
-      "policy.\nExample: graphbandit-bench --mode=all --phase_seconds=4");
-  absl::ParseCommandLine(argc, argv);
+  graphbandit::ParseProgramCommandLine(
+      argc, argv, "graphbandit-bench",
+      "graphbandit-bench: measures SelectArm latency against the reward rate, and ReportReward\n"
+      "cost per fsync policy.\n"
+      "Usage: graphbandit-bench [--mode=MODE] [--phase_seconds=S] [...]\n"
+      "Example: graphbandit-bench --mode=all --phase_seconds=4",
+      {"bench/bench.cc"});
   graphbandit::SetLogSink([](absl::string_view message) {
     std::fprintf(stderr, "graphbandit-bench: %.*s\n", static_cast<int>(message.size()),
                  message.data());

@@ -407,8 +407,8 @@ int RunServices(const std::shared_ptr<grpc::Channel>& channel,
 
 // ---- Flag parsing ---------------------------------------------------------------------------
 
-// Returns the positional arguments, argv[0] first. absl::ParseCommandLine handles --help
-// itself (printing the usage and exiting with status 1), and exits with status 1 on a bad flag.
+// Returns the positional arguments, argv[0] first. --help prints the usage and exits 0; an
+// unknown flag or a bad value exits 64 (core/base/command_line.h).
 std::vector<char*> ParseFlags(int argc, char** argv) {
   return graphbandit::client::ParseCommandLine(argc, argv, "client/cli.cc", kUsage);
 }

@@ -10,6 +10,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/command_line.h"
 #include "core/storage/file_util.h"
 
 ABSL_FLAG(std::string, tls_ca_file, "",
@@ -94,16 +95,12 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
 
 std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view program_file,
                                     absl::string_view usage) {
-  absl::FlagsUsageConfig usage_config;
-  // --help lists these files' flags (absl would otherwise look for a file named after the
-  // binary).
-  usage_config.contains_help_flags = [program = std::string(program_file)](absl::string_view path) {
-    return absl::EndsWith(path, program) || absl::EndsWith(path, "client/connection.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(usage);
-  return absl::ParseCommandLine(argc, argv);
+  std::string program = argc > 0 ? argv[0] : "graphbandit";
+  if (const size_t slash = program.rfind('/'); slash != std::string::npos) {
+    program = program.substr(slash + 1);
+  }
+  return ParseProgramCommandLine(argc, argv, program, usage,
+                                 {std::string(program_file), "client/connection.cc"});
 }
 
 }  // namespace graphbandit::client

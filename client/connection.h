@@ -30,8 +30,9 @@ struct Connection {
 // --tls_key_file, --tls_server_name, --token_file, --admin_token_file). Errors name the flag.
 absl::StatusOr<Connection> ConnectFromFlags(const std::string& target);
 
-// absl::ParseCommandLine for a program whose own flags are defined in the file ending in
-// `program_file` (e.g. "client/cli.cc"): sets the usage message, and --help lists that file's
+// The command line of a program whose own flags are defined in the file ending in
+// `program_file` (e.g. "client/cli.cc"), as every graphbandit program reads it
+// (core/base/command_line.h: --help exits 0, a usage error exits 64); --help lists that file's
 // flags and the connection flags. Returns the positional arguments, argv[0] first.
 std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view program_file,
                                     absl::string_view usage);

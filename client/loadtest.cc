@@ -76,10 +76,11 @@ int Fail(const absl::Status& status) { return Fail(std::string(status.message())
 void ParseFlags(int argc, char** argv) {
   graphbandit::client::ParseCommandLine(
       argc, argv, "client/loadtest.cc",
-      "plays a synthetic graph environment (as in the paper \"Laplacian Kernelized Bandit\":\n"
-      "random user graph, item pool,\n"
-      "rewards drawn from the Laplacian multi-user kernel, noisy rewards) against a running\n"
-      "server and prints throughput, latency percentiles (p50/p90/p99) and regret.\n"
+      "graphbandit-loadtest: plays a synthetic graph environment (as in the paper \"Laplacian\n"
+      "Kernelized Bandit\": random user graph, item pool, rewards drawn from the Laplacian\n"
+      "multi-user kernel, noisy rewards) against a running server and prints throughput,\n"
+      "latency percentiles (p50/p90/p99) and regret.\n"
+      "Usage: graphbandit-loadtest --target=HOST:PORT [--rounds=N] [--concurrency=C] [...]\n"
       "Example: graphbandit-loadtest --target=127.0.0.1:50051 --rounds=10000 --concurrency=4 "
       "--users=20");
 }

@@ -18,7 +18,10 @@ namespace graphbandit {
 
 // Parses `text` into *message. On failure: INVALID_ARGUMENT listing each problem as
 // "line L column C: what" (1-based), joined by "; "; warnings count as problems.
-inline absl::Status ParseTextFormat(const std::string& text, google::protobuf::Message* message) {
+// With `locations`, records where each field was found (for errors found after parsing).
+inline absl::Status ParseTextFormat(
+    const std::string& text, google::protobuf::Message* message,
+    google::protobuf::TextFormat::ParseInfoTree* locations = nullptr) {
   class CollectErrors : public google::protobuf::io::ErrorCollector {
    public:
     void AddError(int line, int column, const std::string& what) override {
@@ -32,6 +35,7 @@ inline absl::Status ParseTextFormat(const std::string& text, google::protobuf::M
   CollectErrors errors;
   google::protobuf::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
+  if (locations != nullptr) parser.WriteLocationsTo(locations);
   if (parser.ParseFromString(text, message)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors.errors, "; "));
 }

@@ -1,10 +1,12 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -58,6 +60,20 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     if (!model.ok()) return model.status();
     options.models.push_back(*std::move(model));
   }
+  // A default_model that names no configured model is a mistake, not a request for a new
+  // model with default settings.
+  if (!config.default_model().empty()) {
+    std::vector<std::string> names;
+    for (const ModelOptions& model : options.models) names.push_back(model.name);
+    if (std::find(names.begin(), names.end(), config.default_model()) == names.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "default_model \"%s\" names no configured model (%s); add a models { name: \"%s\" } "
+          "block or remove default_model",
+          config.default_model(),
+          names.empty() ? "none is configured" : "configured: " + absl::StrJoin(names, ", "),
+          config.default_model()));
+    }
+  }
   const v1::DurabilityConfig& d = config.durability();
   if (absl::Status status = FromProto(kSyncs, d.sync(), Durability::Sync::kEveryRecord,
                                       "durability.sync", &options.durability.sync);
@@ -79,6 +95,43 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     options.durability.snapshot_every_records = static_cast<int64_t>(d.snapshot_every_records());
   }
   return options;
+}
+
+absl::StatusOr<EngineOptions> ReadEngineOptions(const std::string& path,
+                                                const std::string& state_dir) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrFormat("cannot open config file \"%s\"", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  v1::ServerConfig config;
+  google::protobuf::TextFormat::ParseInfoTree locations;
+  if (absl::Status parsed = ParseTextFormat(buffer.str(), &config, &locations); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", path, parsed.message()));
+  }
+  absl::StatusOr<EngineOptions> options = ToEngineOptions(config, state_dir);
+  if (options.ok()) return options;
+  // Which part was refused, and where it is in the file (1-based lines).
+  const google::protobuf::Descriptor* descriptor = config.GetDescriptor();
+  auto line_of = [&](const char* field, int index) {
+    const auto location = locations.GetLocation(descriptor->FindFieldByName(field), index);
+    return location.line + 1;
+  };
+  int line = 0;
+  for (int i = 0; i < config.models_size() && line == 0; ++i) {
+    if (config.models(i).name().empty() || !ToModelOptions(config.models(i)).ok()) {
+      line = line_of("models", i);
+    }
+  }
+  if (line == 0 && !config.default_model().empty() &&
+      absl::StrContains(options.status().message(), "default_model")) {
+    line = line_of("default_model", -1);
+  }
+  if (line == 0 && config.has_durability()) line = line_of("durability", -1);
+  if (line <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: %s", path, options.status().message()));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s:%d: %s", path, line, options.status().message()));
 }
 
 }  // namespace graphbandit::server

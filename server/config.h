@@ -22,6 +22,11 @@ absl::StatusOr<v1::ServerConfig> ReadServerConfig(const std::string& path);
 using config::ToModelConfig;
 using config::ToModelOptions;
 
+// Engine options from the configuration file at `path`: every error names the file, the line
+// and the field ("cfg.textproto:12: model \"news\": ridge must be ...").
+absl::StatusOr<EngineOptions> ReadEngineOptions(const std::string& path,
+                                                const std::string& state_dir);
+
 // Engine options from a ServerConfig (the default model is added by the engine if absent).
 absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
                                               const std::string& state_dir);

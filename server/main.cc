@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "core/base/command_line.h"
 #include "core/base/log.h"
 #include "core/model/engine.h"
 #include "server/config.h"
@@ -86,30 +87,21 @@ int main(int argc, char** argv) {
                  message.data());
   });
 
-  // --help lists this file's flags (absl would otherwise look for a file named after the binary).
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "server/main.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
-      "online graph-kernel bandit decisions over gRPC.\n"
+  graphbandit::ParseProgramCommandLine(
+      argc, argv, "graphbandit-server",
+      "graphbandit-server: online graph-kernel bandit decisions over gRPC.\n"
       "Usage: graphbandit-server [--listen=HOST:PORT] [--metrics_listen=HOST:PORT]\n"
       "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]\n"
       "                          [--tls_cert_file=PEM --tls_key_file=PEM "
       "[--tls_client_ca_file=PEM]]\n"
-      "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]");
-  absl::ParseCommandLine(argc, argv);
+      "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]",
+      {"server/main.cc"});
 
-  graphbandit::v1::ServerConfig config;
-  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
-    auto parsed = graphbandit::server::ReadServerConfig(path);
-    if (!parsed.ok()) return Fail(parsed.status());
-    config = *std::move(parsed);
-  }
+  const std::string config_path = absl::GetFlag(FLAGS_config);
   auto engine_options =
-      graphbandit::server::ToEngineOptions(config, absl::GetFlag(FLAGS_state_dir));
+      config_path.empty()
+          ? graphbandit::server::ToEngineOptions({}, absl::GetFlag(FLAGS_state_dir))
+          : graphbandit::server::ReadEngineOptions(config_path, absl::GetFlag(FLAGS_state_dir));
   if (!engine_options.ok()) return Fail(engine_options.status());
   if (const std::string graph = absl::GetFlag(FLAGS_graph); !graph.empty()) {
     bool found = false;

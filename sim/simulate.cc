@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/base/command_line.h"
 #include "graphbandit_version.h"
 #include "sim/presets.h"
 #include "sim/report.h"
@@ -106,17 +107,13 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "sim/simulate.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
-      "runs a named bandit experiment in-process and writes its regret curves, plots and table.\n"
+  std::vector<char*> args = graphbandit::ParseProgramCommandLine(
+      argc, argv, "graphbandit-sim",
+      "graphbandit-sim: runs a named bandit experiment in-process and writes its regret curves,\n"
+      "plots and table.\n"
       "Usage: graphbandit-sim --preset=NAME --out=DIR [--seeds=N] [--rounds=T] [--jobs=J]\n"
-      "       graphbandit-sim --list_presets");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+      "       graphbandit-sim --list_presets",
+      {"sim/simulate.cc"});
   if (args.size() > 1) return Fail(absl::StrCat("unexpected argument '", args[1], "'"));
 
   if (absl::GetFlag(FLAGS_list_presets)) {

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -284,6 +286,44 @@ TEST(ConfigTest, EveryEnumValueRoundTrips) {
   EXPECT_THAT(std::string(ToEngineOptions(server, "").status().message()),
               HasSubstr("unknown durability.sync 7: it must be one of EVERY_RECORD, GROUP_COMMIT, "
                         "OS (unset means EVERY_RECORD)"));
+}
+
+// Configuration errors found after parsing name the file, the line and the field; a
+// default_model that names no configured model is one of them.
+TEST(ConfigTest, ErrorsNameTheFileTheLineAndTheField) {
+  const std::string path = ::testing::TempDir() + "/config_test_errors.textproto";
+  auto write = [&path](const std::string& text) { std::ofstream(path) << text; };
+  write(
+      "models { name: \"a\" }\n"
+      "default_model: \"b\"\n");
+  auto missing = ReadEngineOptions(path, "");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(missing.status().message()),
+            path +
+                ":2: default_model \"b\" names no configured model (configured: a); add a "
+                "models { name: \"b\" } block or remove default_model");
+  write("default_model: \"b\"\n");
+  EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
+              HasSubstr(":1: default_model \"b\" names no configured model (none is configured)"));
+
+  write(
+      "# two models\n"
+      "models { name: \"ok\" }\n"
+      "models {\n"
+      "  name: \"bad\"\n"
+      "  ridge: -1\n"
+      "}\n");
+  auto bad_ridge = ReadEngineOptions(path, "");
+  EXPECT_THAT(std::string(bad_ridge.status().message()),
+              HasSubstr(path + ":3: model \"bad\": ridge must be a finite number > 0"));
+  write("models { name: \"x\" nope: 1 }\n");
+  EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
+              HasSubstr(path + ": line 1 column"));
+  write("models { name: \"x\" }\ndefault_model: \"x\"\n");
+  auto fine = ReadEngineOptions(path, "/tmp/state");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->default_model, "x");
+  std::filesystem::remove(path);
 }
 
 }  // namespace
