@@ -82,6 +82,7 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
   }
   decision_request.slate_size = static_cast<int>(slate);
   decision_request.event_id = request->event_id();
+  decision_request.min_model_version = request->min_model_version();
 
   absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request, Deadline(context));
   if (!decision.ok()) return rpc.Finish(ToGrpcStatus(decision.status()));
@@ -119,6 +120,7 @@ grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
   if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
   response->set_outcome(ToProto(result->outcome));
   response->set_model(result->model);
+  response->set_model_version(result->model_version);
   if (result->outcome == RewardOutcome::kUnknownEvent) {
     metrics_->RecordReward("", RewardOutcome::kUnknownEvent);
   }

@@ -47,6 +47,9 @@ struct DecisionRequest {
   std::vector<CandidateRef> candidates;
   int slate_size = 1;
   absl::string_view event_id;  // empty: generated
+  // > 0: decide only from a published state of at least this version (read-your-writes after
+  // a ReportReward that returned it); waits for it within the call's deadline.
+  uint64_t min_model_version = 0;
 };
 
 enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };
@@ -63,6 +66,10 @@ struct RewardResult {
   RewardOutcome outcome = RewardOutcome::kUnknownEvent;
   std::vector<std::pair<std::string, RewardOutcome>> arm_outcomes;
   std::string model;
+  // The first model version whose state has learned what this report taught (ACCEPTED) or had
+  // already learned (DUPLICATE), for SelectArm's min_model_version; 0 when the learning waits
+  // for the decision's window (SUM/MAX/LAST aggregation) or nothing was learned.
+  uint64_t model_version = 0;
 };
 
 }  // namespace graphbandit

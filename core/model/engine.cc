@@ -137,6 +137,11 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
   if (now >= deadline)
     return absl::DeadlineExceededError("the call's deadline passed before it started");
   Model* model = *found;
+  if (request.min_model_version > 0) {
+    if (absl::Status s = model->WaitForVersion(request.min_model_version, deadline); !s.ok()) {
+      return s;
+    }
+  }
   if (!request.event_id.empty()) {
     if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
     return model->Select(request, std::string(request.event_id), /*client_event_id=*/true,

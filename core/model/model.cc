@@ -542,6 +542,24 @@ void Model::WaitForFits() {
   }
 }
 
+absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
+  MutexLock lock(&queue_mu_);
+  if (version > next_seq_ - 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "min_model_version %d is ahead of everything model \"%s\" has recorded (version %d); "
+        "use a model_version returned by ReportReward",
+        version, options_.name, next_seq_ - 1));
+  }
+  queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return applied_seq_ >= version || stopping_;
+  });
+  if (applied_seq_ >= version) return absl::OkStatus();
+  if (stopping_) return absl::UnavailableError("the model is shutting down");
+  return absl::DeadlineExceededError(
+      absl::StrFormat("the deadline passed before model \"%s\" published version %d (it is at %d)",
+                      options_.name, version, applied_seq_));
+}
+
 void Model::WaitForWriter() {
   MutexLock lock(&queue_mu_);
   const uint64_t target = next_seq_ - 1;

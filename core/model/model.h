@@ -189,6 +189,10 @@ class Model : private FitScheduler::Host {
   std::shared_ptr<const ModelView> View() const ABSL_LOCKS_EXCLUDED(view_mu_);
   ModelStats Stats() const;
 
+  // Read-your-writes: waits until the published state's version is at least `version`.
+  // Errors: INVALID_ARGUMENT for a version beyond anything logged, DEADLINE_EXCEEDED when
+  // `deadline` passes first (naming the version reached), UNAVAILABLE when shutting down.
+  absl::Status WaitForVersion(uint64_t version, absl::Time deadline) ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Blocks until every operation logged before the call has been applied and published.
   void WaitForWriter() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Blocks until no hyper-parameter fit is running or waiting to be logged, and what was

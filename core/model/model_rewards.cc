@@ -44,6 +44,8 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
       result.arm_outcomes.emplace_back(arm_id, result.outcome);
     }
     *wait_for = LastLogged();
+    // A closed decision taught what it had to when it closed, which is logged by now.
+    if (result.outcome == RewardOutcome::kDuplicate) result.model_version = *wait_for;
     return result;
   }
   LedgerEntry& entry = *join.entry;
@@ -103,6 +105,14 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
   if (!status.ok()) return status;
   result.outcome = ops.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
   *wait_for = ops.empty() ? LastLogged() : last_seq;
+  // The version that contains the learning: this record's (FIRST learns at once); a duplicate
+  // under FIRST was learned by an earlier record, logged by now. Windowed aggregations learn
+  // when the window closes: no version yet.
+  if (learn_now) {
+    result.model_version = last_seq;
+  } else if (ops.empty() && options_.aggregation == Aggregation::kFirst) {
+    result.model_version = *wait_for;
+  }
   return result;
 }
 

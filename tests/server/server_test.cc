@@ -28,6 +28,33 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Read-your-writes over gRPC: a decision that asks for the version ReportReward returned is
+// made from a state that has learned the reward, every time.
+TEST_F(ServerTest, MinModelVersionGivesReadYourWrites) {
+  for (int round = 0; round < 30; ++round) {
+    v1::SelectArmResponse decided;
+    ASSERT_TRUE(Select(ThreeArms(), &decided).ok());
+    v1::ReportRewardRequest reward;
+    reward.set_event_id(decided.event_id());
+    reward.set_reward(round % 2);
+    v1::ReportRewardResponse rewarded;
+    ASSERT_TRUE(Reward(reward, &rewarded).ok());
+    ASSERT_EQ(rewarded.outcome(), v1::ACCEPTED);
+    ASSERT_GT(rewarded.model_version(), decided.model_version());
+    v1::SelectArmRequest after = ThreeArms();
+    after.set_min_model_version(rewarded.model_version());
+    v1::SelectArmResponse fresh;
+    ASSERT_TRUE(Select(after, &fresh).ok());
+    EXPECT_GE(fresh.model_version(), rewarded.model_version()) << "round " << round;
+  }
+  v1::SelectArmRequest ahead = ThreeArms();
+  ahead.set_min_model_version(1'000'000'000);
+  v1::SelectArmResponse response;
+  const grpc::Status status = Select(ahead, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("min_model_version 1000000000 is ahead"));
+}
+
 TEST_F(ServerTest, SelectRewardAndLearnOverGrpc) {
   // True rewards: a -> 0.9, b -> 0.1, c -> 0.4 (the same for everyone).
   const std::map<std::string, double> truth = {{"a", 0.9}, {"b", 0.1}, {"c", 0.4}};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/base/random.h"
 #include "core/model/engine.h"
 #include "tests/core/model/engine_test_util.h"
@@ -151,6 +153,63 @@ TEST(EngineTest, TombstonesAreBoundedAndOlderEventsBecomeUnknown) {
                 .status()
                 .code(),
             absl::StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace graphbandit
+
+namespace graphbandit {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ACCEPTED is durable, not yet published: a decision right after may predate the reward.
+// ReportReward's model_version and SelectArm's min_model_version close that gap.
+TEST(EngineTest, ReadYourWritesWaitsForTheVersionThatLearnedTheReward) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(engine->SelectArm(OneArm("r1").View()).ok());
+  model->WaitForWriter();
+  // Hold the writer after its next batch, so that the reward below is queued, not applied.
+  absl::Notification release;
+  std::atomic<bool> hold{true};
+  model->SetAfterApplyHookForTesting([&] {
+    if (hold) release.WaitForNotification();
+  });
+  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // the writer reaches the hook
+  auto reward = engine->ReportReward({"r1", 1.0, {}, ""});
+  ASSERT_TRUE(reward.ok()) << reward.status();
+  ASSERT_EQ(reward->outcome, RewardOutcome::kAccepted);
+  ASSERT_GT(reward->model_version, 0u);
+
+  OwnedRequest probe = OneArm("");
+  DecisionRequest stale_request = probe.View();
+  auto stale = engine->SelectArm(stale_request);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_LT(stale->model_version, reward->model_version);  // served before it learned
+
+  DecisionRequest fresh_request = probe.View();
+  fresh_request.min_model_version = reward->model_version;
+  auto early = engine->SelectArm(fresh_request, absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(early.status().message()), HasSubstr("published version"));
+
+  hold = false;
+  release.Notify();
+  auto fresh = engine->SelectArm(fresh_request, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_GE(fresh->model_version, reward->model_version);
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+
+  // A duplicate names a version that has it too; a version never recorded is refused.
+  auto duplicate = engine->ReportReward({"r1", 1.0, {}, ""});
+  ASSERT_TRUE(duplicate.ok());
+  EXPECT_EQ(duplicate->outcome, RewardOutcome::kDuplicate);
+  EXPECT_GE(duplicate->model_version, reward->model_version);
+  fresh_request.min_model_version = 1'000'000;
+  EXPECT_EQ(engine->SelectArm(fresh_request).status().code(), absl::StatusCode::kInvalidArgument);
+  model->SetAfterApplyHookForTesting(nullptr);
 }
 
 }  // namespace
