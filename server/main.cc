@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -37,7 +38,10 @@ ABSL_FLAG(std::string, config, "",
           "models. Without it the server hosts one model, 'default', with default settings.");
 ABSL_FLAG(int32_t, max_message_bytes, 8 << 20, "Largest gRPC message accepted or sent.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
-          "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+          "On SIGTERM/SIGINT, how long the whole shutdown may take: in-flight calls finish, then "
+          "each model applies what it logged and writes a final snapshot. A model still busy "
+          "then (a long re-draw) stops without it; its logged changes are replayed at the next "
+          "start.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, once serving, write 'GRPC_PORT METRICS_PORT' to this file (for --listen with "
           "port 0).");
@@ -196,7 +200,15 @@ int main(int argc, char** argv) {
   sigwait(&shutdown_signals, &signal_number);
   std::fprintf(stderr, "graphbandit-server: %s received; shutting down\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  if (!(*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)))) {
+    // A model's writer is still applying (its records are durable and replayed at the next
+    // start): exit now, without destroying what it uses.
+    std::fprintf(stderr,
+                 "graphbandit-server: stopped at the grace deadline; logged changes not yet "
+                 "applied will be replayed at the next start\n");
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
   std::fprintf(stderr, "graphbandit-server: stopped cleanly\n");
   return 0;
 }

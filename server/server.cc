@@ -20,6 +20,8 @@ const char* const kServices[] = {"graphbandit.v1.BanditService", "graphbandit.v1
 
 // How long health watchers are given to hear NOT_SERVING before the port closes.
 constexpr absl::Duration kDrainNotice = absl::Milliseconds(300);
+// What the models get to stop even when draining RPCs used the whole grace.
+constexpr absl::Duration kMinModelStop = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -99,9 +101,10 @@ void GraphbanditServer::WatchModelHealth() {
   }
 }
 
-void GraphbanditServer::Shutdown(absl::Duration grace) {
-  if (shut_down_ || server_ == nullptr) return;  // nothing started (a failed Start)
+bool GraphbanditServer::Shutdown(absl::Duration grace) {
+  if (shut_down_ || server_ == nullptr) return true;  // nothing started (a failed Start)
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;  // for the whole shutdown
   stop_health_.Notify();
   if (health_watcher_.joinable()) health_watcher_.join();
   // Every service and model NOT_SERVING, and a moment for Watch streams to carry it to their
@@ -112,12 +115,12 @@ void GraphbanditServer::Shutdown(absl::Duration grace) {
   // CivetWeb (behind the Exposer) polls with a fixed 2 s quantum, so stopping it takes up to
   // 2 s: do that while gRPC drains, and wait for it before returning.
   std::thread metrics_stopper([exposer = std::move(exposer_)]() mutable { exposer.reset(); });
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::microseconds(absl::ToInt64Microseconds(grace));
-  server_->Shutdown(deadline);
+  server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
-  engine_->Shutdown();
+  // The models get what is left of the grace, and at least a moment to stop an idle writer.
+  const bool clean = engine_->Shutdown(std::max(deadline, absl::Now() + kMinModelStop));
   metrics_stopper.join();
+  return clean;
 }
 
 GraphbanditServer::~GraphbanditServer() { Shutdown(absl::Seconds(5)); }

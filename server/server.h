@@ -43,7 +43,10 @@ class GraphbanditServer {
   // Health goes NOT_SERVING (and health watchers are told, before the port closes), new calls
   // are refused, in-flight calls get until `grace` to finish, then every model applies what it
   // has queued and closes its log.
-  void Shutdown(absl::Duration grace);
+  // `grace` bounds the whole shutdown (the models get at least 0.5 s to stop their writers);
+  // returns false if a model's writer was still busy then: its logged records are replayed at
+  // the next start, and the caller should exit at once (std::_Exit) rather than destroy it.
+  bool Shutdown(absl::Duration grace);
 
  private:
   GraphbanditServer() = default;

@@ -91,18 +91,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   return engine;
 }
 
-Engine::~Engine() { Shutdown(); }
+Engine::~Engine() {
+  if (Shutdown()) return;
+  // A model's writer outlived the shutdown deadline and still uses its model: leak the models
+  // rather than destroy them under it (the process is about to exit).
+  for (auto& [name, model] : models_) static_cast<void>(model.release());
+}
 
-void Engine::Shutdown() {
-  std::call_once(shutdown_once_, [this] {
+bool Engine::Shutdown(absl::Time deadline) {
+  std::call_once(shutdown_once_, [this, deadline] {
     {
       MutexLock lock(&sweeper_mu_);
       sweeper_stop_ = true;
       sweeper_cv_.SignalAll();
     }
     if (sweeper_.joinable()) sweeper_.join();
-    for (auto& [name, model] : models_) model->Shutdown();
+    for (auto& [name, model] : models_) {
+      if (!model->Shutdown(deadline)) stopped_cleanly_ = false;
+    }
   });
+  return stopped_cleanly_;
 }
 
 absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {

@@ -59,8 +59,9 @@ class Engine {
   const std::string& default_model() const { return default_model_; }
 
   // Stops the sweeper; every model applies what is logged, writes a final snapshot, syncs and
-  // closes its log. Idempotent.
-  void Shutdown();
+  // closes its log, by `deadline` (Model::Shutdown). Idempotent. False if some model's writer
+  // was still busy at the deadline: the process must then exit without destroying the engine.
+  bool Shutdown(absl::Time deadline = absl::InfiniteFuture());
 
  private:
   Engine() = default;
@@ -68,6 +69,7 @@ class Engine {
 
   std::string default_model_;
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
+  bool stopped_cleanly_ = true;  // written once, in Shutdown's call_once
 
   Mutex sweeper_mu_;
   CondVar sweeper_cv_;

@@ -117,7 +117,10 @@ absl::Status Model::StartLog(uint64_t next_seq) {
 }
 
 void Model::StartThreads() {
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_ = std::thread([this] {
+    WriterLoop();
+    writer_done_.Notify();
+  });
   if (log_ != nullptr) log_->StartThreads();
 }
 
@@ -582,10 +585,10 @@ absl::StatusOr<uint64_t> Model::Snapshot() {
   return waiter->seq;
 }
 
-void Model::Shutdown() {
+bool Model::Shutdown(absl::Time deadline) {
   {
     MutexLock lock(&queue_mu_);
-    if (stopped_) return;
+    if (stopped_) return true;
   }
   // A fit in progress is cancelled: its result would not be applied any more.
   fits_.Stop();
@@ -593,6 +596,25 @@ void Model::Shutdown() {
     MutexLock lock(&queue_mu_);
     stopping_ = true;
     queue_cv_.SignalAll();
+  }
+  if (writer_.joinable() && !writer_done_.WaitForNotificationWithDeadline(deadline)) {
+    // The writer is still applying: make what was logged durable and leave it to the next
+    // start's replay, instead of holding the shutdown for as long as the writer needs.
+    int64_t unapplied = 0;
+    {
+      MutexLock lock(&queue_mu_);
+      unapplied = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
+    }
+    LogWarning(absl::StrFormat(
+        "model \"%s\": the writer is still busy at the shutdown deadline; %d logged records "
+        "not yet applied will be replayed at the next start (no final snapshot)",
+        options_.name, unapplied));
+    if (log_ != nullptr) log_->StopThreads();
+    MutexLock lock(&queue_mu_);
+    if (log_ != nullptr) log_->Close(next_seq_ - 1);
+    stopped_ = true;
+    writer_.detach();
+    return false;
   }
   if (writer_.joinable()) writer_.join();
   {
@@ -631,6 +653,7 @@ void Model::Shutdown() {
   MutexLock lock(&queue_mu_);
   if (log_ != nullptr) log_->Close(next_seq_ - 1);  // syncs what was logged; appends end here
   stopped_ = true;
+  return true;
 }
 
 }  // namespace graphbandit

@@ -78,6 +78,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/base/sync.h"
@@ -205,7 +206,11 @@ class Model : private FitScheduler::Host {
   // Takes a snapshot now (and starts a new log segment); returns its sequence number.
   absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
-  void Shutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Bounded by `deadline`: if the writer has not applied everything by then (a long re-draw or
+  // rebuild), the log is synced and closed without the final snapshot and the writer is left
+  // running (false is returned): what was logged but not applied is replayed at the next
+  // start, and the process should exit without destroying the model (std::_Exit).
+  bool Shutdown(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(queue_mu_);
 
  private:
   // Someone waiting for a queued operation (or a snapshot) to be done.
@@ -329,6 +334,7 @@ class Model : private FitScheduler::Host {
   FreshnessStats freshness_ ABSL_GUARDED_BY(stats_mu_);
 
   std::thread writer_;
+  absl::Notification writer_done_;  // WriterLoop returned
 };
 
 }  // namespace graphbandit

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/base/random.h"
 #include "core/model/engine.h"
 #include "tests/core/model/engine_test_util.h"
@@ -303,6 +305,50 @@ TEST(EngineTest, ATemporarySnapshotLeftByAKilledProcessIsRemovedAtStart) {
   EXPECT_TRUE(model->recovery().damage.empty());
   EXPECT_EQ(model->View()->rewards_learned, learned);
   EXPECT_GE(model->recovery().seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace graphbandit
+
+namespace graphbandit {
+namespace {
+
+// The shutdown is bounded: a writer still busy at the deadline is left behind, the log is
+// synced and closed, and what was logged but not applied is replayed at the next start.
+TEST(EngineTest, ShutdownIsBoundedWhenTheWriterIsBusyAndNothingLoggedIsLost) {
+  TempDir dir;
+  // Never notified, and never freed: the writer stays busy in it after the test returns.
+  auto* release = new absl::Notification;
+  auto* hold = new std::atomic<bool>(false);
+  int acknowledged = 0;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    Model* model = *engine->FindModel("");
+    PlayRounds(*engine, 3);
+    acknowledged += 3;
+    model->WaitForWriter();
+    model->SetAfterApplyHookForTesting([release, hold] {
+      if (*hold) release->WaitForNotification();
+    });
+    *hold = true;
+    PlayRounds(*engine, 4);  // the first batch holds the writer; the rest stay queued
+    acknowledged += 4;
+    const absl::Time start = absl::Now();
+    EXPECT_FALSE(engine->Shutdown(absl::Now() + absl::Milliseconds(300)));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    // The engine is left alive (its writer still runs); the state directory is what a restart
+    // sees.
+    const std::string copy = CrashCopy(dir.path(), dir.path() + "-after-stop");
+    auto reopened = Reopen(copy);
+    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    Model* recovered = *(*reopened)->FindModel("");
+    EXPECT_GT(recovered->recovery().records_replayed, 0);
+    recovered->WaitForFits();
+    EXPECT_EQ(recovered->View()->rewards_learned, acknowledged);
+    reopened->reset();
+    std::filesystem::remove_all(copy);
+    static_cast<void>(engine.release());  // destroyed under its busy writer otherwise
+  }
 }
 
 }  // namespace
