@@ -36,7 +36,7 @@ void ProtobufLogHandler(google::protobuf::LogLevel level, const char* /*filename
   // parsing a protocol buffer. ..." is the one message a request can provoke: keep it for the
   // call's status, which names the field, and let the interceptor report the call.
   constexpr absl::string_view kUtf8Prefix = "String field '";
-  const size_t field_end = message.find("' contains invalid UTF-8");
+  const size_t field_end = message.find("' contains invalid UTF-8 data when parsing");
   if (absl::StartsWith(message, kUtf8Prefix) && field_end != std::string::npos) {
     t_parse_error = absl::StrCat("string field ",
                                  message.substr(kUtf8Prefix.size(), field_end - kUtf8Prefix.size()),
@@ -140,11 +140,16 @@ grpc::Status UnparseableRequestStatus(const std::string& method, const std::stri
       google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name);
   const std::string type =
       descriptor != nullptr ? descriptor->input_type()->full_name() : "the method's request type";
+  // A detail is used only if it names a field of this request type (a message another parse
+  // on this thread left behind names something else).
+  const bool about_this_type =
+      descriptor != nullptr &&
+      absl::StrContains(detail, " " + descriptor->input_type()->full_name() + ".");
   return grpc::Status(
       grpc::StatusCode::INVALID_ARGUMENT,
       absl::StrCat(
           "the request body could not be parsed as ", type, ": ",
-          detail.empty() ? "it is not a valid protobuf encoding of that message" : detail));
+          about_this_type ? detail : "it is not a valid protobuf encoding of that message"));
 }
 
 }  // namespace graphbandit::server

@@ -115,6 +115,7 @@ bool GraphbanditServer::Shutdown(absl::Duration grace) {
   // CivetWeb (behind the Exposer) polls with a fixed 2 s quantum, so stopping it takes up to
   // 2 s: do that while gRPC drains, and wait for it before returning.
   std::thread metrics_stopper([exposer = std::move(exposer_)]() mutable { exposer.reset(); });
+  engine_->BeginShutdown();  // calls waiting for a model version end now
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
   // The models get what is left of the grace, and at least a moment to stop an idle writer.

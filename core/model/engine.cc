@@ -93,9 +93,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
 
 Engine::~Engine() {
   if (Shutdown()) return;
-  // A model's writer outlived the shutdown deadline and still uses its model: leak the models
-  // rather than destroy them under it (the process is about to exit).
-  for (auto& [name, model] : models_) static_cast<void>(model.release());
+  // A model's writer outlived the shutdown deadline and still uses its model: leak those
+  // models rather than destroy them under it (the process is about to exit).
+  for (const std::string& name : busy_models_) {
+    static_cast<void>(models_.find(name)->second.release());
+  }
+}
+
+void Engine::BeginShutdown() {
+  for (auto& [name, model] : models_) model->BeginShutdown();
 }
 
 bool Engine::Shutdown(absl::Time deadline) {
@@ -106,8 +112,14 @@ bool Engine::Shutdown(absl::Time deadline) {
       sweeper_cv_.SignalAll();
     }
     if (sweeper_.joinable()) sweeper_.join();
+    // Every model is told first, so that they stop in parallel; each then gets what is left
+    // of the deadline, and at least a moment (an idle writer stops at once).
+    for (auto& [name, model] : models_) model->BeginShutdown();
     for (auto& [name, model] : models_) {
-      if (!model->Shutdown(deadline)) stopped_cleanly_ = false;
+      if (!model->Shutdown(std::max(deadline, absl::Now() + absl::Milliseconds(200)))) {
+        stopped_cleanly_ = false;
+        busy_models_.push_back(name);
+      }
     }
   });
   return stopped_cleanly_;

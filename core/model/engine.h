@@ -62,6 +62,8 @@ class Engine {
   // closes its log, by `deadline` (Model::Shutdown). Idempotent. False if some model's writer
   // was still busy at the deadline: the process must then exit without destroying the engine.
   bool Shutdown(absl::Time deadline = absl::InfiniteFuture());
+  // While RPCs drain: waits for model versions end (Model::BeginShutdown).
+  void BeginShutdown();
 
  private:
   Engine() = default;
@@ -69,7 +71,8 @@ class Engine {
 
   std::string default_model_;
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
-  bool stopped_cleanly_ = true;  // written once, in Shutdown's call_once
+  bool stopped_cleanly_ = true;           // written once, in Shutdown's call_once
+  std::vector<std::string> busy_models_;  // whose writer outlived the shutdown deadline
 
   Mutex sweeper_mu_;
   CondVar sweeper_cv_;

@@ -396,6 +396,9 @@ bool Model::Knows(const std::string& event_id) {
 }
 
 int Model::ExpireDue(absl::Time now) {
+  // A degraded log cannot record closes: retried at a later sweep, without holding the ledger
+  // lock (which decisions need) behind a repair's I/O.
+  if (LogDegraded()) return 0;
   MutexLock lock(&ledger_mu_);
   int closed = 0;
   for (LedgerEntry* entry : ledger_->Due(now)) {
@@ -554,10 +557,10 @@ absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
         version, options_.name, next_seq_ - 1));
   }
   queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return applied_seq_ >= version || stopping_;
+    return applied_seq_ >= version || stopping_ || draining_;
   });
   if (applied_seq_ >= version) return absl::OkStatus();
-  if (stopping_) return absl::UnavailableError("the model is shutting down");
+  if (stopping_ || draining_) return absl::UnavailableError("the model is shutting down");
   return absl::DeadlineExceededError(
       absl::StrFormat("the deadline passed before model \"%s\" published version %d (it is at %d)",
                       options_.name, version, applied_seq_));
@@ -583,6 +586,12 @@ absl::StatusOr<uint64_t> Model::Snapshot() {
   waiter->done.Wait();
   if (!waiter->status.ok()) return waiter->status;
   return waiter->seq;
+}
+
+void Model::BeginShutdown() {
+  MutexLock lock(&queue_mu_);
+  draining_ = true;
+  queue_cv_.SignalAll();
 }
 
 bool Model::Shutdown(absl::Time deadline) {

@@ -211,6 +211,9 @@ class Model : private FitScheduler::Host {
   // running (false is returned): what was logged but not applied is replayed at the next
   // start, and the process should exit without destroying the model (std::_Exit).
   bool Shutdown(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // First step of a shutdown, while RPCs drain: calls waiting for a model version (which may
+  // be far behind a busy writer) end with UNAVAILABLE instead of holding the drain.
+  void BeginShutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
  private:
   // Someone waiting for a queued operation (or a snapshot) to be done.
@@ -321,6 +324,7 @@ class Model : private FitScheduler::Host {
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(queue_mu_) = false;   // BeginShutdown: waits for versions end
   bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fit worker has an outcome waiting
   int fits_in_flight_ ABSL_GUARDED_BY(queue_mu_) = 0;  // started and not yet logged or dropped
   std::vector<std::shared_ptr<OpCompletion>> snapshot_waiters_ ABSL_GUARDED_BY(queue_mu_);

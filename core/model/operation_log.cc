@@ -69,7 +69,11 @@ void OperationLog::StopThreads() {
   if (repairer_.joinable()) repairer_.join();
 }
 
-void OperationLog::FailLocked(const std::string& what, int err) {
+void OperationLog::FailLocked(const std::string& what, int err, bool tail_intact) {
+  if (!tail_intact) {
+    MutexLock copies(&copies_mu_);
+    tail_intact_ = false;
+  }
   if (sync_error_.ok()) {
     reason_ = ReasonFor(err);
     sync_error_ = absl::UnavailableError(absl::StrFormat(
@@ -80,9 +84,18 @@ void OperationLog::FailLocked(const std::string& what, int err) {
     degraded_since_ = absl::Now();
     ++degraded_episodes_;
     LogWarning(sync_error_.message());
+    MutexLock error(&error_mu_);
+    degraded_error_ = sync_error_;
   }
   failed_.store(true);
   sync_cv_.SignalAll();
+}
+
+absl::Status OperationLog::DegradedError() const {
+  MutexLock error(&error_mu_);
+  return degraded_error_.ok()
+             ? absl::UnavailableError(absl::StrFormat("model \"%s\" has no open log", model_name_))
+             : degraded_error_;
 }
 
 int OperationLog::SyncFdLocked() {
@@ -95,6 +108,7 @@ int OperationLog::SyncFdLocked() {
 
 void OperationLog::SyncedLocked(uint64_t seq) {
   synced_seq_ = std::max(synced_seq_, seq);
+  MutexLock copies(&copies_mu_);
   while (!unsynced_.empty() && unsynced_.front().seq <= synced_seq_) {
     synced_size_ = unsynced_.front().end;
     unsynced_bytes_ -= unsynced_.front().payload.size();
@@ -104,21 +118,28 @@ void OperationLog::SyncedLocked(uint64_t seq) {
 }
 
 absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_logged) {
+  {
+    MutexLock lock(&writer_mu_);
+    if (closed_) return absl::FailedPreconditionError("the log is closed");
+    if (path == path_) return absl::OkStatus();  // nothing appended since the last start
+  }
   // The new segment is opened first: if that fails the model keeps appending to the old one.
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
   auto writer = storage::LogWriter::Open(path);
   if (!writer.ok()) return writer.status();
   MutexLock lock(&writer_mu_);
   MutexLock sync(&sync_mu_);
   auto abandon = [&](absl::Status status) {
     (*writer)->Close().IgnoreError();
-    ::unlink(path.c_str());  // an empty segment; the records stay in the old one
+    if (!existed) ::unlink(path.c_str());  // empty and new; the records stay in the old one
     return status;
   };
+  if (closed_) return abandon(absl::FailedPreconditionError("the log is closed"));
   if (!sync_error_.ok()) return abandon(sync_error_);
   if (writer_ != nullptr) {
     if (const int err = SyncFdLocked(); err != 0) {
       // Records in the old segment may not be on disk: degraded until repaired.
-      FailLocked("fdatasync of the finished segment", err);
+      FailLocked("fdatasync of the finished segment", err, /*tail_intact=*/false);
       return abandon(sync_error_);
     }
     SyncedLocked(last_logged);
@@ -128,25 +149,28 @@ absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_l
   path_ = path;
   appended_seq_ = last_logged;
   sync_fd_ = writer_->fd();
+  MutexLock copies(&copies_mu_);
   synced_size_ = writer_->size();
   return absl::OkStatus();
 }
 
 absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
+  // While degraded, answer at once: a repair may hold writer_mu_ through slow I/O.
+  if (failed_.load()) return DegradedError();
   MutexLock lock(&writer_mu_);
-  if (writer_ == nullptr || failed_.load()) {
-    MutexLock sync(&sync_mu_);
-    return sync_error_.ok() ? absl::UnavailableError(
-                                  absl::StrFormat("model \"%s\" has no open log", model_name_))
-                            : sync_error_;
-  }
+  if (writer_ == nullptr || closed_ || failed_.load()) return DegradedError();
   if (durability_.sync != Durability::Sync::kOs) {
     // Bound the copies kept for a repair: sync when they grow large (decisions alone never
-    // wait for a sync).
-    MutexLock sync(&sync_mu_);
-    if (unsynced_bytes_ > kMaxUnsyncedBytes) {
+    // wait for a sync otherwise).
+    bool large;
+    {
+      MutexLock copies(&copies_mu_);
+      large = unsynced_bytes_ > kMaxUnsyncedBytes;
+    }
+    if (large) {
+      MutexLock sync(&sync_mu_);
       if (const int err = SyncFdLocked(); err != 0) {
-        FailLocked("fdatasync", err);
+        FailLocked("fdatasync", err, /*tail_intact=*/false);
         return sync_error_;
       }
       SyncedLocked(appended_seq_);
@@ -158,17 +182,20 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": this change is too large to log: %s", model_name_, status.message()));
   }
-  MutexLock sync(&sync_mu_);
   if (!status.ok()) {
-    FailLocked("write", writer_->error_number());
+    MutexLock sync(&sync_mu_);
+    FailLocked("write", writer_->error_number(), /*tail_intact=*/true);
     return sync_error_;
   }
   ++appended_seq_;
   if (durability_.sync == Durability::Sync::kOs) {
     // Durable as far as this policy promises once written: nothing to keep for a repair.
+    MutexLock sync(&sync_mu_);
     synced_seq_ = appended_seq_;
+    MutexLock copies(&copies_mu_);
     synced_size_ = writer_->size();
   } else {
+    MutexLock copies(&copies_mu_);
     unsynced_.push_back(Unsynced{appended_seq_, type, std::string(payload),
                                  static_cast<uint64_t>(writer_->size())});
     unsynced_bytes_ += payload.size();
@@ -177,18 +204,16 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
 }
 
 absl::Status OperationLog::WaitDurable(uint64_t seq, absl::Time deadline) {
-  if (durability_.sync == Durability::Sync::kOs) {
-    MutexLock lock(&sync_mu_);
-    return sync_error_;
-  }
+  // Under OS, a record is as durable as promised once its append returned.
+  if (durability_.sync == Durability::Sync::kOs) return absl::OkStatus();
   if (durability_.sync == Durability::Sync::kEveryRecord) {
     const uint64_t target = last_logged_();
     MutexLock lock(&sync_mu_);
-    if (!sync_error_.ok()) return sync_error_;  // never trust a sync retried after a failure
-    if (synced_seq_ >= seq) return absl::OkStatus();
+    if (synced_seq_ >= seq) return absl::OkStatus();  // on disk, whatever happened since
+    if (!sync_error_.ok()) return sync_error_;        // never trust a sync retried after a failure
     // One fdatasync covers every record written before it: concurrent callers share it.
     if (const int err = SyncFdLocked(); err != 0) {
-      FailLocked("fdatasync", err);
+      FailLocked("fdatasync", err, /*tail_intact=*/false);
       return sync_error_;
     }
     SyncedLocked(target);
@@ -198,6 +223,7 @@ absl::Status OperationLog::WaitDurable(uint64_t seq, absl::Time deadline) {
   const bool durable = sync_cv_.WaitUntil(
       &sync_mu_, deadline,
       [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return synced_seq_ >= seq || !sync_error_.ok(); });
+  if (synced_seq_ >= seq) return absl::OkStatus();
   if (!sync_error_.ok()) return sync_error_;
   if (!durable) {
     return absl::DeadlineExceededError(
@@ -219,7 +245,7 @@ void OperationLog::SyncerLoop() {
     MutexLock lock(&sync_mu_);
     if (target > synced_seq_ && sync_fd_ >= 0 && sync_error_.ok()) {
       if (const int err = SyncFdLocked(); err != 0) {
-        FailLocked("fdatasync", err);
+        FailLocked("fdatasync", err, /*tail_intact=*/false);
       } else {
         SyncedLocked(target);
       }
@@ -236,13 +262,30 @@ absl::Status OperationLog::RepairLocked() {
   writer_.reset();
   sync_fd_ = -1;
   ++repair_attempts_;
-  // Cut the segment back to the last point known to be on disk, and make the cut durable: the
-  // tail after it is re-written, never trusted.
+  // Where to cut: after a failed write, the end of the last complete record (the records
+  // before it are intact); after a failed sync, the last point a sync covered (nothing after
+  // it is trusted, and the copies are written again).
+  uint64_t cut;
+  bool rewrite;
+  {
+    MutexLock copies(&copies_mu_);
+    rewrite = !tail_intact_;
+    cut = rewrite || unsynced_.empty() ? synced_size_ : unsynced_.back().end;
+  }
+  auto failed = [this](const std::string& what) {
+    MutexLock copies(&copies_mu_);
+    tail_intact_ = false;  // a failed sync here: written pages may be gone
+    return absl::UnavailableError(what);
+  };
   int err = InjectedLogFault(LogIo::kTruncate, path_);
   if (err == 0) {
     const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(synced_size_)) != 0 || ::fdatasync(fd) != 0) {
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(cut)) != 0) {
       err = errno;
+    } else if (::fdatasync(fd) != 0) {
+      err = errno;
+      ::close(fd);
+      return failed(absl::StrCat("fdatasync of ", path_, ": ", std::strerror(err)));
     }
     if (fd >= 0) ::close(fd);
   }
@@ -251,18 +294,26 @@ absl::Status OperationLog::RepairLocked() {
   }
   auto writer = storage::LogWriter::Open(path_);
   if (!writer.ok()) return writer.status();
-  for (const Unsynced& record : unsynced_) {
-    if (absl::Status s = (*writer)->Append(record.type, record.payload); !s.ok()) return s;
+  size_t rewritten = 0;
+  if (rewrite) {
+    MutexLock copies(&copies_mu_);
+    for (const Unsynced& record : unsynced_) {
+      if (absl::Status s = (*writer)->Append(record.type, record.payload); !s.ok()) return s;
+      ++rewritten;
+    }
   }
-  if (absl::Status s = (*writer)->Sync(); !s.ok()) return s;
+  if (absl::Status s = (*writer)->Sync(); !s.ok()) return failed(std::string(s.message()));
   ++syncs_;
   writer_ = *std::move(writer);
   sync_fd_ = writer_->fd();
-  const size_t rewritten = unsynced_.size();
-  if (!unsynced_.empty()) synced_seq_ = std::max(synced_seq_, unsynced_.back().seq);
-  unsynced_.clear();
-  unsynced_bytes_ = 0;
-  synced_size_ = writer_->size();
+  {
+    MutexLock copies(&copies_mu_);
+    if (!unsynced_.empty()) synced_seq_ = std::max(synced_seq_, unsynced_.back().seq);
+    unsynced_.clear();
+    unsynced_bytes_ = 0;
+    synced_size_ = writer_->size();
+    tail_intact_ = true;
+  }
   LogWarning(absl::StrFormat(
       "model \"%s\": its log is writable again after %s (%d records re-written); rewards and "
       "graph changes are accepted again",
@@ -270,6 +321,10 @@ absl::Status OperationLog::RepairLocked() {
   sync_error_ = absl::OkStatus();
   reason_.clear();
   degraded_since_ = absl::InfinitePast();
+  {
+    MutexLock error(&error_mu_);
+    degraded_error_ = absl::OkStatus();
+  }
   failed_.store(false);
   sync_cv_.SignalAll();
   return absl::OkStatus();
@@ -333,7 +388,7 @@ void OperationLog::Close(uint64_t last_logged) {
       ++syncs_;
       SyncedLocked(last_logged);
     } else {
-      FailLocked("final sync", writer_->error_number());
+      FailLocked("final sync", writer_->error_number(), /*tail_intact=*/false);
     }
     if (status.ok()) status = writer_->Close();
     if (!status.ok()) {

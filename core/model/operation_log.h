@@ -6,17 +6,23 @@
 // durable (a later record could follow a torn one, and a retried fsync can falsely succeed):
 // Append and WaitDurable fail with UNAVAILABLE naming the cause. The log keeps a copy of every
 // record appended since the last point known to be on disk (bounded: a sync is forced when the
-// copies pass kMaxUnsyncedBytes). A repair thread retries with exponential back-off: it cuts
-// the segment back to that point (ftruncate + fdatasync: the tail is re-checked, never
-// trusted), writes the copies again and syncs; then the log is healthy again, with every
-// record the model applied on disk in order. Nothing acknowledged is lost: a record is
-// acknowledged only once a sync that covers it succeeded.
+// copies pass kMaxUnsyncedBytes). A repair thread retries with exponential back-off. After a
+// failed write, the records before it are intact: the repair cuts off the partial record and
+// syncs. After a failed sync the kernel may have dropped written pages, so nothing after the
+// last good sync is trusted: the repair cuts the segment back to it, writes the copies again
+// and syncs. Then the log is healthy again, with every record the model applied on disk in
+// order. Nothing acknowledged is lost: a record is acknowledged only once a sync that covers it
+// succeeded. (If the process ends while a failed sync is unrepaired, the records after the
+// last good sync may be lost: none was acknowledged, and a decision among them answers
+// UNKNOWN_EVENT after the restart.)
 //
 // Threads: Append, StartSegment and Close are called by the model with its queue lock held (the
 // log order is the order in which sequence numbers are assigned); WaitDurable by request
 // threads; the syncer and the repairer are this class's own threads. Lock order: the model's
-// queue lock, then writer_mu_, then sync_mu_. `last_logged` (the model's) takes the queue lock,
-// so it is called with none of this class's locks held.
+// queue lock, then writer_mu_, then sync_mu_, then the leaf locks copies_mu_ and error_mu_ (an
+// append takes writer_mu_ and copies_mu_ only, so it never waits for another caller's fdatasync,
+// and while degraded it takes no lock but error_mu_). `last_logged` (the model's) takes the queue
+// lock, so it is called with none of this class's locks held.
 #ifndef GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 #define GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 
@@ -119,8 +125,12 @@ class OperationLog {
   };
 
   // Records a failed write or sync (`what`, errno `err`): from then on nothing more is
-  // appended or acknowledged until Repair succeeds.
-  void FailLocked(const std::string& what, int err) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // appended or acknowledged until Repair succeeds. `tail_intact`: a write failed, so the
+  // complete records before it can be kept; false after a failed sync.
+  void FailLocked(const std::string& what, int err, bool tail_intact)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // The error appends get while degraded (no lock but error_mu_).
+  absl::Status DegradedError() const ABSL_LOCKS_EXCLUDED(error_mu_);
   // After a sync that covered the records up to `seq`.
   void SyncedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // fdatasync of the current segment (with the test hook); the errno, or 0.
@@ -144,10 +154,16 @@ class OperationLog {
   CondVar sync_cv_;
   int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  uint64_t synced_size_ ABSL_GUARDED_BY(sync_mu_) = 0;  // the segment's size at synced_seq_
-  std::deque<Unsynced> unsynced_ ABSL_GUARDED_BY(sync_mu_);
-  size_t unsynced_bytes_ ABSL_GUARDED_BY(sync_mu_) = 0;
-  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);  // the degraded cause (OK: healthy)
+
+  mutable Mutex copies_mu_;                               // leaf
+  uint64_t synced_size_ ABSL_GUARDED_BY(copies_mu_) = 0;  // the segment's size at synced_seq_
+  std::deque<Unsynced> unsynced_ ABSL_GUARDED_BY(copies_mu_);
+  size_t unsynced_bytes_ ABSL_GUARDED_BY(copies_mu_) = 0;
+  bool tail_intact_ ABSL_GUARDED_BY(copies_mu_) = true;  // see FailLocked
+
+  mutable Mutex error_mu_;                                  // leaf
+  absl::Status degraded_error_ ABSL_GUARDED_BY(error_mu_);  // a copy of sync_error_
+  absl::Status sync_error_ ABSL_GUARDED_BY(sync_mu_);       // the degraded cause (OK: healthy)
   std::string reason_ ABSL_GUARDED_BY(sync_mu_);
   absl::Time degraded_since_ ABSL_GUARDED_BY(sync_mu_) = absl::InfinitePast();
   int64_t degraded_episodes_ ABSL_GUARDED_BY(sync_mu_) = 0;

@@ -155,6 +155,38 @@ TEST(DegradedLogTest, RecordsWrittenButNotSyncedAreWrittenAgainByTheRepair) {
   std::filesystem::remove_all(crashed);
 }
 
+// A failed write leaves the complete records before it intact: they are kept even if the
+// process ends before the repair (no copy needs writing again).
+TEST(DegradedLogTest, AFailedWriteKeepsTheRecordsBeforeItEvenWithoutARepair) {
+  TempDir dir;
+  std::atomic<bool> fail_writes{false};
+  storage::SetLogFaultForTesting([&](LogIo io, const std::string&) {
+    return fail_writes && io == LogIo::kWrite ? ENOSPC : 0;
+  });
+  auto engine = OpenEngine({}, dir.path());
+  Model* model = *engine->FindModel("");
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(engine->SelectArm(OneArm("w" + std::to_string(i)).View()).ok());
+  }
+  fail_writes = true;
+  EXPECT_EQ(Reward(*engine, "w0", 1.0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(model->LogDegraded());
+  // Give the repairer time to act (it needs no write: it cuts off the partial record only),
+  // then the process ends (a copy of the directory is what a restart would see).
+  absl::SleepFor(absl::Milliseconds(400));
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  storage::SetLogFaultForTesting(nullptr);
+  auto reopened = Reopen(crashed);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Reward(**reopened, "w" + std::to_string(i), 1.0)->outcome, RewardOutcome::kAccepted)
+        << i;
+  }
+  reopened->reset();
+  std::filesystem::remove_all(crashed);
+  ASSERT_TRUE(WaitUntilHealthy(model, absl::Seconds(20)));
+}
+
 // The real thing where the machine allows it: a 1 MiB tmpfs as the state directory, filled.
 TEST(DegradedLogTest, ARealFullFilesystem) {
   TempDir mount_point;

@@ -212,5 +212,35 @@ TEST(EngineTest, ReadYourWritesWaitsForTheVersionThatLearnedTheReward) {
   model->SetAfterApplyHookForTesting(nullptr);
 }
 
+// A shutdown does not wait for calls waiting for a version behind a busy writer: they end.
+TEST(EngineTest, ShutdownEndsCallsWaitingForAVersion) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  auto* release = new absl::Notification;  // freed below, after the writer left the hook
+  std::atomic<bool> hold{true};
+  model->SetAfterApplyHookForTesting([&hold, release] {
+    if (hold) release->WaitForNotification();
+  });
+  auto decided = engine->SelectArm(OneArm("v").View());
+  ASSERT_TRUE(decided.ok());
+  absl::SleepFor(absl::Milliseconds(50));  // the writer holds in the hook
+  auto reward = engine->ReportReward({"v", 1.0, {}, ""});
+  ASSERT_TRUE(reward.ok());
+  OwnedRequest probe = OneArm("");
+  DecisionRequest request = probe.View();
+  request.min_model_version = reward->model_version;
+  absl::Status waited;
+  std::thread waiter([&] { waited = engine->SelectArm(request).status(); });  // no deadline
+  absl::SleepFor(absl::Milliseconds(100));
+  engine->BeginShutdown();
+  waiter.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable);
+  hold = false;
+  release->Notify();
+  model->SetAfterApplyHookForTesting(nullptr);
+  EXPECT_TRUE(engine->Shutdown());
+  delete release;
+}
+
 }  // namespace
 }  // namespace graphbandit
