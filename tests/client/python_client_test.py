@@ -250,6 +250,14 @@ class InteropTest(unittest.TestCase):
         self.assertGreater(last, RANDOM_MEAN + 0.15, "not clearly better than uniform choice; "
                            + diagnosis)
         self.assertGreater(last, BEST_FIXED_ARM + 0.05, "the context was not used; " + diagnosis)
+        self.assertTrue(decision.logged)
+        # Read-your-writes: a decision asking for the reward's version is made from a state
+        # that has learned it.
+        probe = c.select(users[0], arms, [0.0])
+        learned = c.reward(probe.event_id, 0.5)
+        self.assertGreater(learned.model_version, probe.model_version)
+        after = c.select(users[0], arms, [0.0], min_model_version=learned.model_version)
+        self.assertGreaterEqual(after.model_version, learned.model_version)
 
     def test_3_errors_carry_the_status_code(self):
         # Requests of the shape test_2 fixed for the default model (1 context value, 5 arm

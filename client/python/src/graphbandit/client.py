@@ -200,18 +200,22 @@ class Client:
     # ---- BanditService -------------------------------------------------------------------
 
     def select(self, user_id, candidates, context=(), k=1, *, event_id="", model=None,
-               timeout=None):
+               min_model_version=0, timeout=None):
         """Chooses ``k`` of ``candidates`` for ``user_id``; returns a SelectArmResponse.
 
         ``candidates``: ``{arm_id: features}``, a list of ``(arm_id, features)`` pairs, or a
         list of ``bandit_pb2.Arm``. ``context``: the request's context vector (may be empty).
         ``event_id``: optional caller-chosen id (a retry with the same id and request returns
-        the stored decision). The response's ``event_id`` is what :meth:`reward` needs;
-        ``response.arms[0].arm_id`` is the top choice.
+        the stored decision). ``min_model_version``: a ``model_version`` returned by
+        :meth:`reward`, to decide from a state that has learned that reward (waits within
+        ``timeout``). The response's ``event_id`` is what :meth:`reward` needs;
+        ``response.arms[0].arm_id`` is the top choice; ``response.logged`` is False when the
+        model could not record the decision (its reward would be UNKNOWN_EVENT).
         """
         request = bandit_pb2.SelectArmRequest(
             model=self._model(model), user_id=user_id, context=list(context),
-            candidates=_arms(candidates), slate_size=k, event_id=event_id)
+            candidates=_arms(candidates), slate_size=k, event_id=event_id,
+            min_model_version=min_model_version)
         return self._call("SelectArm", self._bandit.SelectArm, request, self._bandit_metadata,
                           timeout)
 
@@ -220,8 +224,10 @@ class Client:
 
         Either ``reward`` (a single-arm decision) or ``arm_rewards``: ``{arm_id: reward}``
         or ``[(arm_id, reward), ...]`` for arms of a slate. Check ``response.outcome``
-        (``bandit_pb2.ACCEPTED``, ``DUPLICATE``, ``UNKNOWN_EVENT``, ``LATE``). ``model`` is
-        optional here: when set, the server checks that this model made the decision.
+        (``bandit_pb2.ACCEPTED``, ``DUPLICATE``, ``UNKNOWN_EVENT``, ``LATE``) and
+        ``response.model_version`` (pass it to :meth:`select` as ``min_model_version`` to see
+        the reward's effect). ``model`` is optional here: when set, the server checks that this
+        model made the decision.
         """
         if (reward is None) == (arm_rewards is None):
             raise ValueError("give exactly one of reward and arm_rewards")
