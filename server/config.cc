@@ -126,7 +126,19 @@ absl::StatusOr<EngineOptions> ReadEngineOptions(const std::string& path,
       absl::StrContains(options.status().message(), "default_model")) {
     line = line_of("default_model", -1);
   }
-  if (line == 0 && config.has_durability()) line = line_of("durability", -1);
+  if (line == 0 && config.has_durability()) {
+    // The field of the durability block the message names, else the block.
+    line = line_of("durability", -1);
+    const google::protobuf::Descriptor* durability = config.durability().GetDescriptor();
+    const auto* nested = locations.GetTreeForNested(descriptor->FindFieldByName("durability"), -1);
+    for (int f = 0; nested != nullptr && f < durability->field_count(); ++f) {
+      const google::protobuf::FieldDescriptor* field = durability->field(f);
+      if (absl::StrContains(options.status().message(), "durability." + field->name())) {
+        const auto location = nested->GetLocation(field, -1);
+        if (location.line >= 0) line = location.line + 1;
+      }
+    }
+  }
   if (line <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", path, options.status().message()));
   }

@@ -316,6 +316,13 @@ TEST(ConfigTest, ErrorsNameTheFileTheLineAndTheField) {
   auto bad_ridge = ReadEngineOptions(path, "");
   EXPECT_THAT(std::string(bad_ridge.status().message()),
               HasSubstr(path + ":3: model \"bad\": ridge must be a finite number > 0"));
+  write(
+      "durability {\n"
+      "  sync: EVERY_RECORD\n"
+      "  group_commit_interval_ms: 5000\n"
+      "}\n");
+  EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
+              HasSubstr(path + ":3: durability.group_commit_interval_ms is 5000"));
   write("models { name: \"x\" nope: 1 }\n");
   EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
               HasSubstr(path + ": line 1 column"));
