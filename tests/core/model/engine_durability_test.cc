@@ -304,7 +304,7 @@ TEST(EngineTest, ATemporarySnapshotLeftByAKilledProcessIsRemovedAtStart) {
   EXPECT_EQ(model->recovery().temporary_files_removed, 1);
   EXPECT_TRUE(model->recovery().damage.empty());
   EXPECT_EQ(model->View()->rewards_learned, learned);
-  EXPECT_GE(model->recovery().seconds, 0.0);
+  EXPECT_GT(model->recovery().seconds, 0.0);  // measured (0 when it is not)
 }
 
 }  // namespace
