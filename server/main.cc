@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -142,6 +144,18 @@ int main(int argc, char** argv) {
                    "graphbandit-server: model \"%s\": removed %lld temporary snapshot file(s) "
                    "left by an earlier process\n",
                    name.c_str(), static_cast<long long>(recovery.temporary_files_removed));
+    }
+    for (const auto& [what, counts] :
+         {std::pair<const char*, const std::map<std::string, int64_t>*>{"records lost to damage",
+                                                                        &recovery.records_lost},
+          {"intact records dropped (their decision was lost)", &recovery.records_dropped}}) {
+      if (counts->empty()) continue;
+      std::string by_kind;
+      for (const auto& [kind, n] : *counts) {
+        absl::StrAppend(&by_kind, by_kind.empty() ? "" : ", ", kind, " ", n);
+      }
+      std::fprintf(stderr, "graphbandit-server: WARNING: model \"%s\": %s: %s\n", name.c_str(),
+                   what, by_kind.c_str());
     }
     for (const std::string& damage : recovery.damage) {
       std::fprintf(stderr, "graphbandit-server: WARNING: model \"%s\": %s\n", name.c_str(),

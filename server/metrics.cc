@@ -3,7 +3,9 @@
 #include <prometheus/metric_family.h>
 
 #include <limits>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "core/fit/refit.h"
 #include "core/model/model.h"
@@ -143,6 +145,34 @@ class ModelCollector : public prometheus::Collectable {
       degraded.metric.push_back(std::move(metric));
     }
     families.push_back(std::move(degraded));
+    // Records recovery could not use at the last start, by kind: lost to damage in the middle
+    // of the log, or intact but dropped because their decision was lost (or a repeat).
+    for (const auto& [name, help, pick] :
+         {std::tuple<const char*, const char*,
+                     const std::map<std::string, int64_t>& (*)(const ModelStats&)>{
+              "graphbandit_recovery_records_lost",
+              "Log records destroyed by damage in the middle of the log at the last start, by "
+              "kind (unknown: the damage hit the record's header).",
+              [](const ModelStats& s) -> const std::map<std::string, int64_t>& {
+                return s.recovery.records_lost;
+              }},
+          {"graphbandit_recovery_records_dropped",
+           "Intact log records not applied at the last start because a record they depend on "
+           "was lost (a reward or close whose decision was lost), by kind.",
+           [](const ModelStats& s) -> const std::map<std::string, int64_t>& {
+             return s.recovery.records_dropped;
+           }}}) {
+      prometheus::MetricFamily family{name, help, prometheus::MetricType::Gauge, {}};
+      for (size_t i = 0; i < names.size(); ++i) {
+        for (const auto& [kind, count] : pick(stats[i])) {
+          prometheus::ClientMetric metric;
+          metric.label = {{"model", names[i]}, {"kind", kind}};
+          metric.gauge.value = static_cast<double>(count);
+          family.metric.push_back(std::move(metric));
+        }
+      }
+      families.push_back(std::move(family));
+    }
     // Freshness: from acknowledging a reward to publishing a state that has learned it.
     prometheus::MetricFamily freshness{
         "graphbandit_state_freshness_seconds",

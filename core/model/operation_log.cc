@@ -176,7 +176,7 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
       SyncedLocked(appended_seq_);
     }
   }
-  absl::Status status = writer_->Append(type, payload);
+  absl::Status status = writer_->Append(appended_seq_ + 1, type, payload);
   if (status.code() == absl::StatusCode::kInvalidArgument) {
     // Refused before anything was written (a record over the format's size limit).
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -298,7 +298,9 @@ absl::Status OperationLog::RepairLocked() {
   if (rewrite) {
     MutexLock copies(&copies_mu_);
     for (const Unsynced& record : unsynced_) {
-      if (absl::Status s = (*writer)->Append(record.type, record.payload); !s.ok()) return s;
+      if (absl::Status s = (*writer)->Append(record.seq, record.type, record.payload); !s.ok()) {
+        return s;
+      }
       ++rewritten;
     }
   }

@@ -1,5 +1,6 @@
 #include "core/model/recovery.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -75,58 +76,135 @@ absl::Status RequireLogFromStart(const ModelOptions& options, const StateDirecto
   return absl::OkStatus();
 }
 
-// Step 3: replays the log records after the snapshot, segment by segment, stopping at damage;
-// segments after damage (or after a gap) are set aside.
+// The name of a record kind in reports and metrics.
+std::string KindName(uint8_t type) {
+  switch (static_cast<OpType>(type)) {
+    case OpType::kFixDimensions:
+      return "fix_dimensions";
+    case OpType::kAddUsers:
+      return "add_users";
+    case OpType::kSetEdges:
+      return "set_edges";
+    case OpType::kRemoveEdges:
+      return "remove_edges";
+    case OpType::kObserve:
+      return "observe";
+    case OpType::kDecide:
+      return "decision";
+    case OpType::kReward:
+      return "reward";
+    case OpType::kClose:
+      return "close";
+    case OpType::kHyperparameters:
+      return "hyperparameters";
+  }
+  return "unknown";
+}
+
+// Whether what `op` depends on survived: a reward or a close needs its decision in the ledger
+// (open). Live, the model logs them only for open decisions, so in an undamaged log this
+// always holds.
+bool DependenciesHold(const ModelOp& op, DecisionLedger& ledger) {
+  if (const auto* reward = std::get_if<RewardOp>(&op)) {
+    return ledger.Find(reward->event_id) != nullptr;
+  }
+  if (const auto* close = std::get_if<CloseOp>(&op)) {
+    return ledger.Find(close->event_id) != nullptr;
+  }
+  return true;
+}
+
+// The feature dimensions an operation was made with (context, arms), if it carries features.
+std::optional<FixDimensionsOp> DimensionsOf(const ModelOp& op) {
+  auto of = [](const std::vector<double>& context, const std::vector<double>& arm) {
+    return FixDimensionsOp{static_cast<int32_t>(context.size()), static_cast<int32_t>(arm.size())};
+  };
+  if (const auto* decide = std::get_if<DecideOp>(&op)) {
+    if (!decide->arms.empty()) return of(decide->context, decide->arms[0].features);
+  } else if (const auto* observe = std::get_if<ObserveOp>(&op)) {
+    return of(observe->context, observe->features);
+  }
+  for (const ObserveOp* learned : ObservationsOf(op))
+    return of(learned->context, learned->features);
+  return std::nullopt;
+}
+
+// Step 3: replays the log records after the snapshot, segment by segment, in sequence order.
 absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
                        RecoveredState* recovered) {
   RecoveryReport& report = recovered->report;
   uint64_t& next = recovered->next_seq;
+  const uint64_t snapshot_seq = report.snapshot_seq;
   auto segments = dir.Segments();
-  bool stop = false;
+  // Ranges of sequence numbers [first, last] no intact record holds.
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  std::vector<storage::LogDamage> skipped;  // damage passed over, with known sequence numbers
   for (size_t i = 0; i < segments.size(); ++i) {
     // Not a structured binding: the replay lambda below captures these (C++17, clang).
     const uint64_t first = segments[i].first;
     const std::string& path = segments[i].second;
-    if (stop) {
-      report.damage.push_back(absl::StrFormat("%s follows damaged or missing records; %s", path,
-                                              StateDirectory::SetAsideReport(path, "orphaned")));
-      continue;
-    }
     const uint64_t following = i + 1 < segments.size() ? segments[i + 1].first : UINT64_MAX;
     if (following <= next) continue;  // entirely covered by the snapshot
-    if (first > next) {
-      report.damage.push_back(absl::StrFormat(
-          "log records %d to %d are missing (no segment holds them)", next, first - 1));
-      stop = true;
-      --i;  // set this segment aside too
-      continue;
-    }
-    uint64_t seq = first;
-    auto replayed = storage::RecoverLog(path, [&](uint8_t type, absl::string_view payload) {
-      const uint64_t this_seq = seq++;
-      if (this_seq < next) return absl::OkStatus();
-      absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
-      if (!op.ok()) {
-        return absl::DataLossError(
-            absl::StrFormat("record %d of %s: %s", this_seq, path, op.status().message()));
-      }
-      ApplyToLedger(*op, options, recovered->ledger.get());
-      EdgeEditResult ignored;
-      absl::Status applied = recovered->state->Apply(*op, &ignored);
-      // An operation that failed when it arrived fails the same way now (and was reported
-      // then): a refused graph edit, a reward that could not be learned.
-      if (!applied.ok()) {
-        if (std::holds_alternative<FixDimensionsOp>(*op)) return applied;
-        ++report.records_refused;
-      }
-      ++report.records_replayed;
-      next = this_seq + 1;
-      return absl::OkStatus();
-    });
+    auto replayed = storage::RecoverLog(
+        path, first, [&](uint64_t seq, uint8_t type, absl::string_view payload) {
+          if (seq < next) {
+            // Covered by the snapshot, or a repeat of a record already applied (only a damaged
+            // or hand-edited log holds one): never applied twice, never out of order.
+            if (seq > snapshot_seq) ++report.records_dropped[KindName(type)];
+            return absl::OkStatus();
+          }
+          if (seq > next) gaps.emplace_back(next, seq - 1);
+          next = seq + 1;
+          absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
+          if (!op.ok()) {
+            // The checksums verified, so this is a record this build cannot read, not damage.
+            return absl::DataLossError(
+                absl::StrFormat("record %d of %s: %s", seq, path, op.status().message()));
+          }
+          if (!DependenciesHold(*op, *recovered->ledger)) {
+            ++report.records_dropped[KindName(type)];
+            return absl::OkStatus();
+          }
+          EdgeEditResult ignored;
+          if (!gaps.empty() && !recovered->state->dimensions().fixed) {
+            // The record that fixed the feature dimensions (the first one) was lost: every
+            // later decision and reward was checked against them, so they can be read off one.
+            if (std::optional<FixDimensionsOp> fix = DimensionsOf(*op)) {
+              if (absl::Status s = recovered->state->Apply(*fix, &ignored); !s.ok()) return s;
+              report.damage.push_back(absl::StrFormat(
+                  "the record fixing the feature dimensions was lost; record %d restores them "
+                  "(context %d, arms %d)",
+                  seq, fix->context_dim, fix->arm_dim));
+            }
+          }
+          ApplyToLedger(*op, options, recovered->ledger.get());
+          absl::Status applied = recovered->state->Apply(*op, &ignored);
+          // An operation that failed when it arrived fails the same way now (and was reported
+          // then): a refused graph edit, a reward that could not be learned. After damage, an
+          // edit may also fail because the edit it built on was lost.
+          if (!applied.ok()) {
+            if (std::holds_alternative<FixDimensionsOp>(*op)) return applied;
+            ++report.records_refused;
+          }
+          ++report.records_replayed;
+          return absl::OkStatus();
+        });
     if (!replayed.ok()) {
       return absl::Status(replayed.status().code(),
                           absl::StrFormat("model \"%s\": recovery failed: %s", options.name,
                                           replayed.status().message()));
+    }
+    for (storage::LogDamage& damage : replayed->skipped) {
+      report.damaged_bytes += static_cast<int64_t>(damage.length);
+      report.damage.push_back(absl::StrFormat(
+          "%s: %d damaged bytes at offset %d (%s%s) were passed over; reading resumed at the "
+          "next intact record; a copy of the bytes is in %s",
+          path, damage.length, damage.offset, damage.reason,
+          damage.seq.has_value()
+              ? absl::StrFormat(", record %d, a %s", *damage.seq, KindName(damage.type))
+              : "",
+          damage.saved_path));
+      if (damage.seq.has_value()) skipped.push_back(std::move(damage));
     }
     if (replayed->corruption.has_value()) {
       report.truncated = true;
@@ -134,8 +212,26 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
           absl::StrFormat("%s: %s at offset %d; %d bytes after it were moved to %s", path,
                           replayed->corruption->reason, replayed->corruption->offset,
                           replayed->discarded_bytes, replayed->discarded_path));
-      stop = true;  // nothing after damage is applied
     }
+  }
+  // What the gaps held: the kinds of the damaged records whose headers still verified, the
+  // rest unknown.
+  int64_t missing = 0, known = 0;
+  for (const auto& [from, to] : gaps) {
+    missing += static_cast<int64_t>(to - from + 1);
+    for (const storage::LogDamage& damage : skipped) {
+      if (*damage.seq >= from && *damage.seq <= to) {
+        ++report.records_lost[KindName(damage.type)];
+        ++known;
+      }
+    }
+  }
+  if (missing > known) report.records_lost["unknown"] += missing - known;
+  if (missing > 0) {
+    report.damage.push_back(absl::StrFormat(
+        "%d log records after the snapshot were lost to damage (%d of them of known kind); "
+        "the intact records after them were applied where the decision they refer to survived",
+        missing, known));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,9 @@
 // Recovery of a model at start: the newest snapshot whose checksum verifies (falling back to
-// older ones), then the log segments after it, replayed in order up to the first damage. Damage
-// is reported and the damaged bytes set aside; nothing after damage is applied. An intact
+// older ones), then the log segments after it, replayed in sequence order. Damaged records are
+// reported, counted and their bytes copied aside; the intact records after them are applied when
+// what they depend on survived: a reward or a decision's close whose decision record was lost is
+// dropped (and counted), never applied to anything else; a record is never applied twice or out
+// of order (the sequence numbers in the records say which are missing or repeated). An intact
 // snapshot that cannot be restored (the configuration contradicts it), or a state directory
 // whose log does not reach back to record 1 when no snapshot loads, stops the start instead of
 // losing learned state. Runs before the model's threads start; touches nothing shared.
@@ -8,6 +11,7 @@
 #define GRAPHBANDIT_CORE_MODEL_RECOVERY_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,8 +29,16 @@ struct RecoveryReport {
   uint64_t snapshot_seq = 0;  // 0: started from the log alone
   int64_t records_replayed = 0;
   int64_t records_refused = 0;  // logged operations that failed again as when they arrived
-  bool truncated = false;
+  bool truncated = false;       // a damaged tail was cut off (its records are not counted below)
   std::vector<std::string> damage;
+  // Records destroyed by damage in the middle of the log, by kind ("decision", "reward",
+  // "close", ...; "unknown" when the damage hit the record's header). Exact: the sequence
+  // numbers on both sides of the damage say how many are missing.
+  std::map<std::string, int64_t> records_lost;
+  // Intact records not applied, by kind, because a record they depend on was lost (a reward or
+  // a close whose decision is not in the ledger) or because they repeat one already applied.
+  std::map<std::string, int64_t> records_dropped;
+  int64_t damaged_bytes = 0;  // bytes of damage in the middle of the log (left in place)
   // Temporary snapshot files left by a process killed while writing one, removed at start.
   int64_t temporary_files_removed = 0;
   double seconds = 0.0;  // wall time of the whole recovery

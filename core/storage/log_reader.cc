@@ -28,6 +28,12 @@ uint32_t LoadLE32(const char* p) {
   return v;
 }
 
+uint64_t LoadLE64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
 // Returns the first min(max_bytes, file size) bytes of `path`.
 absl::StatusOr<std::string> ReadHead(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -84,10 +90,11 @@ absl::StatusOr<int> CreateForensicFile(const std::string& base, std::string* cho
       absl::StrCat("too many existing copies named ", base, "[.N]"));
 }
 
-// Copies [offset, EOF) of `path` into a new forensic file, durably. Streams
-// in chunks: the damaged region may be most of a large log.
-absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset, uint64_t* copied,
-                                std::string* saved_path) {
+// Copies [offset, offset + length) of `path` (length UINT64_MAX: to the end)
+// into a new forensic file, durably. Streams in chunks: the damaged region may
+// be most of a large log.
+absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset, uint64_t length,
+                                uint64_t* copied, std::string* saved_path) {
   *copied = 0;
   const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return OsError(errno, "open", path);
@@ -100,8 +107,9 @@ absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset, uint64
 
   absl::Status status;
   std::unique_ptr<char[]> chunk(new char[kReadChunk]);
-  for (;;) {
-    absl::StatusOr<size_t> got = PreadUpTo(in, chunk.get(), kReadChunk, offset + *copied, path);
+  while (*copied < length) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(kReadChunk, length - *copied));
+    absl::StatusOr<size_t> got = PreadUpTo(in, chunk.get(), want, offset + *copied, path);
     if (!got.ok()) {
       status = got.status();
       break;
@@ -117,6 +125,20 @@ absl::Status SaveDiscardedBytes(const std::string& path, uint64_t offset, uint64
   if (status.ok()) status = SyncParentDir(name);
   if (status.ok()) *saved_path = std::move(name);
   return status;
+}
+
+// Keeps a copy of a damaged region that stays in the log. An earlier recovery
+// of the same log saved the same region under the same name: that copy is kept
+// instead of making another one at every start.
+absl::Status SaveSkippedRegion(const std::string& path, LogDamage* damage) {
+  const std::string name = absl::StrCat(path, ".corrupt-", damage->offset);
+  struct stat st;
+  if (::stat(name.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == damage->length) {
+    damage->saved_path = name;
+    return absl::OkStatus();
+  }
+  uint64_t copied = 0;
+  return SaveDiscardedBytes(path, damage->offset, damage->length, &copied, &damage->saved_path);
 }
 
 absl::Status TruncateDurably(const std::string& path, uint64_t size) {
@@ -158,6 +180,13 @@ LogReader::LogReader(std::string path, int fd, uint64_t file_size)
 
 LogReader::~LogReader() { CloseQuietly(fd_); }
 
+struct LogReader::Header {
+  uint32_t payload_crc = 0;
+  uint32_t length = 0;
+  uint8_t type = 0;
+  uint64_t seq = 0;
+};
+
 ReadResult LogReader::Corrupt(std::string reason) {
   corruption_.offset = good_offset_;
   corruption_.reason = std::move(reason);
@@ -165,80 +194,65 @@ ReadResult LogReader::Corrupt(std::string reason) {
   return ReadResult::kCorruption;
 }
 
-size_t LogReader::ReadSome(char* dst, size_t n) {
-  const uint64_t left = file_size_ - read_pos_;
-  if (n > left) n = static_cast<size_t>(left);
-  if (n == 0) return 0;
-  for (;;) {
-    const ssize_t r = ::read(fd_, dst, n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      io_status_ = OsError(errno, "read log", path_);
-      return 0;
-    }
-    // r == 0 here means the file shrank under us; callers see a short read.
-    read_pos_ += static_cast<uint64_t>(r);
-    return static_cast<size_t>(r);
+const char* LogReader::Window(uint64_t pos, size_t n) {
+  if (pos > file_size_ || n > file_size_ - pos) return nullptr;
+  if (pos >= win_pos_ && pos - win_pos_ <= win_len_ && n <= win_len_ - (pos - win_pos_)) {
+    return win_.get() + (pos - win_pos_);
   }
-}
-
-size_t LogReader::ReadBytes(char* dst, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    if (buf_begin_ < buf_end_) {
-      const size_t take = std::min(n - got, buf_end_ - buf_begin_);
-      memcpy(dst + got, buf_.get() + buf_begin_, take);
-      buf_begin_ += take;
-      got += take;
-      continue;
-    }
-    // Buffer empty. Large reads bypass it to avoid a second copy.
-    size_t r;
-    if (n - got >= kReadChunk) {
-      r = ReadSome(dst + got, n - got);
-      got += r;
-    } else {
-      if (buf_ == nullptr) {
-        // No point in a 256 KiB buffer for a 100-byte file.
-        buf_capacity_ =
-            static_cast<size_t>(std::min<uint64_t>(kReadChunk, std::max<uint64_t>(file_size_, 1)));
-        buf_.reset(new char[buf_capacity_]);
-      }
-      r = ReadSome(buf_.get(), buf_capacity_);
-      buf_begin_ = 0;
-      buf_end_ = r;
-    }
-    if (r == 0) break;
+  // Refill from `pos`: at least one chunk (sequential reading and scanning
+  // move forward), at least n bytes, never past the end of the file.
+  const size_t want =
+      static_cast<size_t>(std::min<uint64_t>(std::max(n, kReadChunk), file_size_ - pos));
+  if (want > win_capacity_) {
+    win_.reset(new char[want]);
+    win_capacity_ = want;
   }
-  return got;
+  win_len_ = 0;
+  absl::StatusOr<size_t> got = PreadUpTo(fd_, win_.get(), want, pos, path_);
+  if (!got.ok()) {
+    io_status_ = got.status();
+    return nullptr;
+  }
+  win_pos_ = pos;
+  win_len_ = *got;  // short only if the file shrank since Open()
+  return n <= win_len_ ? win_.get() : nullptr;
 }
 
 bool LogReader::ReadMagic() {
-  char magic[kLogMagicSize];
-  const size_t got = ReadBytes(magic, sizeof(magic));
+  const uint64_t avail = std::min<uint64_t>(file_size_, kLogMagicSize);
+  const char* magic = Window(0, static_cast<size_t>(avail));
   if (!io_status_.ok()) {
     Corrupt(std::string(io_status_.message()));
     return false;
   }
-  const absl::string_view seen(magic, got);
-  if (got < kLogMagicSize && seen == kLogMagic.substr(0, got)) {
-    Corrupt(absl::StrFormat("truncated magic (%d of %d bytes)", got, kLogMagicSize));
+  const absl::string_view seen =
+      magic == nullptr ? absl::string_view() : absl::string_view(magic, avail);
+  if (seen.size() < kLogMagicSize &&
+      (seen == kLogMagic.substr(0, seen.size()) || seen == kLogMagicV1.substr(0, seen.size()))) {
+    Corrupt(absl::StrFormat("truncated magic (%d of %d bytes)", seen.size(), kLogMagicSize));
     return false;
   }
-  if (seen != kLogMagic) {
+  if (seen == kLogMagic) {
+    version_ = 2;
+  } else if (seen == kLogMagicV1) {
+    version_ = 1;
+  } else {
     Corrupt("bad magic");
     return false;
   }
-  magic_ok_ = true;
   good_offset_ = kLogMagicSize;
+  pos_ = kLogMagicSize;
   return true;
 }
 
 ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
   payload->clear();
   if (final_.has_value()) return *final_;
-  if (!magic_ok_ && !ReadMagic()) return *final_;
+  if (version_ == 0 && !ReadMagic()) return *final_;
+  return version_ == 1 ? NextV1(type, payload) : NextV2(type, payload);
+}
 
+ReadResult LogReader::NextV1(uint8_t* type, std::string* payload) {
   // good_offset_ is also the read position: the reader never gets ahead of
   // the last good record except while reading the current one.
   const uint64_t left = file_size_ - good_offset_;
@@ -246,16 +260,14 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
     final_ = ReadResult::kEndOfFile;
     return *final_;
   }
-
-  char header[kLogHeaderSize];
-  const size_t header_got =
-      ReadBytes(header, static_cast<size_t>(std::min<uint64_t>(left, kLogHeaderSize)));
-  if (!io_status_.ok()) return Corrupt(std::string(io_status_.message()));
-  if (header_got < kLogHeaderSize) {
-    return Corrupt(
-        absl::StrFormat("truncated header (%d of %d bytes)", header_got, kLogHeaderSize));
+  if (left < kLogHeaderSizeV1) {
+    return Corrupt(absl::StrFormat("truncated header (%d of %d bytes)", left, kLogHeaderSizeV1));
   }
-
+  const char* header = Window(good_offset_, kLogHeaderSizeV1);
+  if (header == nullptr) {
+    if (!io_status_.ok()) return Corrupt(std::string(io_status_.message()));
+    return Corrupt("the log shrank while it was read");
+  }
   const uint32_t stored_crc = Unmask(LoadLE32(header));
   const uint32_t length = LoadLE32(header + 4);
   const uint8_t record_type = static_cast<unsigned char>(header[8]);
@@ -266,42 +278,158 @@ ReadResult LogReader::Next(uint8_t* type, std::string* payload) {
     return Corrupt(absl::StrFormat("record length %d exceeds the %d MiB limit", length,
                                    kMaxRecordPayload >> 20));
   }
-  const uint64_t payload_left = left - kLogHeaderSize;
+  const uint64_t payload_left = left - kLogHeaderSizeV1;
   if (length > payload_left) {
     // Report without reading: the length may be garbage, and allocating it
     // would let a damaged header demand memory the file cannot back.
     return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)", payload_left, length));
   }
-
-  payload->resize(length);
-  const size_t payload_got = ReadBytes(payload->data(), length);
-  if (!io_status_.ok()) {
-    payload->clear();
-    return Corrupt(std::string(io_status_.message()));
+  const char* record = Window(good_offset_, kLogHeaderSizeV1 + length);
+  if (record == nullptr) {
+    if (!io_status_.ok()) return Corrupt(std::string(io_status_.message()));
+    return Corrupt("the log shrank while it was read");
   }
-  if (payload_got < length) {  // The file shrank since Open().
-    payload->clear();
-    return Corrupt(absl::StrFormat("truncated payload (%d of %d bytes)", payload_got, length));
-  }
+  uint32_t crc = Crc32cExtend(0, record + 8, 1);
+  crc = Crc32cExtend(crc, record + kLogHeaderSizeV1, length);
+  if (crc != stored_crc) return Corrupt("checksum mismatch");
 
-  uint32_t crc = Crc32cExtend(0, header + 8, 1);
-  crc = Crc32cExtend(crc, payload->data(), payload->size());
-  if (crc != stored_crc) {
-    payload->clear();
-    return Corrupt("checksum mismatch");
-  }
-
-  good_offset_ += kLogHeaderSize + length;
+  payload->assign(record + kLogHeaderSizeV1, length);
+  good_offset_ += kLogHeaderSizeV1 + length;
   *type = record_type;
   return ReadResult::kRecord;
+}
+
+LogReader::Check LogReader::CheckRecordAt(uint64_t pos, Header* header, std::string* reason) {
+  const uint64_t left = file_size_ - pos;
+  if (left < kLogHeaderSize) {
+    *reason = absl::StrFormat("truncated header (%d of %d bytes)", left, kLogHeaderSize);
+    return Check::kTruncated;
+  }
+  const char* h = Window(pos, kLogHeaderSize);
+  if (h == nullptr) {
+    if (!io_status_.ok()) return Check::kIoError;
+    *reason = "the log shrank while it was read";
+    return Check::kTruncated;
+  }
+  if (Unmask(LoadLE32(h)) != Crc32cExtend(0, h + 4, kLogHeaderSize - 4)) {
+    bool zero = true;
+    for (size_t i = 0; i < kLogHeaderSize && zero; ++i) zero = h[i] == 0;
+    *reason = zero ? "zeroed header" : "header checksum mismatch";
+    return Check::kBadHeader;
+  }
+  header->payload_crc = Unmask(LoadLE32(h + 4));
+  header->length = LoadLE32(h + 8);
+  header->type = static_cast<unsigned char>(h[12]);
+  header->seq = LoadLE64(h + 16);
+  const uint64_t offset = LoadLE64(h + 24);
+  // The checksum verified, so these only fail for a header written by
+  // something else (or a copy of a log moved within a file).
+  if (offset != pos) {
+    *reason = absl::StrFormat("header says it is at offset %d", offset);
+    return Check::kBadHeader;
+  }
+  if (header->type == kInvalidRecordType || h[13] != 0 || h[14] != 0 || h[15] != 0) {
+    *reason = "invalid record type";
+    return Check::kBadHeader;
+  }
+  if (header->length > kMaxRecordPayload) {
+    *reason = absl::StrFormat("record length %d exceeds the %d MiB limit", header->length,
+                              kMaxRecordPayload >> 20);
+    return Check::kBadHeader;
+  }
+  if (header->length > left - kLogHeaderSize) {
+    *reason = absl::StrFormat("truncated payload (%d of %d bytes)", left - kLogHeaderSize,
+                              header->length);
+    return Check::kTruncated;
+  }
+  const char* payload = Window(pos + kLogHeaderSize, header->length);
+  if (payload == nullptr) {
+    if (!io_status_.ok()) return Check::kIoError;
+    *reason = "the log shrank while it was read";
+    return Check::kTruncated;
+  }
+  if (Crc32cExtend(0, payload, header->length) != header->payload_crc) {
+    *reason = "payload checksum mismatch";
+    return Check::kBadPayload;
+  }
+  return Check::kGood;
+}
+
+uint64_t LogReader::FindNextRecord(uint64_t from) {
+  Header header;
+  std::string ignored;
+  for (uint64_t pos = from; pos + kLogHeaderSize <= file_size_; ++pos) {
+    // A cheap filter first: the offset field must name this very position.
+    const char* h = Window(pos, kLogHeaderSize);
+    if (h == nullptr) return file_size_;  // a read error (io_status_ is set)
+    if (LoadLE64(h + 24) != pos) continue;
+    const Check check = CheckRecordAt(pos, &header, &ignored);
+    if (check == Check::kGood) return pos;
+    if (check == Check::kIoError) return file_size_;
+  }
+  return file_size_;
+}
+
+ReadResult LogReader::NextV2(uint8_t* type, std::string* payload) {
+  for (;;) {
+    if (pos_ == file_size_) {
+      if (pending_.empty()) {
+        final_ = ReadResult::kEndOfFile;
+        return *final_;
+      }
+      // No intact record after the damage: a damaged tail.
+      return Corrupt(pending_.front().reason);
+    }
+    Header header;
+    std::string reason;
+    const Check check = CheckRecordAt(pos_, &header, &reason);
+    switch (check) {
+      case Check::kGood: {
+        skipped_.insert(skipped_.end(), pending_.begin(), pending_.end());
+        pending_.clear();
+        payload->assign(Window(pos_ + kLogHeaderSize, header.length), header.length);
+        *type = header.type;
+        seq_ = header.seq;
+        pos_ += kLogHeaderSize + header.length;
+        good_offset_ = pos_;
+        return ReadResult::kRecord;
+      }
+      case Check::kIoError:
+        return Corrupt(std::string(io_status_.message()));
+      case Check::kBadPayload: {
+        // The header verified: its length can be trusted to step over the record.
+        LogDamage damage;
+        damage.offset = pos_;
+        damage.length = kLogHeaderSize + header.length;
+        damage.reason = std::move(reason);
+        damage.seq = header.seq;
+        damage.type = header.type;
+        pending_.push_back(std::move(damage));
+        pos_ += kLogHeaderSize + header.length;
+        break;
+      }
+      case Check::kTruncated:
+      case Check::kBadHeader: {
+        // Nothing here says where the record ends: search for the next one.
+        const uint64_t next = FindNextRecord(pos_ + 1);
+        if (!io_status_.ok()) return Corrupt(std::string(io_status_.message()));
+        LogDamage damage;
+        damage.offset = pos_;
+        damage.length = next - pos_;
+        damage.reason = std::move(reason);
+        pending_.push_back(std::move(damage));
+        pos_ = next;
+        break;
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
 // RecoverLog
 
-absl::StatusOr<LogRecovery> RecoverLog(
-    const std::string& path,
-    const std::function<absl::Status(uint8_t type, absl::string_view payload)>& apply) {
+absl::StatusOr<LogRecovery> RecoverLog(const std::string& path, uint64_t first_seq,
+                                       const ApplyRecord& apply) {
   LogRecovery result;
 
   absl::StatusOr<std::unique_ptr<LogReader>> opened = LogReader::Open(path);
@@ -311,21 +439,25 @@ absl::StatusOr<LogRecovery> RecoverLog(
 
   uint8_t type = 0;
   std::string payload;
+  ReadResult r;
   for (;;) {
-    const ReadResult r = reader.Next(&type, &payload);
-    if (r == ReadResult::kRecord) {
-      if (absl::Status s = apply(type, payload); !s.ok()) return s;
-      ++result.records;
-      continue;
-    }
-    if (r == ReadResult::kEndOfFile) {
-      result.good_offset = reader.good_offset();
-      return result;
-    }
-    break;
+    r = reader.Next(&type, &payload);
+    if (r != ReadResult::kRecord) break;
+    const uint64_t seq = reader.version() == 1 ? first_seq + result.records : reader.seq();
+    if (absl::Status s = apply(seq, type, payload); !s.ok()) return s;
+    ++result.records;
+    result.last_seq = seq;
   }
-
+  result.version = reader.version();
   if (!reader.io_status().ok()) return reader.io_status();
+  result.skipped = reader.skipped();
+  for (LogDamage& damage : result.skipped) {
+    if (absl::Status s = SaveSkippedRegion(path, &damage); !s.ok()) return s;
+  }
+  if (r == ReadResult::kEndOfFile) {
+    result.good_offset = reader.good_offset();
+    return result;
+  }
   const LogCorruption& corruption = reader.corruption();
 
   if (reader.good_offset() < kLogMagicSize) {
@@ -335,9 +467,11 @@ absl::StatusOr<LogRecovery> RecoverLog(
     if (reader.file_size() < kLogMagicSize) {
       absl::StatusOr<std::string> head = ReadHead(path, kLogMagicSize);
       if (!head.ok()) return head.status();
-      if (head->size() < kLogMagicSize && *head == kLogMagic.substr(0, head->size())) {
+      if (head->size() < kLogMagicSize && (*head == kLogMagic.substr(0, head->size()) ||
+                                           *head == kLogMagicV1.substr(0, head->size()))) {
         if (absl::Status s = RewriteMagic(path); !s.ok()) return s;
         result.good_offset = kLogMagicSize;
+        result.version = 2;
         return result;
       }
     }
@@ -345,12 +479,12 @@ absl::StatusOr<LogRecovery> RecoverLog(
                                                path, corruption.reason));
   }
 
-  // Damaged record or torn tail: keep a copy of everything from the damaged
-  // record on, then cut it off so the writer can append after good data.
+  // Damaged tail: keep a copy of everything from the first damaged record on,
+  // then cut it off so the writer can append after good data.
   result.good_offset = reader.good_offset();
   result.corruption = corruption;
-  if (absl::Status s = SaveDiscardedBytes(path, result.good_offset, &result.discarded_bytes,
-                                          &result.discarded_path);
+  if (absl::Status s = SaveDiscardedBytes(path, result.good_offset, UINT64_MAX,
+                                          &result.discarded_bytes, &result.discarded_path);
       !s.ok()) {
     return s;
   }

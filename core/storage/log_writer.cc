@@ -36,8 +36,11 @@ std::string ErrnoText(int err) {
                          err);
 }
 
-// Checks the first bytes of an existing, non-empty log. Uses its own read-only
-// descriptor because the append descriptor is write-only.
+// Checks the first bytes of an existing, non-empty log. Uses its own
+// descriptors because the append descriptor is write-only and appends. A
+// version-1 log holding no record (a segment created by an older build that
+// never got a record) is turned into an empty version-2 log; one that holds
+// records is refused, since records of two formats cannot share a file.
 absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
   if (file_size < kLogMagicSize) {
     return absl::DataLossError(
@@ -52,10 +55,32 @@ absl::Status VerifyMagic(const std::string& path, uint64_t file_size) {
   const absl::StatusOr<size_t> got = PreadUpTo(fd, magic, sizeof(magic), 0, path, &err);
   CloseQuietly(fd);
   if (!got.ok()) return OsError(err, "read magic of", path);
-  if (*got != sizeof(magic) || absl::string_view(magic, sizeof(magic)) != kLogMagic) {
-    return absl::DataLossError(absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
+  const absl::string_view seen(magic, *got);
+  if (seen == kLogMagic) return absl::OkStatus();
+  if (seen == kLogMagicV1 && file_size == kLogMagicSize) {
+    const int out = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (out < 0) return OsError(errno, "open", path);
+    absl::Status status;
+    if (::pwrite(out, kLogMagic.data(), kLogMagicSize, 0) != static_cast<ssize_t>(kLogMagicSize)) {
+      status = OsError(errno, "rewrite magic of", path);
+    } else if (::fsync(out) != 0) {
+      status = OsError(errno, "fsync", path);
+    }
+    CloseQuietly(out);
+    return status;
   }
-  return absl::OkStatus();
+  if (seen == kLogMagicV1) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("log %s holds version-1 records; new records go to a new segment", path));
+  }
+  return absl::DataLossError(absl::StrFormat("%s is not a graphbandit log (bad magic)", path));
+}
+
+void PutLE32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
+}
+void PutLE64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
 }
 
 }  // namespace
@@ -115,7 +140,7 @@ absl::Status LogWriter::CheckUsable() const {
   return absl::OkStatus();
 }
 
-absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
+absl::Status LogWriter::Append(uint64_t seq, uint8_t type, absl::string_view payload) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (type == kInvalidRecordType) {
     return absl::InvalidArgumentError("log record type 0 is reserved");
@@ -126,21 +151,17 @@ absl::Status LogWriter::Append(uint8_t type, absl::string_view payload) {
                         kMaxRecordPayload));
   }
 
-  const uint32_t length = static_cast<uint32_t>(payload.size());
-  const char type_byte = static_cast<char>(type);
-  uint32_t crc = Crc32cExtend(0, &type_byte, 1);
-  crc = Mask(Crc32cExtend(crc, payload.data(), payload.size()));
-
   // One buffer, one write loop: with O_APPEND a single write() places the
   // record contiguously, and a crash can leave at most a prefix of it.
+  char header[kLogHeaderSize] = {};
+  PutLE32(header + 4, Mask(Crc32c(payload)));
+  PutLE32(header + 8, static_cast<uint32_t>(payload.size()));
+  header[12] = static_cast<char>(type);
+  PutLE64(header + 16, seq);
+  PutLE64(header + 24, size_);
+  PutLE32(header, Mask(Crc32cExtend(0, header + 4, kLogHeaderSize - 4)));
   buf_.clear();
   buf_.reserve(kLogHeaderSize + payload.size());
-  char header[kLogHeaderSize];
-  for (int i = 0; i < 4; ++i) {
-    header[i] = static_cast<char>((crc >> (8 * i)) & 0xffu);
-    header[4 + i] = static_cast<char>((length >> (8 * i)) & 0xffu);
-  }
-  header[8] = type_byte;
   buf_.append(header, sizeof(header));
   buf_.append(payload.data(), payload.size());
 

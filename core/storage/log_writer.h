@@ -28,8 +28,10 @@ class LogWriter {
   // Opens `path` for appending.
   //   * Missing or empty file: writes the magic, fsyncs the file and its
   //     parent directory, so the new (empty) log survives a crash.
-  //   * Existing file: must start with the magic (else DataLoss, and the file
-  //     is left untouched). Appends go to its current end.
+  //   * Existing file: must start with the current magic (else DataLoss, and
+  //     the file is left untouched). Appends go to its current end. A
+  //     version-1 log with no record gets the current magic; one with records
+  //     is FailedPrecondition (start a new file).
   // Precondition: an existing file has already been through RecoverLog() (or
   // is otherwise known to end on a record boundary). The writer does not scan
   // the file; records appended after a torn tail would be unreadable.
@@ -43,14 +45,15 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  // Appends one record with a single write loop.
+  // Appends one record with a single write loop. `seq` is stored in the record
+  // (the reader returns it); the writer does not interpret it.
   //   InvalidArgument: type == 0 or payload.size() > kMaxRecordPayload; the
   //     writer stays usable.
   //   DataLoss: the write failed. The file may now end in a partial record,
   //     so the writer is poisoned: this and every later call returns the same
   //     error. Reopen only after RecoverLog().
   //   FailedPrecondition: called after Close().
-  absl::Status Append(uint8_t type, absl::string_view payload);
+  absl::Status Append(uint64_t seq, uint8_t type, absl::string_view payload);
 
   // Makes every appended record durable (fdatasync). A failed sync poisons the
   // writer like a failed write: after an fsync error Linux may have dropped

@@ -45,13 +45,18 @@ const std::string& BaseDir() {
 constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb,
                                     PolicyKind::kLinUcbPerUser, PolicyKind::kBatchedNystromUcb};
 
-void WriteRecords(FuzzInput& in, storage::LogWriter* log) {
+// Records with sequence numbers from `first` on, mostly consecutive, sometimes repeated (a
+// record applied twice must be refused) or skipping some (lost records).
+void WriteRecords(FuzzInput& in, uint64_t first, storage::LogWriter* log) {
+  uint64_t seq = first;
   while (!in.empty()) {
+    const int step = in.Int(0, 7);
     const uint8_t type = static_cast<uint8_t>(in.Int(1, 9));
     const int len = in.Int(0, 512);
     std::string payload;
     for (int i = 0; i < len && !in.empty(); ++i) payload.push_back(static_cast<char>(in.Byte()));
-    if (!log->Append(type, payload).ok()) return;
+    if (!log->Append(seq, type, payload).ok()) return;
+    seq += step == 0 ? 0 : (step == 1 ? 2 : 1);
   }
 }
 
@@ -190,7 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     auto log = storage::LogWriter::Open(absl::StrFormat("%s/log-%020d.log", model_dir, first));
     if (log.ok()) {
-      WriteRecords(in, log->get());
+      WriteRecords(in, first, log->get());
       (*log)->Close().IgnoreError();
     }
   }

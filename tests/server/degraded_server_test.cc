@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <thread>
 
@@ -132,6 +134,60 @@ TEST_F(DegradedServerTest, AHealthWatcherHearsNotServingBeforeThePortCloses) {
   EXPECT_EQ(status_after_notice, HealthCheckResponse::NOT_SERVING);
   reader->Finish().IgnoreError();
   server_.reset();
+}
+
+// Damage in the middle of a log found at start is in the metrics, by kind: the damaged decision
+// as lost, its intact reward as dropped.
+TEST_F(DegradedServerTest, DamageFoundAtStartIsCountedInTheMetricsByKind) {
+  for (int i = 0; i < 3; ++i) {
+    v1::SelectArmResponse decided;
+    ASSERT_TRUE(Select(ThreeArms(), &decided).ok());
+    v1::ReportRewardRequest reward;
+    reward.set_event_id(decided.event_id());
+    reward.set_reward(1.0);
+    v1::ReportRewardResponse rewarded;
+    ASSERT_TRUE(Reward(reward, &rewarded).ok());
+  }
+  // What a kill -9 leaves: a copy of the state directory of the running server.
+  const std::string crashed = state_dir_ + "-crash";
+  std::filesystem::copy(state_dir_, crashed, std::filesystem::copy_options::recursive);
+  std::string segment;
+  for (const auto& entry : std::filesystem::directory_iterator(crashed + "/default")) {
+    if (entry.path().filename().string().rfind("log-", 0) == 0) segment = entry.path();
+  }
+  ASSERT_FALSE(segment.empty());
+  std::string bytes;
+  {
+    std::ifstream in(segment, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Walk the records (core/storage/log_format.h: 32-byte headers, the length at 8, the type at
+  // 12) to the second decision (type 6), and damage a byte of its payload.
+  size_t at = 8, decisions = 0, victim = 0;
+  while (at + 32 <= bytes.size()) {
+    const size_t length = static_cast<unsigned char>(bytes[at + 8]) |
+                          static_cast<size_t>(static_cast<unsigned char>(bytes[at + 9])) << 8;
+    if (bytes[at + 12] == 6 && ++decisions == 2) victim = at + 32 + length / 2;
+    at += 32 + length;
+  }
+  ASSERT_GT(victim, 0u);
+  bytes[victim] ^= 0x40;
+  {
+    std::ofstream out(segment, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  StartServer({}, /*with_metrics=*/true, crashed);
+  const std::string metrics = ScrapeMetrics();
+  EXPECT_THAT(
+      metrics,
+      HasSubstr("graphbandit_recovery_records_lost{model=\"default\",kind=\"decision\"} 1"));
+  EXPECT_THAT(
+      metrics,
+      HasSubstr("graphbandit_recovery_records_dropped{model=\"default\",kind=\"reward\"} 1"));
+  EXPECT_EQ(Describe().rewards_learned(), 2u);
+  server_->Shutdown(absl::Seconds(2));
+  server_.reset();
+  std::filesystem::remove_all(crashed);
 }
 
 }  // namespace

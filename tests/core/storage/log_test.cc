@@ -85,7 +85,7 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
     ASSERT_TRUE(w.ok()) << w.status();
     EXPECT_EQ((*w)->size(), kLogMagicSize);
     for (size_t i = 0; i < half; ++i) {
-      ASSERT_TRUE((*w)->Append(records[i].type, records[i].payload).ok());
+      ASSERT_TRUE((*w)->Append(1000 + i, records[i].type, records[i].payload).ok());
       expected_size += kLogHeaderSize + records[i].payload.size();
       ASSERT_EQ((*w)->size(), expected_size);
     }
@@ -97,7 +97,7 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
     ASSERT_TRUE(w.ok()) << w.status();
     EXPECT_EQ((*w)->size(), expected_size);
     for (size_t i = half; i < records.size(); ++i) {
-      ASSERT_TRUE((*w)->Append(records[i].type, records[i].payload).ok());
+      ASSERT_TRUE((*w)->Append(1000 + i, records[i].type, records[i].payload).ok());
       expected_size += kLogHeaderSize + records[i].payload.size();
     }
     EXPECT_EQ((*w)->size(), expected_size);
@@ -105,7 +105,7 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
     // No Close(): the destructor must leave a complete file.
   }
   EXPECT_EQ(std::filesystem::file_size(path), expected_size);
-  EXPECT_EQ(ReadFile(path).substr(0, kLogMagicSize), std::string("GBLOG\0\x01\n", 8));
+  EXPECT_EQ(ReadFile(path).substr(0, kLogMagicSize), std::string("GBLOG\0\x02\n", 8));
 
   const ReadAllResult got = ReadAll(path);
   EXPECT_EQ(got.end, ReadResult::kEndOfFile);
@@ -113,10 +113,12 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
   ASSERT_EQ(got.records.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     ASSERT_EQ(got.records[i], records[i]) << "record " << i;
+    ASSERT_EQ(got.seqs[i], 1000 + i) << "record " << i;
   }
+  EXPECT_TRUE(got.skipped.empty());
 
   Collected c;
-  absl::StatusOr<LogRecovery> rec = RecoverLog(path, c.Apply());
+  absl::StatusOr<LogRecovery> rec = RecoverLog(path, 1, c.Apply());
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->records, records.size());
   EXPECT_EQ(rec->good_offset, expected_size);
@@ -130,20 +132,29 @@ TEST(LogTest, RoundTripsManyRecordsOfVaryingSize) {
 TEST(LogTest, RecordHeaderLayout) {
   TempDir dir;
   const std::string path = dir.File("log");
-  WriteLog(path, {{0x2A, "xyz"}});
+  WriteLog(path, {{0x2A, "xyz"}}, 0x0102030405060708u);
   const std::string bytes = ReadFile(path);
   ASSERT_EQ(bytes.size(), kLogMagicSize + kLogHeaderSize + 3);
+  EXPECT_EQ(bytes.substr(0, kLogMagicSize), std::string("GBLOG\0\x02\n", 8));
   const std::string rec = bytes.substr(kLogMagicSize);
   Decoder d(rec);
-  uint32_t masked, length;
-  uint8_t type;
-  ASSERT_TRUE(d.GetFixed32(&masked));
+  uint32_t header_crc, payload_crc, length;
+  uint8_t type, zero[3];
+  uint64_t seq, offset;
+  ASSERT_TRUE(d.GetFixed32(&header_crc));
+  ASSERT_TRUE(d.GetFixed32(&payload_crc));
   ASSERT_TRUE(d.GetFixed32(&length));
   ASSERT_TRUE(d.GetU8(&type));
+  for (uint8_t& z : zero) ASSERT_TRUE(d.GetU8(&z));
+  ASSERT_TRUE(d.GetFixed64(&seq));
+  ASSERT_TRUE(d.GetFixed64(&offset));
   EXPECT_EQ(length, 3u);
   EXPECT_EQ(type, 0x2A);
-  EXPECT_EQ(Unmask(masked), Crc32c(std::string("\x2A"
-                                               "xyz")));
+  EXPECT_EQ(zero[0] | zero[1] | zero[2], 0);
+  EXPECT_EQ(seq, 0x0102030405060708u);
+  EXPECT_EQ(offset, kLogMagicSize);
+  EXPECT_EQ(Unmask(header_crc), Crc32c(rec.substr(4, kLogHeaderSize - 4)));
+  EXPECT_EQ(Unmask(payload_crc), Crc32c("xyz"));
   EXPECT_EQ(rec.substr(kLogHeaderSize), "xyz");
 }
 
@@ -152,19 +163,19 @@ TEST(LogTest, WriterRejectsInvalidRecordsAndStaysUsable) {
   const std::string path = dir.File("log");
   absl::StatusOr<std::unique_ptr<LogWriter>> w = LogWriter::Open(path);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ((*w)->Append(0, "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*w)->Append(7, 0, "x").code(), absl::StatusCode::kInvalidArgument);
   {
     const std::string too_big(size_t{kMaxRecordPayload} + 1, 'z');
-    EXPECT_EQ((*w)->Append(1, too_big).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ((*w)->Append(7, 1, too_big).code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ((*w)->size(), kLogMagicSize);
-  ASSERT_TRUE((*w)->Append(1, "ok").ok());
+  ASSERT_TRUE((*w)->Append(7, 1, "ok").ok());
   {
     const std::string max_size(kMaxRecordPayload, 'm');
-    ASSERT_TRUE((*w)->Append(2, max_size).ok());
+    ASSERT_TRUE((*w)->Append(7, 2, max_size).ok());
   }
   ASSERT_TRUE((*w)->Close().ok());
-  EXPECT_EQ((*w)->Append(1, "late").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*w)->Append(7, 1, "late").code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*w)->Sync().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE((*w)->Close().ok());
 
@@ -192,8 +203,8 @@ TEST(LogTest, FailedWritePoisonsWriterAndRecoveryRemovesPartialRecord) {
   limit.rlim_cur = good + 20;
   void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
-  const absl::Status first = (*w)->Append(2, std::string(1000, 'p'));
-  const absl::Status later = (*w)->Append(3, "small");
+  const absl::Status first = (*w)->Append(7, 2, std::string(1000, 'p'));
+  const absl::Status later = (*w)->Append(7, 3, "small");
   const absl::Status sync = (*w)->Sync();
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
   ::signal(SIGXFSZ, old_handler);
@@ -207,14 +218,14 @@ TEST(LogTest, FailedWritePoisonsWriterAndRecoveryRemovesPartialRecord) {
   EXPECT_EQ(std::filesystem::file_size(path), good + 20);
 
   Collected c;
-  absl::StatusOr<LogRecovery> rec = RecoverLog(path, c.Apply());
+  absl::StatusOr<LogRecovery> rec = RecoverLog(path, 1, c.Apply());
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(c.records, (std::vector<Rec>{{1, "first"}}));
   EXPECT_TRUE(rec->truncated);
   EXPECT_EQ(rec->good_offset, good);
   EXPECT_EQ(rec->discarded_bytes, 20u);
   ASSERT_TRUE(rec->corruption.has_value());
-  EXPECT_EQ(rec->corruption->reason, "truncated payload (11 of 1000 bytes)");
+  EXPECT_EQ(rec->corruption->reason, "truncated header (20 of 32 bytes)");
   EXPECT_EQ(std::filesystem::file_size(path), good);
 }
 
@@ -225,7 +236,7 @@ TEST(LogTest, WriterInitialisesEmptyFile) {
   absl::StatusOr<std::unique_ptr<LogWriter>> w = LogWriter::Open(path);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)->size(), kLogMagicSize);
-  ASSERT_TRUE((*w)->Append(5, "five").ok());
+  ASSERT_TRUE((*w)->Append(7, 5, "five").ok());
   ASSERT_TRUE((*w)->Close().ok());
   EXPECT_EQ(ReadAll(path).records, (std::vector<Rec>{{5, "five"}}));
 }
@@ -237,10 +248,11 @@ TEST(LogTest, MissingFile) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
 
   int calls = 0;
-  absl::StatusOr<LogRecovery> rec = RecoverLog(path, [&calls](uint8_t, absl::string_view) {
-    ++calls;
-    return absl::OkStatus();
-  });
+  absl::StatusOr<LogRecovery> rec =
+      RecoverLog(path, 1, [&calls](uint64_t, uint8_t, absl::string_view) {
+        ++calls;
+        return absl::OkStatus();
+      });
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->records, 0u);
   EXPECT_FALSE(rec->truncated);

@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/storage/crc32c.h"
+#include "core/storage/log_format.h"
 #include "core/storage/log_reader.h"
 #include "core/storage/log_writer.h"
 #include "gtest/gtest.h"
@@ -78,6 +80,8 @@ inline std::ostream& operator<<(std::ostream& os, const Rec& r) {
 
 struct ReadAllResult {
   std::vector<Rec> records;
+  std::vector<uint64_t> seqs;
+  std::vector<LogDamage> skipped;
   ReadResult end = ReadResult::kRecord;
   LogCorruption corruption;
   uint64_t good_offset = 0;
@@ -97,7 +101,9 @@ inline ReadAllResult ReadAll(const std::string& path) {
       break;
     }
     out.records.push_back({type, payload});
+    out.seqs.push_back((*reader)->seq());
   }
+  out.skipped = (*reader)->skipped();
   if (out.end == ReadResult::kCorruption) {
     out.corruption = (*reader)->corruption();
     EXPECT_TRUE((*reader)->io_status().ok());
@@ -115,26 +121,50 @@ inline std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   return s;
 }
 
-// Writes `records` to a new log at `path`; returns each record's offset.
-inline std::vector<uint64_t> WriteLog(const std::string& path, const std::vector<Rec>& records) {
+// Writes `records` to a new log at `path`, record i with sequence number
+// first_seq + i; returns each record's offset.
+inline std::vector<uint64_t> WriteLog(const std::string& path, const std::vector<Rec>& records,
+                                      uint64_t first_seq = 1) {
   std::vector<uint64_t> offsets;
   absl::StatusOr<std::unique_ptr<LogWriter>> w = LogWriter::Open(path);
   EXPECT_TRUE(w.ok()) << w.status();
   if (!w.ok()) return offsets;
-  for (const Rec& r : records) {
+  for (size_t i = 0; i < records.size(); ++i) {
     offsets.push_back((*w)->size());
-    EXPECT_TRUE((*w)->Append(r.type, r.payload).ok());
+    EXPECT_TRUE((*w)->Append(first_seq + i, records[i].type, records[i].payload).ok());
   }
   EXPECT_TRUE((*w)->Sync().ok());
   EXPECT_TRUE((*w)->Close().ok());
   return offsets;
 }
 
+// Writes `records` in the version-1 format (which LogWriter no longer writes),
+// byte by byte as log_format.h describes it; returns each record's offset.
+inline std::vector<uint64_t> WriteLogV1(const std::string& path, const std::vector<Rec>& records) {
+  std::string bytes(kLogMagicV1);
+  std::vector<uint64_t> offsets;
+  auto put32 = [&bytes](uint32_t v) {
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  for (const Rec& r : records) {
+    offsets.push_back(bytes.size());
+    const char type = static_cast<char>(r.type);
+    put32(Mask(Crc32cExtend(Crc32cExtend(0, &type, 1), r.payload.data(), r.payload.size())));
+    put32(static_cast<uint32_t>(r.payload.size()));
+    bytes.push_back(type);
+    bytes += r.payload;
+  }
+  WriteFile(path, bytes);
+  return offsets;
+}
+
 struct Collected {
   std::vector<Rec> records;
-  std::function<absl::Status(uint8_t, absl::string_view)> Apply() {
-    return [this](uint8_t type, absl::string_view payload) {
+  std::vector<uint64_t> seqs;
+  ApplyRecord Apply() {
+    return [this](uint64_t seq, uint8_t type, absl::string_view payload) {
       records.push_back({type, std::string(payload)});
+      seqs.push_back(seq);
       return absl::OkStatus();
     };
   }
