@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -108,14 +109,24 @@ absl::StatusOr<EngineOptions> ReadEngineOptions(const std::string& path,
   if (absl::Status parsed = ParseTextFormat(buffer.str(), &config, &locations); !parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: %s", path, parsed.message()));
   }
-  absl::StatusOr<EngineOptions> options = ToEngineOptions(config, state_dir);
-  if (options.ok()) return options;
   // Which part was refused, and where it is in the file (1-based lines).
   const google::protobuf::Descriptor* descriptor = config.GetDescriptor();
   auto line_of = [&](const char* field, int index) {
     const auto location = locations.GetLocation(descriptor->FindFieldByName(field), index);
     return location.line + 1;
   };
+  // A model declared twice is refused by the engine too, which cannot say where.
+  absl::flat_hash_map<std::string, int> first_model;
+  for (int i = 0; i < config.models_size(); ++i) {
+    const auto [it, inserted] = first_model.emplace(config.models(i).name(), i);
+    if (!inserted && !config.models(i).name().empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: model \"%s\" is declared twice (first at line %d)", path, line_of("models", i),
+          config.models(i).name(), line_of("models", it->second)));
+    }
+  }
+  absl::StatusOr<EngineOptions> options = ToEngineOptions(config, state_dir);
+  if (options.ok()) return options;
   int line = 0;
   for (int i = 0; i < config.models_size() && line == 0; ++i) {
     if (config.models(i).name().empty() || !ToModelOptions(config.models(i)).ok()) {

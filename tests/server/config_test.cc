@@ -323,6 +323,14 @@ TEST(ConfigTest, ErrorsNameTheFileTheLineAndTheField) {
       "}\n");
   EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
               HasSubstr(path + ":3: durability.group_commit_interval_ms is 5000"));
+  write(
+      "models { name: \"x\" }\n"
+      "models { name: \"y\" }\n"
+      "models {\n"
+      "  name: \"x\"\n"
+      "}\n");
+  EXPECT_EQ(std::string(ReadEngineOptions(path, "").status().message()),
+            path + ":3: model \"x\" is declared twice (first at line 1)");
   write("models { name: \"x\" nope: 1 }\n");
   EXPECT_THAT(std::string(ReadEngineOptions(path, "").status().message()),
               HasSubstr(path + ": line 1 column"));
