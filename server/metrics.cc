@@ -86,6 +86,16 @@ class ModelCollector : public prometheus::Collectable {
          "Failed attempts to make the model's log writable again (retried with back-off).",
          prometheus::MetricType::Counter,
          [](const ModelStats& s) { return double(s.log.repair_attempts); }},
+        {"graphbandit_writes_delayed_total",
+         "Rewards and graph edits that waited because the model's writer was behind by half "
+         "the snapshot cadence (back-pressure).",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.writes_delayed); }},
+        {"graphbandit_writes_refused_behind_total",
+         "Rewards and graph edits refused with RESOURCE_EXHAUSTED because the writer did not "
+         "catch up within their deadline.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.writes_refused_behind); }},
         {"graphbandit_recovery_seconds",
          "Wall time the model's recovery took at the last start (snapshot load and log "
          "replay).",

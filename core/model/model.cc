@@ -38,6 +38,9 @@ Model::Model(const ModelOptions& options, const Durability& durability,
       durability_(durability),
       dir_(std::move(dir)),
       recovery_(std::move(recovered.report)),
+      max_queued_(durability.snapshot_every_records > 0
+                      ? std::max<int64_t>(durability.snapshot_every_records / 2, 64)
+                      : 50'000),
       registry_(recovered.state->registry()),
       ledger_(std::move(recovered.ledger)),
       state_(std::move(recovered.state)),
@@ -195,7 +198,38 @@ absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
   return log_->WaitDurable(seq, deadline);
 }
 
+absl::Status Model::WaitForRoom(absl::Time deadline, const std::string* event_id,
+                                bool* registered) {
+  MutexLock lock(&queue_mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return static_cast<int64_t>(next_seq_ - 1 - applied_seq_) < max_queued_ || stopping_ ||
+           draining_;
+  };
+  if (room()) return absl::OkStatus();
+  ++writes_delayed_;
+  if (event_id != nullptr) {
+    ++waiting_rewards_[*event_id];  // DoneWaiting removes it
+    *registered = true;
+  }
+  queue_cv_.WaitUntil(&queue_mu_, deadline,
+                      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return room(); });
+  if (room()) return absl::OkStatus();
+  ++writes_refused_behind_;
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "model \"%s\" is %d operations behind in learning (the bound is %d, half of "
+      "durability.snapshot_every_records) and the deadline passed before it caught up; nothing "
+      "was recorded, retry later",
+      options_.name, next_seq_ - 1 - applied_seq_, max_queued_));
+}
+
+void Model::DoneWaiting(const std::string& event_id) {
+  MutexLock lock(&queue_mu_);
+  auto it = waiting_rewards_.find(event_id);
+  if (it != waiting_rewards_.end() && --it->second == 0) waiting_rewards_.erase(it);
+}
+
 absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op, absl::Time deadline) {
+  if (absl::Status s = WaitForRoom(deadline); !s.ok()) return s;
   auto completion = std::make_shared<OpCompletion>();
   uint64_t seq = 0;
   {
@@ -410,8 +444,15 @@ int Model::ExpireDue(absl::Time now) {
   // lock (which decisions need) behind a repair's I/O.
   if (LogDegraded()) return 0;
   MutexLock lock(&ledger_mu_);
+  absl::flat_hash_map<std::string, int> waiting;  // rewards held back by back-pressure
+  {
+    MutexLock queue(&queue_mu_);
+    waiting = waiting_rewards_;
+  }
   int closed = 0;
   for (LedgerEntry* entry : ledger_->Due(now)) {
+    // A reward for it arrived in time and waits for the writer: closed at a later sweep.
+    if (waiting.contains(entry->event_id)) continue;
     // With FIRST, a decision whose every arm has its reward is complete: a repeat is a
     // duplicate, not late. Otherwise the window decides (SUM/MAX/LAST accept reports until it).
     const ClosedAs how = options_.aggregation == Aggregation::kFirst && entry->unreported == 0
@@ -513,6 +554,8 @@ ModelStats Model::Stats() const {
     MutexLock lock(&queue_mu_);
     // Logged but not yet published (a batch the writer is applying is no longer in queue_).
     stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
+    stats.writes_delayed = writes_delayed_;
+    stats.writes_refused_behind = writes_refused_behind_;
   }
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;
   if (log_ != nullptr) stats.log = log_->Health();

@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
@@ -123,6 +124,10 @@ struct ModelStats {
   int64_t ledger_size = 0;
   int64_t expired_decisions = 0;
   int64_t queued_operations = 0;
+  // Back-pressure (Model::max_queued()): rewards and graph edits that waited for the writer to
+  // catch up, and those whose deadline passed first (RESOURCE_EXHAUSTED, nothing recorded).
+  int64_t writes_delayed = 0;
+  int64_t writes_refused_behind = 0;
   int64_t snapshots_written = 0;
   int64_t log_syncs = 0;           // fdatasync calls on the log since the model was opened
   LogHealth log;                   // degraded or not, and why
@@ -154,6 +159,12 @@ class Model : private FitScheduler::Host {
   const ModelOptions& options() const { return options_; }
   const std::string& name() const { return options_.name; }
   const RecoveryReport& recovery() const { return recovery_; }
+  // Back-pressure: a reward or graph edit waits (within its deadline) while this many logged
+  // operations wait for the writer. Half the snapshot cadence (at least 64; 50,000 without
+  // scheduled snapshots), so that what a crash leaves to replay stays near the cadence even
+  // when learning is slower than the arrivals: a snapshot is due after `snapshot_every_records`
+  // applied records, and at most this many more are logged but not yet in it.
+  int64_t max_queued() const { return max_queued_; }
   // Whether the log cannot be written now (a full disk, an I/O error): cheap, lock-free.
   bool LogDegraded() const { return log_ != nullptr && log_->degraded(); }
   // One attempt to repair a degraded log now; the model's repairer also retries by itself,
@@ -279,6 +290,14 @@ class Model : private FitScheduler::Host {
   void ApplyBatch(std::deque<Pending>* batch) ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Applies the queued operations with sequence numbers up to `seq`.
   void ApplyUpTo(uint64_t seq) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Back-pressure before a reward or graph edit is logged (see max_queued()): OK once the
+  // writer's queue is below the bound (or the model is shutting down), RESOURCE_EXHAUSTED if
+  // `deadline` passes first. `event_id` (a reward's): while it waits, the expiry sweep leaves
+  // that decision open, so that waiting does not make an on-time reward LATE; if it had to wait
+  // (*registered set), the caller calls DoneWaiting(event_id) once the reward has been joined.
+  absl::Status WaitForRoom(absl::Time deadline, const std::string* event_id = nullptr,
+                           bool* registered = nullptr) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void DoneWaiting(const std::string& event_id) ABSL_LOCKS_EXCLUDED(queue_mu_);
   void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
   void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
   // A snapshot's steps (core/model/snapshots.h); step 3 is SnapshotWriter::Write.
@@ -296,6 +315,11 @@ class Model : private FitScheduler::Host {
   const Durability durability_;
   const std::optional<StateDirectory> dir_;  // empty: in memory only
   RecoveryReport recovery_;                  // set by Open
+  const int64_t max_queued_;
+  int64_t writes_delayed_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  int64_t writes_refused_behind_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // Rewards in WaitForRoom (or just past it) by event id, with how many callers wait.
+  absl::flat_hash_map<std::string, int> waiting_rewards_ ABSL_GUARDED_BY(queue_mu_);
   std::atomic<int64_t> decisions_{0};
   std::atomic<int64_t> unlogged_decisions_{0};
   // Shared with the learned state (which registers users); thread-safe.

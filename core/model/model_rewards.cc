@@ -17,11 +17,16 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
   // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
   // (the original report or close included) is durable, like the first answer did.
   uint64_t wait_for = 0;
-  absl::StatusOr<RewardResult> result;
-  {
+  bool registered = false;
+  const absl::Status room = WaitForRoom(deadline, &request.event_id, &registered);
+  absl::StatusOr<RewardResult> result = absl::UnknownError("not joined");
+  if (!room.ok()) {
+    result = room;
+  } else {
     MutexLock lock(&ledger_mu_);
     result = JoinAndLogLocked(request, now, &wait_for);
   }
+  if (registered) DoneWaiting(request.event_id);
   if (!result.ok()) return result.status();
   if (wait_for > 0) {
     if (absl::Status s = WaitDurable(wait_for, deadline); !s.ok()) return s;

@@ -351,5 +351,150 @@ TEST(EngineTest, ShutdownIsBoundedWhenTheWriterIsBusyAndNothingLoggedIsLost) {
   }
 }
 
+// Back-pressure keeps what a crash leaves to replay near the snapshot cadence when learning is
+// slower than the arrivals. (Without it, a writer busy re-sparsifying let 2,000-4,500 records
+// pile up behind snapshot_every_records: 400, and the restart replayed all of them.)
+TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow) {
+  TempDir dir;
+  EngineOptions options;
+  options.state_dir = dir.path();
+  options.durability.snapshot_every_records = 100;
+  auto opened = Engine::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Engine& engine = **opened;
+  Model* model = *engine.FindModel("");
+  ASSERT_EQ(model->max_queued(), 64);
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(engine, 5));
+  model->WaitForWriter();
+  // A writer slower than the callers: 0.3 ms per applied record (at most ~3,300 records/s).
+  // The crash image is taken while the writer is held between batches, so that no snapshot
+  // file is being written or removed while the directory is copied.
+  uint64_t last = model->View()->version;  // the writer thread's
+  std::atomic<bool> hold{false}, holding{false};
+  absl::Notification release;
+  model->SetAfterApplyHookForTesting([model, &last, &hold, &holding, &release] {
+    const uint64_t version = model->View()->version;
+    absl::SleepFor(absl::Microseconds(300) * static_cast<int64_t>(version - last));
+    last = version;
+    if (hold) {
+      holding = true;
+      release.WaitForNotification();
+    }
+  });
+  constexpr int kThreads = 4;
+  const absl::Time cap = absl::Now() + absl::Seconds(30);  // bounds the loop if all else fails
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&engine, &failures, &done, cap, t] {
+      for (int i = 0; i < 1'000'000 && !done && absl::Now() < cap; ++i) {
+        auto decision = engine.SelectArm(ThreeArms("u" + std::to_string(t)).View());
+        if (!decision.ok() || !engine.ReportReward({decision->event_id, 0.5, {}, ""}).ok()) {
+          ++failures;
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(800));
+  hold = true;
+  while (!holding && absl::Now() < cap) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(20));  // the callers run into the bound
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");  // under load
+  hold = false;
+  release.Notify();
+  done = true;
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures, 0);
+  const ModelStats stats = model->Stats();
+  EXPECT_GT(stats.writes_delayed, 0) << "the load did not outrun the writer";
+  EXPECT_LE(stats.queued_operations, model->max_queued() + kThreads);
+  model->SetAfterApplyHookForTesting(nullptr);
+
+  auto recovered = Reopen(crashed);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  const RecoveryReport& report = (*(*recovered)->FindModel(""))->recovery();
+  // A snapshot is due after 100 applied records; at most max_queued more are logged behind it
+  // (plus a decision per caller, which are not held back), and as many again while it is
+  // written.
+  EXPECT_GT(report.snapshot_seq, 0u);
+  EXPECT_LE(report.records_replayed, 100 + 2 * (model->max_queued() + kThreads));
+  recovered->reset();
+  std::filesystem::remove_all(crashed);
+}
+
+// A reward that cannot be recorded before its deadline because the writer is behind is refused
+// with RESOURCE_EXHAUSTED, records nothing, and is accepted when retried later.
+TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  const int64_t bound = model->max_queued();
+  std::vector<std::string> events;
+  for (int i = 0; i < bound + 5; ++i) events.push_back("bp" + std::to_string(i));
+  ASSERT_TRUE(engine->SelectArm(OneArm(events[0]).View()).ok());
+  model->WaitForWriter();
+  absl::Notification release;
+  std::atomic<bool> hold{true};
+  model->SetAfterApplyHookForTesting([&] {
+    if (hold) release.WaitForNotification();
+  });
+  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // the writer holds in the hook
+  for (size_t i = 1; i < events.size(); ++i) {
+    ASSERT_TRUE(engine->SelectArm(OneArm(events[i]).View()).ok());  // decisions are not held
+  }
+  ASSERT_GE(model->Stats().queued_operations, bound);
+  auto refused = engine->ReportRewardAt({events[0], 1.0, {}, ""}, absl::Now(),
+                                        absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("behind in learning"));
+  EXPECT_EQ(model->Stats().writes_refused_behind, 1);
+  hold = false;
+  release.Notify();
+  auto accepted = engine->ReportReward({events[0], 1.0, {}, ""});
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
+  model->SetAfterApplyHookForTesting(nullptr);
+}
+
+// A reward held back by back-pressure arrived in time: the expiry sweep leaves its decision
+// open meanwhile, so the wait does not turn it LATE.
+TEST(EngineTest, ARewardWaitingForTheWriterIsNotMadeLateByTheWait) {
+  TempDir dir;
+  EngineOptions options;
+  options.state_dir = dir.path();
+  options.durability.snapshot_every_records = 100;  // a bound of 64
+  options.models.emplace_back();
+  options.models.back().reward_window = absl::Milliseconds(500);
+  auto opened = Engine::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Engine* engine = opened->get();
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(engine->SelectArm(OneArm("waits").View()).ok());
+  model->WaitForWriter();
+  absl::Notification release;
+  std::atomic<bool> hold{true};
+  model->SetAfterApplyHookForTesting([&] {
+    if (hold) release.WaitForNotification();
+  });
+  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // the writer holds in the hook
+  for (int i = 0; model->Stats().queued_operations < model->max_queued(); ++i) {
+    ASSERT_TRUE(engine->SelectArm(OneArm("filler" + std::to_string(i)).View()).ok());
+  }
+  absl::StatusOr<RewardResult> reward;
+  std::thread reporter([&] { reward = engine->ReportReward({"waits", 1.0, {}, ""}); });
+  absl::SleepFor(absl::Milliseconds(600));  // the reward waits past its decision's window
+  EXPECT_EQ(model->Stats().writes_delayed, 1);
+  engine->ExpireDue(absl::Now() + absl::Hours(1));  // (the sweeper may have done it already)
+  EXPECT_EQ(model->Stats().pending_decisions, 1);   // every other decision has closed
+  hold = false;
+  release.Notify();
+  reporter.join();
+  ASSERT_TRUE(reward.ok()) << reward.status();
+  EXPECT_EQ(reward->outcome, RewardOutcome::kAccepted);
+  model->SetAfterApplyHookForTesting(nullptr);
+}
+
 }  // namespace
 }  // namespace graphbandit
