@@ -93,9 +93,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
   std::unique_ptr<Model> model(
       new Model(options, durability, std::move(dir), *std::move(recovered)));
   if (absl::Status s = model->StartLog(next_seq); !s.ok()) return s;
-  if (model->recovery_.damaged_bytes > 0 || !model->recovery_.records_lost.empty()) {
-    // Recovery passed over damage in the middle of the log. A snapshot now means the next start
-    // does not read (and report) the damaged bytes again; their copy stays beside the log.
+  if (model->recovery_.damaged_bytes > 0 || !model->recovery_.records_lost.empty() ||
+      !model->recovery_.records_dropped.empty() || model->recovery_.records_repeated > 0) {
+    // Recovery passed over damage (or missing or repeated records) in the middle of the log. A
+    // snapshot now means the next start does not read and report them again; a copy of the
+    // damaged bytes stays beside the log.
     if (absl::StatusOr<uint64_t> taken = model->TakeSnapshot(); !taken.ok()) {
       LogWarning(absl::StrFormat(
           "model \"%s\": the snapshot after recovering from damage failed: %s; the damage will "

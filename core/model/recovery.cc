@@ -1,8 +1,10 @@
 #include "core/model/recovery.h"
 
+#include <map>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -101,15 +103,35 @@ std::string KindName(uint8_t type) {
   return "unknown";
 }
 
-// Whether what `op` depends on survived: a reward or a close needs its decision in the ledger
-// (open). Live, the model logs them only for open decisions, so in an undamaged log this
-// always holds.
+// Whether what `op` depends on survived: a reward or a close needs its decision open in the
+// ledger, and a reward that carries its observation must match that decision (user, context,
+// arm and features): an event id can be used again once its old decision has left the ledger's
+// tombstones, and a lost decision record must not let a reward attach to the older decision of
+// the same id. Live, the model logs rewards and closes only for open decisions, so in an
+// undamaged log this always holds.
 bool DependenciesHold(const ModelOp& op, DecisionLedger& ledger) {
   if (const auto* reward = std::get_if<RewardOp>(&op)) {
-    return ledger.Find(reward->event_id) != nullptr;
+    const LedgerEntry* entry = ledger.Find(reward->event_id);
+    if (entry == nullptr || reward->arm < 0 ||
+        reward->arm >= static_cast<int>(entry->arms.size())) {
+      return false;
+    }
+    for (const ObserveOp& learned : reward->learn) {
+      const LedgerArm& arm = entry->arms[reward->arm];
+      if (learned.user != entry->user_id || learned.context != entry->context ||
+          learned.arm_id != arm.arm_id || learned.features != arm.features) {
+        return false;
+      }
+    }
+    return true;
   }
   if (const auto* close = std::get_if<CloseOp>(&op)) {
-    return ledger.Find(close->event_id) != nullptr;
+    const LedgerEntry* entry = ledger.Find(close->event_id);
+    if (entry == nullptr) return false;
+    for (const ObserveOp& learned : close->learn) {
+      if (learned.user != entry->user_id || learned.context != entry->context) return false;
+    }
+    return true;
   }
   return true;
 }
@@ -136,24 +158,40 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
   uint64_t& next = recovered->next_seq;
   const uint64_t snapshot_seq = report.snapshot_seq;
   auto segments = dir.Segments();
-  // Ranges of sequence numbers [first, last] no intact record holds.
+  // Ranges of sequence numbers [first, last] that damage destroyed (no intact record holds
+  // them), and the kinds of the damaged records whose headers still verified.
   std::vector<std::pair<uint64_t, uint64_t>> gaps;
-  std::vector<storage::LogDamage> skipped;  // damage passed over, with known sequence numbers
+  std::map<uint64_t, uint8_t> damaged_kinds;
+  bool lost_any = false;            // records are missing before the one being applied
+  bool previous_truncated = false;  // the segment before this one lost its tail to damage
   for (size_t i = 0; i < segments.size(); ++i) {
     // Not a structured binding: the replay lambda below captures these (C++17, clang).
     const uint64_t first = segments[i].first;
     const std::string& path = segments[i].second;
     const uint64_t following = i + 1 < segments.size() ? segments[i + 1].first : UINT64_MAX;
     if (following <= next) continue;  // entirely covered by the snapshot
+    if (first > next && !previous_truncated) {
+      // Not damage: a file is missing (deleted, or not restored from a backup).
+      report.records_lost["in_missing_segment"] += static_cast<int64_t>(first - next);
+      report.damage.push_back(absl::StrFormat(
+          "log records %d to %d are missing (no segment holds them); the records after them "
+          "were applied where the decision they refer to survived",
+          next, first - 1));
+      next = first;
+      lost_any = true;
+    }
     auto replayed = storage::RecoverLog(
         path, first, [&](uint64_t seq, uint8_t type, absl::string_view payload) {
           if (seq < next) {
             // Covered by the snapshot, or a repeat of a record already applied (only a damaged
             // or hand-edited log holds one): never applied twice, never out of order.
-            if (seq > snapshot_seq) ++report.records_dropped[KindName(type)];
+            if (seq > snapshot_seq) ++report.records_repeated;
             return absl::OkStatus();
           }
-          if (seq > next) gaps.emplace_back(next, seq - 1);
+          if (seq > next) {
+            gaps.emplace_back(next, seq - 1);
+            lost_any = true;
+          }
           next = seq + 1;
           absl::StatusOr<ModelOp> op = DecodeOp(type, payload);
           if (!op.ok()) {
@@ -166,7 +204,7 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
             return absl::OkStatus();
           }
           EdgeEditResult ignored;
-          if (!gaps.empty() && !recovered->state->dimensions().fixed) {
+          if (lost_any && !recovered->state->dimensions().fixed) {
             // The record that fixed the feature dimensions (the first one) was lost: every
             // later decision and reward was checked against them, so they can be read off one.
             if (std::optional<FixDimensionsOp> fix = DimensionsOf(*op)) {
@@ -194,18 +232,24 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
                           absl::StrFormat("model \"%s\": recovery failed: %s", options.name,
                                           replayed.status().message()));
     }
-    for (storage::LogDamage& damage : replayed->skipped) {
+    for (const storage::LogDamage& damage : replayed->skipped) {
       report.damaged_bytes += static_cast<int64_t>(damage.length);
       report.damage.push_back(absl::StrFormat(
           "%s: %d damaged bytes at offset %d (%s%s) were passed over; reading resumed at the "
-          "next intact record; a copy of the bytes is in %s",
+          "next intact record; %s",
           path, damage.length, damage.offset, damage.reason,
           damage.seq.has_value()
               ? absl::StrFormat(", record %d, a %s", *damage.seq, KindName(damage.type))
               : "",
-          damage.saved_path));
-      if (damage.seq.has_value()) skipped.push_back(std::move(damage));
+          damage.saved_path.empty()
+              ? "no copy kept (too many damaged regions)"
+              : absl::StrCat("a copy of the bytes is in ", damage.saved_path)));
+      if (damage.seq.has_value()) damaged_kinds.emplace(*damage.seq, damage.type);
     }
+    for (const storage::LogDamage& damage : replayed->tail) {
+      if (damage.seq.has_value()) damaged_kinds.emplace(*damage.seq, damage.type);
+    }
+    previous_truncated = replayed->corruption.has_value();
     if (replayed->corruption.has_value()) {
       report.truncated = true;
       report.damage.push_back(
@@ -215,15 +259,15 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
     }
   }
   // What the gaps held: the kinds of the damaged records whose headers still verified, the
-  // rest unknown.
+  // rest unknown. (A damaged tail of the last segment leaves no gap: what it held is unknown
+  // and, being a torn write at a crash, was never acknowledged.)
   int64_t missing = 0, known = 0;
   for (const auto& [from, to] : gaps) {
     missing += static_cast<int64_t>(to - from + 1);
-    for (const storage::LogDamage& damage : skipped) {
-      if (*damage.seq >= from && *damage.seq <= to) {
-        ++report.records_lost[KindName(damage.type)];
-        ++known;
-      }
+    for (auto it = damaged_kinds.lower_bound(from); it != damaged_kinds.end() && it->first <= to;
+         ++it) {
+      ++report.records_lost[KindName(it->second)];
+      ++known;
     }
   }
   if (missing > known) report.records_lost["unknown"] += missing - known;
@@ -232,6 +276,11 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
         "%d log records after the snapshot were lost to damage (%d of them of known kind); "
         "the intact records after them were applied where the decision they refer to survived",
         missing, known));
+  }
+  if (report.records_repeated > 0) {
+    report.damage.push_back(absl::StrFormat(
+        "%d log records repeat sequence numbers already applied and were not applied again",
+        report.records_repeated));
   }
   return absl::OkStatus();
 }

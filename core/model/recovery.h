@@ -29,15 +29,21 @@ struct RecoveryReport {
   uint64_t snapshot_seq = 0;  // 0: started from the log alone
   int64_t records_replayed = 0;
   int64_t records_refused = 0;  // logged operations that failed again as when they arrived
-  bool truncated = false;       // a damaged tail was cut off (its records are not counted below)
+  // A damaged tail was cut off. The tail of the last segment is what a crash during a write
+  // leaves: its records are not counted below. A damaged tail of an earlier segment is: the
+  // next segment's first sequence number says how many records it held.
+  bool truncated = false;
   std::vector<std::string> damage;
   // Records destroyed by damage in the middle of the log, by kind ("decision", "reward",
-  // "close", ...; "unknown" when the damage hit the record's header). Exact: the sequence
-  // numbers on both sides of the damage say how many are missing.
+  // "close", ...; "unknown" when the damage hit the record's header; "in_missing_segment" for
+  // records of a segment file that is not there). Exact: the sequence numbers on both sides of
+  // the damage say how many are missing.
   std::map<std::string, int64_t> records_lost;
   // Intact records not applied, by kind, because a record they depend on was lost (a reward or
-  // a close whose decision is not in the ledger) or because they repeat one already applied.
+  // a close whose decision is not in the ledger, or is another decision of the same id).
   std::map<std::string, int64_t> records_dropped;
+  // Intact records whose sequence number was applied already (not applied again).
+  int64_t records_repeated = 0;
   int64_t damaged_bytes = 0;  // bytes of damage in the middle of the log (left in place)
   // Temporary snapshot files left by a process killed while writing one, removed at start.
   int64_t temporary_files_removed = 0;

@@ -22,6 +22,10 @@ namespace {
 // enough not to matter next to the records themselves.
 constexpr size_t kReadChunk = 256 << 10;
 
+// Copies kept of damaged regions that stay in one log (beyond, they are only listed): a log
+// with damage everywhere must not cost an fsync per region at every start.
+constexpr size_t kMaxSavedRegions = 100;
+
 uint32_t LoadLE32(const char* p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
@@ -363,8 +367,10 @@ uint64_t LogReader::FindNextRecord(uint64_t from) {
     const char* h = Window(pos, kLogHeaderSize);
     if (h == nullptr) return file_size_;  // a read error (io_status_ is set)
     if (LoadLE64(h + 24) != pos) continue;
+    // A record whose header verifies is where the damage ends, even if its own payload is
+    // damaged too: the caller then reports it with its sequence number and type.
     const Check check = CheckRecordAt(pos, &header, &ignored);
-    if (check == Check::kGood) return pos;
+    if (check == Check::kGood || check == Check::kBadPayload) return pos;
     if (check == Check::kIoError) return file_size_;
   }
   return file_size_;
@@ -451,8 +457,8 @@ absl::StatusOr<LogRecovery> RecoverLog(const std::string& path, uint64_t first_s
   result.version = reader.version();
   if (!reader.io_status().ok()) return reader.io_status();
   result.skipped = reader.skipped();
-  for (LogDamage& damage : result.skipped) {
-    if (absl::Status s = SaveSkippedRegion(path, &damage); !s.ok()) return s;
+  for (size_t i = 0; i < result.skipped.size() && i < kMaxSavedRegions; ++i) {
+    if (absl::Status s = SaveSkippedRegion(path, &result.skipped[i]); !s.ok()) return s;
   }
   if (r == ReadResult::kEndOfFile) {
     result.good_offset = reader.good_offset();
@@ -483,6 +489,7 @@ absl::StatusOr<LogRecovery> RecoverLog(const std::string& path, uint64_t first_s
   // then cut it off so the writer can append after good data.
   result.good_offset = reader.good_offset();
   result.corruption = corruption;
+  result.tail = reader.tail();
   if (absl::Status s = SaveDiscardedBytes(path, result.good_offset, UINT64_MAX,
                                           &result.discarded_bytes, &result.discarded_path);
       !s.ok()) {

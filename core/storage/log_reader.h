@@ -85,6 +85,10 @@ class LogReader {
   // Damaged regions passed over so far, each followed by an intact record (a
   // damaged tail is corruption() instead). Version 2 only.
   const std::vector<LogDamage>& skipped() const { return skipped_; }
+  // After a kCorruption result in a version-2 log: the damaged regions of the
+  // tail (the first starts at corruption().offset), with the sequence numbers
+  // and types of the records whose headers still verify.
+  const std::vector<LogDamage>& tail() const { return pending_; }
 
   // Valid after Next() returned kCorruption.
   const LogCorruption& corruption() const { return corruption_; }
@@ -154,8 +158,11 @@ struct LogRecovery {
   uint64_t discarded_bytes = 0;             // Bytes cut off (and saved), 0 if none.
   std::string discarded_path;               // Where they were saved, empty if none.
   // Damage in the middle of a version-2 log that reading passed over; the file keeps these
-  // bytes, and a copy of each region is saved beside it (LogDamage::saved_path).
+  // bytes, and a copy of each region (of the first 100) is saved beside it
+  // (LogDamage::saved_path; empty beyond).
   std::vector<LogDamage> skipped;
+  // Version 2, when truncated: the regions of the damaged tail (see LogReader::tail()).
+  std::vector<LogDamage> tail;
 };
 
 // The sequence number, type and payload of one intact record.

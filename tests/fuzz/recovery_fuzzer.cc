@@ -45,8 +45,9 @@ const std::string& BaseDir() {
 constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb,
                                     PolicyKind::kLinUcbPerUser, PolicyKind::kBatchedNystromUcb};
 
-// Records with sequence numbers from `first` on, mostly consecutive, sometimes repeated (a
-// record applied twice must be refused) or skipping some (lost records).
+// Records with sequence numbers from `first` on, mostly consecutive, sometimes repeated or
+// skipping some (lost records), so that recovery's sequence checks meet them (the unit tests
+// in tests/core/model/log_damage_test.cc check what they do; here, that nothing crashes).
 void WriteRecords(FuzzInput& in, uint64_t first, storage::LogWriter* log) {
   uint64_t seq = first;
   while (!in.empty()) {

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/model/engine.h"
 #include "core/model/model_ops.h"
 #include "core/storage/log_format.h"
+#include "core/storage/log_writer.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit {
@@ -68,6 +70,24 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The names recovery reports record kinds by.
+std::string KindOf(OpType type) {
+  switch (type) {
+    case OpType::kDecide:
+      return "decision";
+    case OpType::kReward:
+      return "reward";
+    case OpType::kClose:
+      return "close";
+    case OpType::kAddUsers:
+      return "add_users";
+    case OpType::kFixDimensions:
+      return "fix_dimensions";
+    default:
+      return "other";
+  }
 }
 
 int64_t Sum(const std::map<std::string, int64_t>& counts) {
@@ -125,8 +145,12 @@ TEST(LogDamageTest, RecoveryKeepsEveryIntactRewardWhoseDecisionSurvived) {
       return r.begin < to && r.end > from;
     };
     std::set<std::string> decisions_hit;
+    std::map<std::string, int64_t> expected_kinds;  // for damage within one record
     for (const LoggedRecord& r : records) {
       if (r.type == OpType::kDecide && hit(r)) decisions_hit.insert(r.event_id);
+      if (hit(r) && to - from == 1) {
+        ++expected_kinds[from < r.begin + storage::kLogHeaderSize ? "unknown" : KindOf(r.type)];
+      }
     }
     const bool tail = hit(records.back());
     int64_t expected_learned = 0, expected_dropped = 0, expected_lost = 0;
@@ -161,6 +185,9 @@ TEST(LogDamageTest, RecoveryKeepsEveryIntactRewardWhoseDecisionSurvived) {
       // records it held is not known.)
       EXPECT_FALSE(report.truncated);
       EXPECT_EQ(Sum(report.records_lost), expected_lost);
+      if (to - from == 1) {
+        EXPECT_EQ(report.records_lost, expected_kinds);
+      }
       EXPECT_EQ(report.records_dropped.count("reward") ? report.records_dropped.at("reward") : 0,
                 expected_dropped);
     }
@@ -220,6 +247,77 @@ TEST(LogDamageTest, ASnapshotAfterRecoveryEndsTheDamageReports) {
     copy_kept |= file.find(".corrupt-") != std::string::npos;
   }
   EXPECT_TRUE(copy_kept);
+  std::filesystem::remove_all(image);
+}
+
+// A record repeated in the log (its sequence number applied already) is not applied again.
+TEST(LogDamageTest, ARepeatedRecordIsNotAppliedTwice) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 6));
+  const std::string image = CrashCopy(dir.path(), dir.path() + "-image");
+  engine.reset();
+  const std::string segment = FilesMatching(image + "/default", "log-").front();
+  const std::string bytes = ReadBytes(segment);
+  const std::vector<LoggedRecord> records = WalkLog(bytes);
+  const LoggedRecord& reward = records[records.size() - 3];
+  ASSERT_EQ(reward.type, OpType::kReward);
+  {
+    // The same record again, as a writer that repeated it would have written it.
+    auto writer = storage::LogWriter::Open(segment);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    const uint64_t seq = LoadLE(bytes, reward.begin + 16, 8);
+    ASSERT_TRUE((*writer)
+                    ->Append(seq, static_cast<uint8_t>(reward.type),
+                             absl::string_view(bytes).substr(
+                                 reward.begin + storage::kLogHeaderSize,
+                                 reward.end - reward.begin - storage::kLogHeaderSize))
+                    .ok());
+    ASSERT_TRUE((*writer)->Close().ok());
+  }
+  auto recovered = Reopen(image);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* model = *(*recovered)->FindModel("");
+  EXPECT_EQ(model->View()->rewards_learned, 6);
+  EXPECT_EQ(model->recovery().records_repeated, 1);
+  EXPECT_TRUE(model->recovery().records_lost.empty());
+  recovered->reset();
+  std::filesystem::remove_all(image);
+}
+
+// A segment file that is missing is reported as such, and the records after it are applied
+// where their decisions survived.
+TEST(LogDamageTest, AMissingSegmentIsReportedAndTheLaterOnesApplied) {
+  TempDir dir;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    Model* model = *engine->FindModel("");
+    ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+    ASSERT_TRUE(model->Snapshot().ok());
+    ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+    ASSERT_TRUE(model->Snapshot().ok());
+    ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 5));
+    CrashCopy(dir.path(), dir.path() + "-image");
+  }
+  const std::string image = dir.path() + "-image";
+  const std::string model_dir = image + "/default";
+  const std::vector<std::string> snapshots = FilesMatching(model_dir, "snapshot-");
+  std::vector<std::string> segments;
+  for (const std::string& file : FilesMatching(model_dir, "log-")) {
+    if (file.find(".corrupt") == std::string::npos) segments.push_back(file);
+  }
+  ASSERT_EQ(snapshots.size(), 2u);
+  ASSERT_EQ(segments.size(), 2u);         // the ones after each snapshot
+  std::filesystem::remove(snapshots[1]);  // the newest snapshot
+  std::filesystem::remove(segments[0]);   // the segment between the two snapshots
+  auto recovered = Reopen(image);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* model = *(*recovered)->FindModel("");
+  EXPECT_EQ(model->View()->rewards_learned, 10);  // 5 from the snapshot, 5 after the gap
+  ASSERT_EQ(model->recovery().records_lost.count("in_missing_segment"), 1u);
+  EXPECT_EQ(model->recovery().records_lost.at("in_missing_segment"), 10);  // 5 rounds
+  EXPECT_THAT(absl::StrJoin(model->recovery().damage, "\n"), HasSubstr("are missing"));
+  recovered->reset();
   std::filesystem::remove_all(image);
 }
 

@@ -277,6 +277,29 @@ TEST(LogTest, ARecordEmbeddedInAPayloadIsNotResynchronisedTo) {
   EXPECT_EQ(got.skipped[0].length, offsets[2] - offsets[1]);
 }
 
+// Damage that spans a header and then the payload of the next record: the search after the
+// damaged header stops at the next header that verifies, so the second record is reported with
+// its sequence number and type rather than folded into an unknown region.
+TEST(LogTest, TheSearchAfterADamagedHeaderStopsAtTheNextHeaderThatVerifies) {
+  TempDir dir;
+  const std::string path = dir.File("log");
+  const std::vector<uint64_t> offsets =
+      WriteLog(path, {{1, "one"}, {2, "two"}, {3, "three"}, {4, "four"}});
+  std::string bytes = ReadFile(path);
+  bytes[offsets[1] + 2] ^= 1;                   // record 2's header
+  bytes[offsets[2] + kLogHeaderSize + 1] ^= 1;  // record 3's payload
+  WriteFile(path, bytes);
+  const ReadAllResult got = ReadAll(path);
+  EXPECT_EQ(got.records, (std::vector<Rec>{{1, "one"}, {4, "four"}}));
+  ASSERT_EQ(got.skipped.size(), 2u);
+  EXPECT_EQ(got.skipped[0].offset, offsets[1]);
+  EXPECT_EQ(got.skipped[0].length, offsets[2] - offsets[1]);
+  EXPECT_FALSE(got.skipped[0].seq.has_value());
+  EXPECT_EQ(got.skipped[1].offset, offsets[2]);
+  EXPECT_EQ(got.skipped[1].seq, std::optional<uint64_t>(3));
+  EXPECT_EQ(got.skipped[1].type, 3);
+}
+
 // Version-1 logs (written by earlier builds) are still read; they have no
 // resynchronisation points, so reading stops at their first damage, and
 // recovery cuts the rest off as before. The writer turns an empty one into the
