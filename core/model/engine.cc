@@ -251,7 +251,11 @@ void Engine::SweeperLoop(absl::Duration period) {
                         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return sweeper_stop_; });
     if (sweeper_stop_) break;
     sweeper_mu_.Unlock();
-    ExpireDue(absl::Now());
+    const absl::Time now = absl::Now();
+    for (auto& [name, model] : models_) {
+      // Closes teach too: like rewards, they wait while the model's writer is behind.
+      if (model->HasRoom()) model->ExpireDue(now);
+    }
     sweeper_mu_.Lock();
   }
 }

@@ -200,22 +200,33 @@ absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
   return log_->WaitDurable(seq, deadline);
 }
 
-absl::Status Model::WaitForRoom(absl::Time deadline, const std::string* event_id,
-                                bool* registered) {
+bool Model::HasRoomLocked() const {
+  return static_cast<int64_t>(next_seq_ - 1 - applied_seq_) < max_queued_ || stopping_ || draining_;
+}
+
+bool Model::HasRoom() const {
   MutexLock lock(&queue_mu_);
-  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-    return static_cast<int64_t>(next_seq_ - 1 - applied_seq_) < max_queued_ || stopping_ ||
-           draining_;
-  };
-  if (room()) return absl::OkStatus();
-  ++writes_delayed_;
-  if (event_id != nullptr) {
-    ++waiting_rewards_[*event_id];  // DoneWaiting removes it
-    *registered = true;
+  return HasRoomLocked();
+}
+
+absl::Status Model::WaitForRoom(absl::Time deadline, RoomWait* wait, const std::string* event_id,
+                                absl::Time arrival) {
+  MutexLock lock(&queue_mu_);
+  if (HasRoomLocked()) return absl::OkStatus();
+  if (!wait->delayed) {
+    wait->delayed = true;
+    ++writes_delayed_;
   }
-  queue_cv_.WaitUntil(&queue_mu_, deadline,
-                      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return room(); });
-  if (room()) return absl::OkStatus();
+  if (event_id != nullptr && !wait->registered) {
+    wait->registered = true;  // DoneWaiting removes it
+    WaitingReward& waiting = waiting_rewards_[*event_id];
+    ++waiting.callers;
+    waiting.arrival = std::min(waiting.arrival, arrival);
+  }
+  room_cv_.WaitUntil(&queue_mu_, deadline,
+                     [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasRoomLocked(); });
+  // Room that appears only as the deadline passes is too late: the caller could not finish.
+  if (HasRoomLocked() && absl::Now() < deadline) return absl::OkStatus();
   ++writes_refused_behind_;
   return absl::ResourceExhaustedError(absl::StrFormat(
       "model \"%s\" is %d operations behind in learning (the bound is %d, half of "
@@ -227,18 +238,28 @@ absl::Status Model::WaitForRoom(absl::Time deadline, const std::string* event_id
 void Model::DoneWaiting(const std::string& event_id) {
   MutexLock lock(&queue_mu_);
   auto it = waiting_rewards_.find(event_id);
-  if (it != waiting_rewards_.end() && --it->second == 0) waiting_rewards_.erase(it);
+  if (it != waiting_rewards_.end() && --it->second.callers == 0) waiting_rewards_.erase(it);
 }
 
-absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op, absl::Time deadline) {
-  if (absl::Status s = WaitForRoom(deadline); !s.ok()) return s;
+absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op, absl::Time deadline,
+                                                    const std::vector<std::string>& reserved) {
   auto completion = std::make_shared<OpCompletion>();
   uint64_t seq = 0;
-  {
+  RoomWait wait;
+  for (;;) {
+    if (absl::Status s = WaitForRoom(deadline, &wait); !s.ok()) {
+      ReleaseUsers(reserved);
+      return s;
+    }
     MutexLock ledger(&ledger_mu_);  // the log tail only moves under the ledger lock
+    if (!HasRoom()) continue;       // another caller took the room first: wait again
     auto appended = Append(std::move(op), completion, absl::InfinitePast());
-    if (!appended.ok()) return appended.status();
+    if (!appended.ok()) {
+      ReleaseUsers(reserved);
+      return appended.status();
+    }
     seq = *appended;
+    break;
   }
   if (!completion->done.WaitUntil(deadline)) {
     return absl::DeadlineExceededError("the deadline passed before the edit was applied");
@@ -446,15 +467,19 @@ int Model::ExpireDue(absl::Time now) {
   // lock (which decisions need) behind a repair's I/O.
   if (LogDegraded()) return 0;
   MutexLock lock(&ledger_mu_);
-  absl::flat_hash_map<std::string, int> waiting;  // rewards held back by back-pressure
+  absl::flat_hash_map<std::string, WaitingReward> waiting;  // held back by back-pressure
   {
     MutexLock queue(&queue_mu_);
     waiting = waiting_rewards_;
   }
   int closed = 0;
   for (LedgerEntry* entry : ledger_->Due(now)) {
-    // A reward for it arrived in time and waits for the writer: closed at a later sweep.
-    if (waiting.contains(entry->event_id)) continue;
+    // A reward for it arrived within its window and waits for the writer: a later sweep
+    // closes it, after the reward has been joined.
+    if (auto it = waiting.find(entry->event_id);
+        it != waiting.end() && it->second.arrival < entry->created + options_.reward_window) {
+      continue;
+    }
     // With FIRST, a decision whose every arm has its reward is complete: a repeat is a
     // duplicate, not late. Otherwise the window decides (SUM/MAX/LAST accept reports until it).
     const ClosedAs how = options_.aggregation == Aggregation::kFirst && entry->unreported == 0
@@ -487,13 +512,14 @@ int Model::ExpireDue(absl::Time now) {
 absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> users,
                                                absl::Time deadline) {
   if (absl::Status s = ValidateUsers(users, options_); !s.ok()) return s;
-  if (!ReserveUsers(std::vector<std::string>(users.begin(), users.end()))) {
+  std::vector<std::string> reserved;
+  if (!ReserveUsers(std::vector<std::string>(users.begin(), users.end()), &reserved)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "adding these users would exceed model \"%s\"'s limit of %d (limits.max_users)",
         options_.name, options_.max_users));
   }
-  auto applied =
-      SubmitAndWait(AddUsersOp{std::vector<std::string>(users.begin(), users.end())}, deadline);
+  auto applied = SubmitAndWait(AddUsersOp{std::vector<std::string>(users.begin(), users.end())},
+                               deadline, reserved);
   if (!applied.ok()) return applied.status();
   AddUsersResult result;
   result.added = applied->users_added;
@@ -502,29 +528,39 @@ absl::StatusOr<AddUsersResult> Model::AddUsers(absl::Span<const std::string> use
   return result;
 }
 
-bool Model::ReserveUsers(const std::vector<std::string>& ids) {
+bool Model::ReserveUsers(const std::vector<std::string>& ids, std::vector<std::string>* fresh) {
   MutexLock lock(&queue_mu_);
-  absl::flat_hash_set<std::string> fresh;
+  absl::flat_hash_set<std::string> unseen;
   for (const std::string& id : ids) {
-    if (registry_->Find(id) < 0 && !reserved_users_.contains(id)) fresh.insert(id);
+    if (registry_->Find(id) < 0 && !reserved_users_.contains(id)) unseen.insert(id);
   }
-  if (registry_->size() + static_cast<int64_t>(reserved_users_.size() + fresh.size()) >
+  if (registry_->size() + static_cast<int64_t>(reserved_users_.size() + unseen.size()) >
       options_.max_users) {
     return false;
   }
-  for (const std::string& id : fresh) reserved_users_.insert(id);
+  for (const std::string& id : unseen) {
+    reserved_users_.insert(id);
+    fresh->push_back(id);
+  }
   return true;
+}
+
+void Model::ReleaseUsers(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  MutexLock lock(&queue_mu_);
+  for (const std::string& id : ids) reserved_users_.erase(id);
 }
 
 absl::StatusOr<EdgeEditResult> Model::AddEdges(std::vector<EdgeEdit> edges, absl::Time deadline) {
   absl::StatusOr<std::vector<std::string>> ids = ValidateEdges(edges, options_);
   if (!ids.ok()) return ids.status();
-  if (!ReserveUsers(*ids)) {
+  std::vector<std::string> reserved;
+  if (!ReserveUsers(*ids, &reserved)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "these edges would take model \"%s\" past its limit of %d users (limits.max_users)",
         options_.name, options_.max_users));
   }
-  return SubmitAndWait(SetEdgesOp{std::move(edges)}, deadline);
+  return SubmitAndWait(SetEdgesOp{std::move(edges)}, deadline, reserved);
 }
 
 absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
@@ -647,6 +683,7 @@ void Model::BeginShutdown() {
   MutexLock lock(&queue_mu_);
   draining_ = true;
   queue_cv_.SignalAll();
+  room_cv_.SignalAll();
 }
 
 bool Model::Shutdown(absl::Time deadline) {
@@ -660,6 +697,7 @@ bool Model::Shutdown(absl::Time deadline) {
     MutexLock lock(&queue_mu_);
     stopping_ = true;
     queue_cv_.SignalAll();
+    room_cv_.SignalAll();
   }
   if (writer_.joinable() && !writer_done_.WaitForNotificationWithDeadline(deadline)) {
     // The writer is still applying: make what was logged durable and leave it to the next
@@ -711,6 +749,7 @@ bool Model::Shutdown(absl::Time deadline) {
       MutexLock lock(&queue_mu_);
       stopping_ = true;
       queue_cv_.SignalAll();  // waiters (WaitForFits, WaitForWriter) see stopping_ again
+      room_cv_.SignalAll();
     }
   }
   if (log_ != nullptr) log_->StopThreads();

@@ -165,6 +165,8 @@ class Model : private FitScheduler::Host {
   // when learning is slower than the arrivals: a snapshot is due after `snapshot_every_records`
   // applied records, and at most this many more are logged but not yet in it.
   int64_t max_queued() const { return max_queued_; }
+  // Whether the writer's queue is below max_queued() (the expiry sweep waits otherwise).
+  bool HasRoom() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Whether the log cannot be written now (a full disk, an I/O error): cheap, lock-free.
   bool LogDegraded() const { return log_ != nullptr && log_->degraded(); }
   // One attempt to repair a degraded log now; the model's repairer also retries by itself,
@@ -266,8 +268,10 @@ class Model : private FitScheduler::Host {
   uint64_t LastLogged() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Waits until `seq` is durable per the sync policy.
   absl::Status WaitDurable(uint64_t seq, absl::Time deadline);
-  // Submits an administrative operation and waits until it is applied and durable.
-  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op, absl::Time deadline)
+  // Submits an administrative operation (after back-pressure) and waits until it is applied and
+  // durable. `reserved`: user slots ReserveUsers took for it, released if it is not logged.
+  absl::StatusOr<EdgeEditResult> SubmitAndWait(ModelOp op, absl::Time deadline,
+                                               const std::vector<std::string>& reserved = {})
       ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   // Closes an entry now, logging it.
   absl::Status CloseLocked(LedgerEntry* entry, ClosedAs how, absl::Time now)
@@ -283,20 +287,34 @@ class Model : private FitScheduler::Host {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // Reserves user-table slots for the ids not registered yet (so that concurrent edits cannot
   // together exceed max_users). Returns false when the limit refuses them.
-  bool ReserveUsers(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Reserves user slots for `ids` (false if they would exceed max_users); `fresh` receives the
+  // ids newly reserved, to be released with ReleaseUsers if the edit is not logged.
+  bool ReserveUsers(const std::vector<std::string>& ids, std::vector<std::string>* fresh)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void ReleaseUsers(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // ---- the writer thread (model_writer.cc) ----
   void WriterLoop() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   void ApplyBatch(std::deque<Pending>* batch) ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Applies the queued operations with sequence numbers up to `seq`.
   void ApplyUpTo(uint64_t seq) ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Back-pressure before a reward or graph edit is logged (see max_queued()): OK once the
-  // writer's queue is below the bound (or the model is shutting down), RESOURCE_EXHAUSTED if
-  // `deadline` passes first. `event_id` (a reward's): while it waits, the expiry sweep leaves
-  // that decision open, so that waiting does not make an on-time reward LATE; if it had to wait
-  // (*registered set), the caller calls DoneWaiting(event_id) once the reward has been joined.
-  absl::Status WaitForRoom(absl::Time deadline, const std::string* event_id = nullptr,
-                           bool* registered = nullptr) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Back-pressure before a reward or graph edit is logged (see max_queued()). WaitForRoom
+  // returns OK once the writer's queue is below the bound (or the model is shutting down), and
+  // RESOURCE_EXHAUSTED if `deadline` passes first. The caller then takes the ledger lock (under
+  // which every append happens) and appends only if HasRoom() still holds, else waits again:
+  // so the bound holds for rewards and edits however many callers wait. A reward passes its
+  // event id and arrival time: while it waits, the expiry sweep leaves that decision open if the
+  // reward arrived within the decision's window, so waiting does not make an on-time reward
+  // LATE. A caller whose `wait` ends up registered calls DoneWaiting(event_id) once joined.
+  struct RoomWait {
+    bool delayed = false;     // counted in writes_delayed
+    bool registered = false;  // in waiting_rewards_
+  };
+  absl::Status WaitForRoom(absl::Time deadline, RoomWait* wait,
+                           const std::string* event_id = nullptr,
+                           absl::Time arrival = absl::InfinitePast())
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  bool HasRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   void DoneWaiting(const std::string& event_id) ABSL_LOCKS_EXCLUDED(queue_mu_);
   void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
   void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
@@ -318,8 +336,16 @@ class Model : private FitScheduler::Host {
   const int64_t max_queued_;
   int64_t writes_delayed_ ABSL_GUARDED_BY(queue_mu_) = 0;
   int64_t writes_refused_behind_ ABSL_GUARDED_BY(queue_mu_) = 0;
-  // Rewards in WaitForRoom (or just past it) by event id, with how many callers wait.
-  absl::flat_hash_map<std::string, int> waiting_rewards_ ABSL_GUARDED_BY(queue_mu_);
+  // Rewards in WaitForRoom (or just past it) by event id: how many callers wait, and the
+  // earliest arrival among them.
+  struct WaitingReward {
+    int callers = 0;
+    absl::Time arrival = absl::InfiniteFuture();
+  };
+  absl::flat_hash_map<std::string, WaitingReward> waiting_rewards_ ABSL_GUARDED_BY(queue_mu_);
+  // Signalled when the writer has applied a batch (room may have appeared) and at shutdown;
+  // only WaitForRoom waits on it, so appends do not wake the waiting callers.
+  CondVar room_cv_;
   std::atomic<int64_t> decisions_{0};
   std::atomic<int64_t> unlogged_decisions_{0};
   // Shared with the learned state (which registers users); thread-safe.

@@ -17,16 +17,19 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
   // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
   // (the original report or close included) is durable, like the first answer did.
   uint64_t wait_for = 0;
-  bool registered = false;
-  const absl::Status room = WaitForRoom(deadline, &request.event_id, &registered);
+  RoomWait wait;
   absl::StatusOr<RewardResult> result = absl::UnknownError("not joined");
-  if (!room.ok()) {
-    result = room;
-  } else {
+  for (;;) {
+    if (absl::Status room = WaitForRoom(deadline, &wait, &request.event_id, now); !room.ok()) {
+      result = room;
+      break;
+    }
     MutexLock lock(&ledger_mu_);
+    if (!HasRoom()) continue;  // another caller took the room first: wait again
     result = JoinAndLogLocked(request, now, &wait_for);
+    break;
   }
-  if (registered) DoneWaiting(request.event_id);
+  if (wait.registered) DoneWaiting(request.event_id);
   if (!result.ok()) return result.status();
   if (wait_for > 0) {
     if (absl::Status s = WaitDurable(wait_for, deadline); !s.ok()) return s;

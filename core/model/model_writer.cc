@@ -87,6 +87,7 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
     MutexLock lock(&queue_mu_);
     applied_seq_ = batch->back().seq;
     queue_cv_.SignalAll();
+    room_cv_.SignalAll();
   }
   for (Pending& pending : *batch) {
     if (pending.completion != nullptr) pending.completion->done.Notify();

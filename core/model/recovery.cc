@@ -170,13 +170,18 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
     const std::string& path = segments[i].second;
     const uint64_t following = i + 1 < segments.size() ? segments[i + 1].first : UINT64_MAX;
     if (following <= next) continue;  // entirely covered by the snapshot
-    if (first > next && !previous_truncated) {
-      // Not damage: a file is missing (deleted, or not restored from a backup).
-      report.records_lost["in_missing_segment"] += static_cast<int64_t>(first - next);
-      report.damage.push_back(absl::StrFormat(
-          "log records %d to %d are missing (no segment holds them); the records after them "
-          "were applied where the decision they refer to survived",
-          next, first - 1));
+    if (first > next) {
+      if (previous_truncated) {
+        // The damaged tail of the segment before held them (even if this one is empty).
+        gaps.emplace_back(next, first - 1);
+      } else {
+        // Not damage: a file is missing (deleted, or not restored from a backup).
+        report.records_lost["in_missing_segment"] += static_cast<int64_t>(first - next);
+        report.damage.push_back(absl::StrFormat(
+            "log records %d to %d are missing (no segment holds them); the records after them "
+            "were applied where the decision they refer to survived",
+            next, first - 1));
+      }
       next = first;
       lost_any = true;
     }
@@ -249,7 +254,10 @@ absl::Status ReplayLog(const ModelOptions& options, const StateDirectory& dir,
     for (const storage::LogDamage& damage : replayed->tail) {
       if (damage.seq.has_value()) damaged_kinds.emplace(*damage.seq, damage.type);
     }
-    previous_truncated = replayed->corruption.has_value();
+    // A cut tail explains missing records after it only if this segment's records reached the
+    // next one expected (a segment the snapshot covers is read when the file after it is gone).
+    const uint64_t tail_start = replayed->records > 0 ? replayed->last_seq + 1 : first;
+    previous_truncated = replayed->corruption.has_value() && tail_start >= next;
     if (replayed->corruption.has_value()) {
       report.truncated = true;
       report.damage.push_back(

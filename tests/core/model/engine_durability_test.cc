@@ -351,15 +351,60 @@ TEST(EngineTest, ShutdownIsBoundedWhenTheWriterIsBusyAndNothingLoggedIsLost) {
   }
 }
 
+// Holds a model's writer in its after-apply hook until released; releases it when destroyed
+// too, so that a failed ASSERT does not leave the writer blocked at shutdown.
+class WriterHold {
+ public:
+  explicit WriterHold(Model* model) : model_(model), state_(std::make_shared<State>()) {
+    model_->SetAfterApplyHookForTesting([state = state_] {
+      absl::MutexLock lock(&state->mu);
+      if (!state->hold) return;
+      state->holding = true;
+      state->mu.Await(absl::Condition(&state->released));
+    });
+  }
+  ~WriterHold() {
+    Release();
+    model_->SetAfterApplyHookForTesting(nullptr);
+  }
+  void Hold() {
+    absl::MutexLock lock(&state_->mu);
+    state_->hold = true;
+  }
+  // Waits (at most 10 s) until the writer sits in the hook; it gets there after its next batch.
+  bool WaitUntilHolding() {
+    absl::MutexLock lock(&state_->mu);
+    return state_->mu.AwaitWithTimeout(absl::Condition(&state_->holding), absl::Seconds(10));
+  }
+  void Release() {
+    absl::MutexLock lock(&state_->mu);
+    state_->hold = false;
+    state_->released = true;
+  }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    bool hold = false, holding = false, released = false;
+  };
+  Model* model_;
+  std::shared_ptr<State> state_;
+};
+
+EngineOptions PersistentWithCadence100(const std::string& state_dir) {
+  EngineOptions options;
+  options.state_dir = state_dir;
+  options.durability.snapshot_every_records = 100;  // a back-pressure bound of 64
+  options.durability.sync = Durability::Sync::kOs;  // the tests must not wait for the disk
+  return options;
+}
+
 // Back-pressure keeps what a crash leaves to replay near the snapshot cadence when learning is
 // slower than the arrivals. (Without it, a writer busy re-sparsifying let 2,000-4,500 records
 // pile up behind snapshot_every_records: 400, and the restart replayed all of them.)
 TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow) {
   TempDir dir;
-  EngineOptions options;
-  options.state_dir = dir.path();
-  options.durability.snapshot_every_records = 100;
-  auto opened = Engine::Open(options);
+  auto opened = Engine::Open(PersistentWithCadence100(dir.path()));
   ASSERT_TRUE(opened.ok()) << opened.status();
   Engine& engine = **opened;
   Model* model = *engine.FindModel("");
@@ -370,17 +415,28 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
   // The crash image is taken while the writer is held between batches, so that no snapshot
   // file is being written or removed while the directory is copied.
   uint64_t last = model->View()->version;  // the writer thread's
-  std::atomic<bool> hold{false}, holding{false};
+  auto state = std::make_shared<std::pair<absl::Mutex, std::pair<bool, bool>>>();  // hold, held
   absl::Notification release;
-  model->SetAfterApplyHookForTesting([model, &last, &hold, &holding, &release] {
+  model->SetAfterApplyHookForTesting([model, &last, state, &release] {
     const uint64_t version = model->View()->version;
     absl::SleepFor(absl::Microseconds(300) * static_cast<int64_t>(version - last));
     last = version;
-    if (hold) {
-      holding = true;
-      release.WaitForNotification();
+    bool hold;
+    {
+      absl::MutexLock lock(&state->first);
+      hold = state->second.first;
+      state->second.second = hold;
     }
+    if (hold) release.WaitForNotification();
   });
+  struct Cleanup {  // also on a failed ASSERT: the writer must not stay blocked
+    absl::Notification* release;
+    Model* model;
+    ~Cleanup() {
+      if (!release->HasBeenNotified()) release->Notify();
+      model->SetAfterApplyHookForTesting(nullptr);
+    }
+  } cleanup{&release, model};
   constexpr int kThreads = 4;
   const absl::Time cap = absl::Now() + absl::Seconds(30);  // bounds the loop if all else fails
   std::atomic<bool> done{false};
@@ -397,19 +453,28 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
     });
   }
   absl::SleepFor(absl::Milliseconds(800));
-  hold = true;
-  while (!holding && absl::Now() < cap) absl::SleepFor(absl::Milliseconds(1));
+  {
+    absl::MutexLock lock(&state->first);
+    state->second.first = true;
+  }
+  for (bool held = false; !held && absl::Now() < cap;) {
+    absl::SleepFor(absl::Milliseconds(1));
+    absl::MutexLock lock(&state->first);
+    held = state->second.second;
+  }
   absl::SleepFor(absl::Milliseconds(20));  // the callers run into the bound
+  // Rewards are held at the bound; only a decision per caller may pass it.
+  EXPECT_LE(model->Stats().queued_operations, model->max_queued() + kThreads);
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");  // under load
-  hold = false;
+  {
+    absl::MutexLock lock(&state->first);
+    state->second.first = false;
+  }
   release.Notify();
   done = true;
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(failures, 0);
-  const ModelStats stats = model->Stats();
-  EXPECT_GT(stats.writes_delayed, 0) << "the load did not outrun the writer";
-  EXPECT_LE(stats.queued_operations, model->max_queued() + kThreads);
-  model->SetAfterApplyHookForTesting(nullptr);
+  EXPECT_GT(model->Stats().writes_delayed, 0) << "the load did not outrun the writer";
 
   auto recovered = Reopen(crashed);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
@@ -424,76 +489,86 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
 }
 
 // A reward that cannot be recorded before its deadline because the writer is behind is refused
-// with RESOURCE_EXHAUSTED, records nothing, and is accepted when retried later.
+// with RESOURCE_EXHAUSTED, records nothing, and is accepted when retried later. A refused user
+// edit does not keep the user slots it reserved.
 TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
-  auto engine = OpenEngine();
-  Model* model = *engine->FindModel("");
-  const int64_t bound = model->max_queued();
-  std::vector<std::string> events;
-  for (int i = 0; i < bound + 5; ++i) events.push_back("bp" + std::to_string(i));
-  ASSERT_TRUE(engine->SelectArm(OneArm(events[0]).View()).ok());
-  model->WaitForWriter();
-  absl::Notification release;
-  std::atomic<bool> hold{true};
-  model->SetAfterApplyHookForTesting([&] {
-    if (hold) release.WaitForNotification();
-  });
-  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
-  absl::SleepFor(absl::Milliseconds(50));  // the writer holds in the hook
-  for (size_t i = 1; i < events.size(); ++i) {
-    ASSERT_TRUE(engine->SelectArm(OneArm(events[i]).View()).ok());  // decisions are not held
-  }
-  ASSERT_GE(model->Stats().queued_operations, bound);
-  auto refused = engine->ReportRewardAt({events[0], 1.0, {}, ""}, absl::Now(),
-                                        absl::Now() + absl::Milliseconds(100));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("behind in learning"));
-  EXPECT_EQ(model->Stats().writes_refused_behind, 1);
-  hold = false;
-  release.Notify();
-  auto accepted = engine->ReportReward({events[0], 1.0, {}, ""});
-  ASSERT_TRUE(accepted.ok()) << accepted.status();
-  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
-  model->SetAfterApplyHookForTesting(nullptr);
-}
-
-// A reward held back by back-pressure arrived in time: the expiry sweep leaves its decision
-// open meanwhile, so the wait does not turn it LATE.
-TEST(EngineTest, ARewardWaitingForTheWriterIsNotMadeLateByTheWait) {
   TempDir dir;
-  EngineOptions options;
-  options.state_dir = dir.path();
-  options.durability.snapshot_every_records = 100;  // a bound of 64
+  EngineOptions options = PersistentWithCadence100(dir.path());
   options.models.emplace_back();
-  options.models.back().reward_window = absl::Milliseconds(500);
+  options.models.back().max_users = 8;
   auto opened = Engine::Open(options);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Engine* engine = opened->get();
   Model* model = *engine->FindModel("");
-  ASSERT_TRUE(engine->SelectArm(OneArm("waits").View()).ok());
+  const int64_t bound = model->max_queued();
+  ASSERT_TRUE(engine->SelectArm(OneArm("bp").View()).ok());
   model->WaitForWriter();
-  absl::Notification release;
-  std::atomic<bool> hold{true};
-  model->SetAfterApplyHookForTesting([&] {
-    if (hold) release.WaitForNotification();
-  });
+  WriterHold hold(model);
+  hold.Hold();
   ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
-  absl::SleepFor(absl::Milliseconds(50));  // the writer holds in the hook
+  ASSERT_TRUE(hold.WaitUntilHolding());
+  for (int i = 0; model->Stats().queued_operations < bound; ++i) {
+    ASSERT_TRUE(engine->SelectArm(OneArm("filler" + std::to_string(i)).View()).ok());
+  }
+  auto refused = engine->ReportRewardAt({"bp", 1.0, {}, ""}, absl::Now(),
+                                        absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("behind in learning"));
+  const std::vector<std::string> many = {"n1", "n2", "n3", "n4", "n5", "n6", "n7"};
+  EXPECT_EQ(model->AddUsers(many, absl::Now() + absl::Milliseconds(100)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(model->Stats().writes_refused_behind, 2);
+  hold.Release();
+  auto accepted = engine->ReportReward({"bp", 1.0, {}, ""});
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
+  // The refused edit's slots were released: seven others fit beside the one user so far.
+  const std::vector<std::string> others = {"m1", "m2", "m3", "m4", "m5", "m6", "m7"};
+  auto added = model->AddUsers(others, absl::InfiniteFuture());
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(added->added, 7);
+}
+
+// A reward held back by back-pressure that arrived within its decision's window: the expiry
+// sweep leaves the decision open meanwhile, so the wait does not turn it LATE. A reward that
+// arrived after the window gets no such protection.
+TEST(EngineTest, ARewardWaitingForTheWriterIsNotMadeLateByTheWait) {
+  TempDir dir;
+  EngineOptions options = PersistentWithCadence100(dir.path());
+  options.run_sweeper = false;  // expiry runs when the test says
+  options.models.emplace_back();
+  options.models.back().reward_window = absl::Seconds(10);
+  auto opened = Engine::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Engine* engine = opened->get();
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(engine->SelectArm(OneArm("on-time").View()).ok());
+  ASSERT_TRUE(engine->SelectArm(OneArm("too-late").View()).ok());
+  model->WaitForWriter();
+  WriterHold hold(model);
+  hold.Hold();
+  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+  ASSERT_TRUE(hold.WaitUntilHolding());
   for (int i = 0; model->Stats().queued_operations < model->max_queued(); ++i) {
     ASSERT_TRUE(engine->SelectArm(OneArm("filler" + std::to_string(i)).View()).ok());
   }
-  absl::StatusOr<RewardResult> reward;
-  std::thread reporter([&] { reward = engine->ReportReward({"waits", 1.0, {}, ""}); });
-  absl::SleepFor(absl::Milliseconds(600));  // the reward waits past its decision's window
-  EXPECT_EQ(model->Stats().writes_delayed, 1);
-  engine->ExpireDue(absl::Now() + absl::Hours(1));  // (the sweeper may have done it already)
-  EXPECT_EQ(model->Stats().pending_decisions, 1);   // every other decision has closed
-  hold = false;
-  release.Notify();
-  reporter.join();
-  ASSERT_TRUE(reward.ok()) << reward.status();
-  EXPECT_EQ(reward->outcome, RewardOutcome::kAccepted);
-  model->SetAfterApplyHookForTesting(nullptr);
+  absl::StatusOr<RewardResult> on_time, too_late;
+  std::thread first([&] { on_time = engine->ReportReward({"on-time", 1.0, {}, ""}); });
+  std::thread second([&] {
+    // Arrives (as far as the model knows) an hour after its decision: past the window.
+    too_late = engine->ReportRewardAt({"too-late", 1.0, {}, ""}, absl::Now() + absl::Hours(1),
+                                      absl::InfiniteFuture());
+  });
+  while (model->Stats().writes_delayed < 2) absl::SleepFor(absl::Milliseconds(1));
+  engine->ExpireDue(absl::Now() + absl::Hours(1));
+  EXPECT_EQ(model->Stats().pending_decisions, 1);  // only the on-time one stays open
+  hold.Release();
+  first.join();
+  second.join();
+  ASSERT_TRUE(on_time.ok()) << on_time.status();
+  EXPECT_EQ(on_time->outcome, RewardOutcome::kAccepted);
+  ASSERT_TRUE(too_late.ok()) << too_late.status();
+  EXPECT_EQ(too_late->outcome, RewardOutcome::kLate);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/model/engine.h"
 #include "core/model/model_ops.h"
@@ -317,6 +318,38 @@ TEST(LogDamageTest, AMissingSegmentIsReportedAndTheLaterOnesApplied) {
   ASSERT_EQ(model->recovery().records_lost.count("in_missing_segment"), 1u);
   EXPECT_EQ(model->recovery().records_lost.at("in_missing_segment"), 10);  // 5 rounds
   EXPECT_THAT(absl::StrJoin(model->recovery().damage, "\n"), HasSubstr("are missing"));
+  recovered->reset();
+  std::filesystem::remove_all(image);
+}
+
+// A segment whose tail was damaged after a later (here empty) segment began: the records the tail
+// held are counted as lost (the later segment's first sequence number says how many), and the
+// log continues after them.
+TEST(LogDamageTest, ADamagedTailBeforeALaterSegmentIsCounted) {
+  TempDir dir;
+  auto engine = OpenEngine({}, dir.path());
+  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 6));
+  const std::string image = CrashCopy(dir.path(), dir.path() + "-image");
+  engine.reset();
+  const std::string segment = FilesMatching(image + "/default", "log-").front();
+  const std::string bytes = ReadBytes(segment);
+  const std::vector<LoggedRecord> records = WalkLog(bytes);
+  const uint64_t last_seq = LoadLE(bytes, records.back().begin + 16, 8);
+  {
+    // The segment a restart after the last record would have begun, still empty.
+    auto next = storage::LogWriter::Open(
+        absl::StrCat(image, "/default/log-", absl::StrFormat("%020d", last_seq + 1), ".log"));
+    ASSERT_TRUE(next.ok()) << next.status();
+  }
+  // Bit rot in the last two records: a damaged tail of the first segment.
+  WriteBytes(segment, bytes.substr(0, records[records.size() - 2].begin + 3));
+  auto recovered = Reopen(image);
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  Model* model = *(*recovered)->FindModel("");
+  EXPECT_TRUE(model->recovery().truncated);
+  EXPECT_EQ(Sum(model->recovery().records_lost), 2);  // the last decision and its reward
+  EXPECT_EQ(model->View()->rewards_learned, 5);
+  EXPECT_EQ(model->View()->version, last_seq);  // the log goes on after the lost records
   recovered->reset();
   std::filesystem::remove_all(image);
 }
