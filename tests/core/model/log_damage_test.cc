@@ -38,6 +38,7 @@ uint64_t LoadLE(const std::string& bytes, size_t at, int n) {
 // layout of log_format.h, walked from the front of an undamaged file.
 struct LoggedRecord {
   uint64_t begin = 0, end = 0;  // byte range
+  uint64_t seq = 0;
   OpType type{};
   std::string event_id;  // decisions and rewards
 };
@@ -50,6 +51,7 @@ std::vector<LoggedRecord> WalkLog(const std::string& bytes) {
     r.begin = at;
     const uint64_t length = LoadLE(bytes, at + 8, 4);
     r.type = static_cast<OpType>(bytes[at + 12]);
+    r.seq = LoadLE(bytes, at + 16, 8);
     r.end = at + storage::kLogHeaderSize + length;
     auto op = DecodeOp(bytes[at + 12],
                        absl::string_view(bytes).substr(at + storage::kLogHeaderSize, length));
@@ -71,6 +73,27 @@ void WriteBytes(const std::string& path, const std::string& bytes) {
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The crash image of a model that played `rounds` rounds (one log segment), and that segment's
+// bytes and records.
+struct CrashImage {
+  std::string dir;  // the state directory
+  std::string segment;
+  std::string bytes;
+  std::vector<LoggedRecord> records;
+};
+
+CrashImage CrashImageAfterRounds(const std::string& state_dir, int rounds) {
+  CrashImage image;
+  auto engine = OpenEngine({}, state_dir);
+  PlayRounds(*engine, rounds);
+  image.dir = CrashCopy(state_dir, state_dir + "-image");
+  engine.reset();
+  image.segment = FilesMatching(image.dir + "/default", "log-").front();
+  image.bytes = ReadBytes(image.segment);
+  image.records = WalkLog(image.bytes);
+  return image;
 }
 
 // The names recovery reports record kinds by.
@@ -214,15 +237,11 @@ TEST(LogDamageTest, RecoveryKeepsEveryIntactRewardWhoseDecisionSurvived) {
 // reads no damaged bytes and reports nothing (the copy of the bytes stays for an operator).
 TEST(LogDamageTest, ASnapshotAfterRecoveryEndsTheDamageReports) {
   TempDir dir;
-  auto engine = OpenEngine({}, dir.path());
-  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 20));
-  const std::string image = CrashCopy(dir.path(), dir.path() + "-image");
-  engine.reset();
-  const std::string segment = FilesMatching(image + "/default", "log-").front();
-  std::string bytes = ReadBytes(segment);
-  const std::vector<LoggedRecord> records = WalkLog(bytes);
-  bytes[records[records.size() / 2].begin + 3] ^= 1;
-  WriteBytes(segment, bytes);
+  CrashImage crash;
+  ASSERT_NO_FATAL_FAILURE(crash = CrashImageAfterRounds(dir.path(), 20));
+  const std::string& image = crash.dir;
+  crash.bytes[crash.records[crash.records.size() / 2].begin + 3] ^= 1;
+  WriteBytes(crash.segment, crash.bytes);
   {
     auto recovered = Reopen(image);
     ASSERT_TRUE(recovered.ok()) << recovered.status();
@@ -254,22 +273,18 @@ TEST(LogDamageTest, ASnapshotAfterRecoveryEndsTheDamageReports) {
 // A record repeated in the log (its sequence number applied already) is not applied again.
 TEST(LogDamageTest, ARepeatedRecordIsNotAppliedTwice) {
   TempDir dir;
-  auto engine = OpenEngine({}, dir.path());
-  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 6));
-  const std::string image = CrashCopy(dir.path(), dir.path() + "-image");
-  engine.reset();
-  const std::string segment = FilesMatching(image + "/default", "log-").front();
-  const std::string bytes = ReadBytes(segment);
-  const std::vector<LoggedRecord> records = WalkLog(bytes);
-  const LoggedRecord& reward = records[records.size() - 3];
+  CrashImage crash;
+  ASSERT_NO_FATAL_FAILURE(crash = CrashImageAfterRounds(dir.path(), 6));
+  const std::string& image = crash.dir;
+  const std::string& bytes = crash.bytes;
+  const LoggedRecord& reward = crash.records[crash.records.size() - 3];
   ASSERT_EQ(reward.type, OpType::kReward);
   {
     // The same record again, as a writer that repeated it would have written it.
-    auto writer = storage::LogWriter::Open(segment);
+    auto writer = storage::LogWriter::Open(crash.segment);
     ASSERT_TRUE(writer.ok()) << writer.status();
-    const uint64_t seq = LoadLE(bytes, reward.begin + 16, 8);
     ASSERT_TRUE((*writer)
-                    ->Append(seq, static_cast<uint8_t>(reward.type),
+                    ->Append(reward.seq, static_cast<uint8_t>(reward.type),
                              absl::string_view(bytes).substr(
                                  reward.begin + storage::kLogHeaderSize,
                                  reward.end - reward.begin - storage::kLogHeaderSize))
@@ -327,14 +342,11 @@ TEST(LogDamageTest, AMissingSegmentIsReportedAndTheLaterOnesApplied) {
 // log continues after them.
 TEST(LogDamageTest, ADamagedTailBeforeALaterSegmentIsCounted) {
   TempDir dir;
-  auto engine = OpenEngine({}, dir.path());
-  ASSERT_NO_FATAL_FAILURE(PlayRounds(*engine, 6));
-  const std::string image = CrashCopy(dir.path(), dir.path() + "-image");
-  engine.reset();
-  const std::string segment = FilesMatching(image + "/default", "log-").front();
-  const std::string bytes = ReadBytes(segment);
-  const std::vector<LoggedRecord> records = WalkLog(bytes);
-  const uint64_t last_seq = LoadLE(bytes, records.back().begin + 16, 8);
+  CrashImage crash;
+  ASSERT_NO_FATAL_FAILURE(crash = CrashImageAfterRounds(dir.path(), 6));
+  const std::string& image = crash.dir;
+  const std::vector<LoggedRecord>& records = crash.records;
+  const uint64_t last_seq = records.back().seq;
   {
     // The segment a restart after the last record would have begun, still empty.
     auto next = storage::LogWriter::Open(
@@ -342,7 +354,7 @@ TEST(LogDamageTest, ADamagedTailBeforeALaterSegmentIsCounted) {
     ASSERT_TRUE(next.ok()) << next.status();
   }
   // Bit rot in the last two records: a damaged tail of the first segment.
-  WriteBytes(segment, bytes.substr(0, records[records.size() - 2].begin + 3));
+  WriteBytes(crash.segment, crash.bytes.substr(0, records[records.size() - 2].begin + 3));
   auto recovered = Reopen(image);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   Model* model = *(*recovered)->FindModel("");
