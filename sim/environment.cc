@@ -8,16 +8,17 @@
 #include "core/base/random.h"
 
 namespace graphbandit::sim {
-namespace {
 
-// Independent streams, so that changing one part (say the graph) leaves the others unchanged.
-enum Stream : uint64_t { kItems = 1, kGraph = 2, kRewards = 3, kRounds = 4, kSwitchedRewards = 5 };
-
-Rng StreamRng(uint64_t seed, uint64_t stream, uint64_t index = 0) {
+Rng StreamRng(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t s = seed ^ (stream * 0x9E3779B97F4A7C15ULL);
   SplitMix64(s);
   return Rng(s ^ (index * 0xD1B54A32D192ED03ULL));
 }
+
+namespace {
+
+// Independent streams, so that changing one part (say the graph) leaves the others unchanged.
+enum Stream : uint64_t { kItems = 1, kGraph = 2, kRewards = 3, kRounds = 4, kSwitchedRewards = 5 };
 
 // Symmetric matrix function through the eigendecomposition: V f(Lambda) V^T.
 template <typename F>

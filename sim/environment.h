@@ -22,8 +22,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/random.h"
 
 namespace graphbandit::sim {
+
+// An independent random stream per (seed, stream number, index): environments draw each part
+// (graph, parameters, round `index`) from its own, so that changing one leaves the others alone.
+Rng StreamRng(uint64_t seed, uint64_t stream, uint64_t index = 0);
 
 enum class GraphKind { kErdosRenyi, kRbf, kSbm };
 enum class RewardKind { kGpDraw, kRepresenter, kLinearGob };
@@ -69,6 +74,9 @@ struct Round {
   std::vector<int> items;   // pool index of each shown arm (finite-pool environments)
   Eigen::VectorXd means;    // noise-free reward of each shown arm
   Eigen::VectorXd noise;    // the noise that comes with each shown arm
+  // A baseline common to every arm of the round (drifting rewards, SG paper): in the rewards,
+  // not in the regret (it does not change which arm is best).
+  double offset = 0.0;
 };
 
 class SimEnvironment {
@@ -84,7 +92,7 @@ class SimEnvironment {
   virtual Round MakeRound(uint64_t index) const = 0;
 
   double Reward(const Round& round, int slot) const {
-    return round.means(slot) + round.noise(slot);
+    return round.offset + round.means(slot) + round.noise(slot);
   }
   double Regret(const Round& round, int slot) const {
     return round.means.maxCoeff() - round.means(slot);

@@ -110,7 +110,8 @@ bool PolicySpec::served() const {
   const ResearchOptions defaults;
   return model.servable() && model.research.growth_batch_divisor == defaults.growth_batch_divisor &&
          model.research.batched_min_growth == defaults.batched_min_growth &&
-         model.research.batched_bounded == defaults.batched_bounded && !pooled && !intercept &&
+         model.research.batched_bounded == defaults.batched_bounded &&
+         model.research.semi_code_gamma == defaults.semi_code_gamma && !pooled && !intercept &&
          !median_arm_lengthscale && ridge_from_lambda_base == 0.0 && !run_stream;
 }
 
@@ -150,7 +151,9 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   run.rule = SelectionRuleFor(options);
   run.exploration = options.exploration;
   run.width = options.exploration_width;
-  run.baseline = BaselineTracker(options.baseline_half_life);
+  run.propensity = options.propensity_rule;
+  run.propensity_draws = options.propensity_draws;
+  run.baseline = BaselineTracker(options.effective_baseline_half_life());
   run.pooled = spec.pooled;
   run.intercept = spec.intercept;
   if (!spec.run_stream) run.model_seed = options.seed;

@@ -83,6 +83,8 @@ struct RunPolicy {
   SelectionRule rule = SelectionRule::kUcb;
   double exploration = 1.0;
   ExplorationWidth width = ExplorationWidth::kStddev;
+  PropensityRule propensity = PropensityRule::kMultinomial;  // kSampledParameter rules
+  int propensity_draws = kDefaultPropensityDraws;
   bool pooled = false;
   bool intercept = false;                    // points get a trailing constant 1
   std::unique_ptr<InlineRefitter> refitter;  // null: no refits

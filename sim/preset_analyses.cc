@@ -195,12 +195,80 @@ std::string Robustness(const std::vector<RunOutput>& outputs) {
   return RobustnessFindings(runs, linear_tasks);
 }
 
+// Final regret (or reward) of every policy relative to the uniformly random policy, per
+// environment, as the SG paper reports it, and how far the best policy is from the second.
+// With `reward`, every round's best arm pays 1 (a replay where the user's own item is always
+// shown), so a policy's cumulative reward is T minus its regret.
+std::string RelativeToRandom(const std::vector<RunOutput>& runs, bool reward) {
+  std::vector<RunResult> results;
+  for (const RunOutput& r : runs) results.push_back(r.result);
+  const std::vector<Summary> summaries = Summarise(results);
+  std::vector<std::string> environments;
+  for (const Summary& s : summaries) {
+    if (std::find(environments.begin(), environments.end(), s.environment) == environments.end()) {
+      environments.push_back(s.environment);
+    }
+  }
+  std::string out;
+  for (const std::string& env : environments) {
+    double horizon = 0.0;
+    for (const RunOutput& r : runs) {
+      if (r.result.environment == env && !r.result.steps.empty()) {
+        horizon = static_cast<double>(r.result.steps.back());
+      }
+    }
+    const double random = FinalMean(summaries, env, "Random");
+    std::vector<std::pair<double, std::string>> rows;  // (value, policy)
+    for (const Summary& s : summaries) {
+      if (s.environment != env) continue;
+      rows.push_back({reward ? horizon - s.final_mean : s.final_mean, s.policy});
+    }
+    // Best first: the largest reward or the smallest regret.
+    std::sort(rows.begin(), rows.end(), [reward](const auto& a, const auto& b) {
+      return reward ? a.first > b.first : a.first < b.first;
+    });
+    const double random_value = reward ? horizon - random : random;
+    absl::StrAppend(&out, absl::StrFormat("**%s** (T = %.0f)\n\n| rank | policy | final %s | "
+                                          "relative to random |\n|---:|---|---:|---:|\n",
+                                          env, horizon, reward ? "reward" : "regret"));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      absl::StrAppend(&out, absl::StrFormat("| %d | %s | %.1f | %.3f |\n", i + 1, rows[i].second,
+                                            rows[i].first, rows[i].first / random_value));
+    }
+    if (rows.size() >= 2) {
+      const double gap =
+          reward ? rows[0].first / rows[1].first - 1.0 : 1.0 - rows[0].first / rows[1].first;
+      absl::StrAppend(
+          &out,
+          absl::StrFormat("\nBest: %s, %.1f%% %s than the second best (%s).\n", rows[0].second,
+                          100.0 * gap, reward ? "more reward" : "less regret", rows[1].second));
+    }
+    const double semi_graph = FinalMean(summaries, env, "SemiGraphTS");
+    const double semi_ind = FinalMean(summaries, env, "SemiTS-Ind");
+    if (std::isfinite(semi_graph) && std::isfinite(semi_ind)) {
+      absl::StrAppend(
+          &out, absl::StrFormat("SemiGraphTS against SemiTS-Ind: final regret %.1f vs %.1f, %.1f%% "
+                                "lower.\n",
+                                semi_graph, semi_ind, 100.0 * (1.0 - semi_graph / semi_ind)));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 const std::map<std::string, PresetAnalysis>& Analyses() {
   static const auto* analyses = new std::map<std::string, PresetAnalysis>{
-      {"lk-pilot-best", LkPilotBest},      {"lk-table1-ordering", LkTable1Ordering},
-      {"coop-identities", CoopIdentities}, {"ek-vs-lk", EkVsLk},
-      {"ek-tradeoff", EkTradeoff},         {"memory-flatness", MemoryFlatness},
+      {"lk-pilot-best", LkPilotBest},
+      {"lk-table1-ordering", LkTable1Ordering},
+      {"coop-identities", CoopIdentities},
+      {"ek-vs-lk", EkVsLk},
+      {"ek-tradeoff", EkTradeoff},
+      {"memory-flatness", MemoryFlatness},
       {"robustness", Robustness},
+      {"relative-to-random",
+       [](const std::vector<RunOutput>& runs) { return RelativeToRandom(runs, /*reward=*/false); }},
+      {"reward-relative-to-random",
+       [](const std::vector<RunOutput>& runs) { return RelativeToRandom(runs, /*reward=*/true); }},
   };
   return *analyses;
 }

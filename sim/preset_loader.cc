@@ -20,6 +20,7 @@
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
 #include "sim/robustness.h"
+#include "sim/sg_environment.h"
 #include "sim/task_environment.h"
 
 namespace graphbandit::sim {
@@ -139,8 +140,23 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
       }
       break;
     }
+    case pb::Environment::kSg: {
+      const pb::SgEnvironment& g = e.sg();
+      SgOptions options;
+      options.non_stationary = !g.stationary();
+      if (g.has_users()) options.users = g.users();
+      if (g.has_arms()) options.arms = g.arms();
+      if (g.has_dim()) options.dim = g.dim();
+      if (g.has_er_probability()) options.er_probability = g.er_probability();
+      if (g.has_gamma()) options.gamma = g.gamma();
+      if (auto probe = SgEnvironment::Create(options); !probe.ok()) return probe.status();
+      spec = SeededSpec<SgEnvironment>(
+          absl::StrFormat("SG %s", options.non_stationary ? "non-stationary" : "stationary"),
+          options);
+      break;
+    }
     default:
-      return absl::InvalidArgumentError("sets none of lk, ek and robustness_task");
+      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task and sg");
   }
   if (spec.ok() && !e.label().empty()) spec->label = e.label();
   return spec;
@@ -298,6 +314,9 @@ const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
     (*m)[pb::Policy::LINEAR] = {
         "rule",      "exploration", "pooled",        "arm_lengthscale", "context_lengthscale",
         "intercept", "prior",       "linear_lambda", "linear_rho"};
+    (*m)[pb::Policy::SEMI_PARAMETRIC] = {"exploration",      "pooled",    "intercept",
+                                         "linear_lambda",    "semi",      "propensity",
+                                         "propensity_draws", "code_gamma"};
     (*m)[pb::Policy::RANDOM] = {};
     (*m)[pb::Policy::SERVED] = {"served"};
     return m;
@@ -451,12 +470,23 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       o.rho = p.has_linear_rho() ? p.linear_rho() : paper.rho;
       break;
     }
+    case pb::Policy::SEMI_PARAMETRIC:
+      o.policy = p.semi() == pb::Policy::SEMI_TS  ? PolicyKind::kSemiTs
+                 : p.semi() == pb::Policy::LIN_TS ? PolicyKind::kLinTs
+                                                  : PolicyKind::kSemiGraphTs;
+      o.linear_lambda = p.has_linear_lambda() ? p.linear_lambda() : 1.0;
+      o.propensity_rule = p.propensity() == pb::Policy::OWN_DRAW ? PropensityRule::kOwnDraw
+                                                                 : PropensityRule::kMultinomial;
+      if (p.has_propensity_draws()) o.propensity_draws = p.propensity_draws();
+      o.research.semi_code_gamma = p.code_gamma();
+      spec.median_arm_lengthscale = false;  // linear: features as given
+      break;
     case pb::Policy::RANDOM:
       o.policy = PolicyKind::kRandom;
       break;
     default:
       return absl::InvalidArgumentError(
-          "family must be LK_GP, EK, BATCHED, LINEAR, RANDOM or SERVED");
+          "family must be LK_GP, EK, BATCHED, LINEAR, SEMI_PARAMETRIC, RANDOM or SERVED");
   }
   return spec;
 }

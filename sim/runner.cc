@@ -75,6 +75,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                      : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
                                            policy->learner->MeanNormSquared());
     rule.baseline = policy->baseline.value();
+    rule.propensity = policy->propensity;
+    rule.propensity_draws = policy->propensity_draws;
     // Draws as a model does: a stream per decision, from the model's seed and the event id
     // (unless the policy shares the run's stream).
     std::optional<Rng> decision_rng;
@@ -85,7 +87,10 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                                       decision_rng.has_value() ? *decision_rng : rng,
                                       /*probabilities=*/false, &scored);
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
-    if (status.ok()) {
+    if (status.ok() && policy->learner->LearnsFromDecisions()) {
+      status = LearnDecision(*policy->learner, user, points, scored.propensities, chosen,
+                             (*env)->Reward(round, chosen));
+    } else if (status.ok()) {
       status = LearnReward(*policy->learner, policy->baseline, user, points.col(chosen),
                            (*env)->Reward(round, chosen));
     }

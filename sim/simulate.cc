@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,11 +28,15 @@
 #include "absl/time/time.h"
 #include "core/base/command_line.h"
 #include "graphbandit_version.h"
+#include "sim/preset_loader.h"
 #include "sim/presets.h"
 #include "sim/report.h"
 #include "sim/runner.h"
 
 ABSL_FLAG(std::string, preset, "", "Experiment to run (see --list_presets).");
+ABSL_FLAG(std::string, preset_file, "",
+          "Run the preset in this text-format file (schema: sim/preset.proto) instead of a "
+          "named one; the file's name must match its `name` field.");
 ABSL_FLAG(std::string, out, "", "Directory for regret.csv, the plots and summary.md.");
 ABSL_FLAG(bool, list_presets, false, "List the presets with what each reproduces, and exit.");
 ABSL_FLAG(int32_t, seeds, 0, "Override the preset's number of seeds (0 keeps it).");
@@ -112,6 +117,7 @@ int main(int argc, char** argv) {
       "graphbandit-sim: runs a named bandit experiment in-process and writes its regret curves,\n"
       "plots and table.\n"
       "Usage: graphbandit-sim --preset=NAME --out=DIR [--seeds=N] [--rounds=T] [--jobs=J]\n"
+      "       graphbandit-sim --preset_file=PATH.textproto --out=DIR [...]\n"
       "       graphbandit-sim --list_presets",
       {"sim/simulate.cc"});
   if (args.size() > 1) return Fail(absl::StrCat("unexpected argument '", args[1], "'"));
@@ -125,6 +131,20 @@ int main(int argc, char** argv) {
     return 0;
   }
   const Preset* preset = FindPreset(absl::GetFlag(FLAGS_preset));
+  std::optional<Preset> from_file;
+  if (!absl::GetFlag(FLAGS_preset_file).empty()) {
+    if (!absl::GetFlag(FLAGS_preset).empty())
+      return Fail("give --preset or --preset_file, not both");
+    const std::string path = absl::GetFlag(FLAGS_preset_file);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return Fail(absl::StrCat("cannot read ", path));
+    auto parsed = ParsePreset(text.str(), path);
+    if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
+    from_file = *std::move(parsed);
+    preset = &*from_file;
+  }
   if (preset == nullptr) {
     return Fail(absl::StrCat("unknown or missing --preset '", absl::GetFlag(FLAGS_preset),
                              "'; see --list_presets"));

@@ -12,12 +12,6 @@ namespace {
 
 enum Stream : uint64_t { kGraph = 11, kFunction = 12, kArrivals = 13, kRounds = 14 };
 
-Rng StreamRng(uint64_t seed, uint64_t stream, uint64_t index = 0) {
-  uint64_t s = seed ^ (stream * 0x9E3779B97F4A7C15ULL);
-  SplitMix64(s);
-  return Rng(s ^ (index * 0xD1B54A32D192ED03ULL));
-}
-
 Eigen::MatrixXd Normals(Rng& rng, int rows, int cols, double scale = 1.0) {
   Eigen::MatrixXd z(rows, cols);
   for (int j = 0; j < cols; ++j) {

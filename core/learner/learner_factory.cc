@@ -7,6 +7,7 @@
 #include "core/learner/lk_gp_posterior.h"
 #include "core/learner/nystrom_posterior.h"
 #include "core/learner/random_choice.h"
+#include "core/learner/semi_parametric_ts.h"
 
 namespace graphbandit {
 
@@ -81,6 +82,18 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       if (options.policy == PolicyKind::kGobLin) linear.lambda = linear.rho = 1.0;
       if (absl::Status s = linear.Validate(); !s.ok()) return s;
       learner = std::make_unique<LinearUcbPosterior>(dim, linear);
+      break;
+    }
+    case PolicyKind::kSemiGraphTs:
+    case PolicyKind::kSemiTs:
+    case PolicyKind::kLinTs: {
+      SemiParametricOptions semi;
+      semi.centred = options.policy != PolicyKind::kLinTs;
+      semi.graph = options.policy == PolicyKind::kSemiGraphTs;
+      semi.lambda = options.linear_lambda;
+      semi.code_gamma = options.research.semi_code_gamma;
+      if (absl::Status s = semi.Validate(); !s.ok()) return s;
+      learner = std::make_unique<SemiParametricTs>(dim, semi);
       break;
     }
     case PolicyKind::kLkGpUcb:

@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
 Hyperparameters ConfiguredHyperparameters(const ModelOptions& options);
 
 inline SelectionRule SelectionRuleFor(const ModelOptions& options) {
+  if (options.samples_parameters()) return SelectionRule::kSampledParameter;
   return options.thompson() ? SelectionRule::kThompson : SelectionRule::kUcb;
 }
 

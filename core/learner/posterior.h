@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "core/base/random.h"
 #include "core/fit/hyperparameter_fit.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
@@ -99,6 +100,16 @@ class Scorer {
   // `user` may be kUnknownUser (a user with no data and no edges: the prior).
   virtual void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                      Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const = 0;
+
+  // Policies that draw a whole parameter vector per decision (SemiGraphTS and its linear
+  // baselines, core/learner/semi_parametric_ts.h) rather than perturbing each candidate alone.
+  // SampleValues writes `draws` joint draws of the candidates' values, one row per draw and one
+  // column per point: row r = points^T theta_r, theta_r ~ N(centre, scale^2 * spread), consuming
+  // `rng` in a fixed order. Other scorers return false and leave `values` alone.
+  virtual bool SamplesParameters() const { return false; }
+  virtual void SampleValues(int32_t /*user*/, const Eigen::Ref<const Eigen::MatrixXd>& /*points*/,
+                            double /*scale*/, int /*draws*/, Rng& /*rng*/,
+                            Eigen::MatrixXd* /*values*/) const {}
 };
 
 class Learner : public Scorer {
@@ -106,6 +117,21 @@ class Learner : public Scorer {
   // Learns reward y at (point, user); user must be a registered index (>= 0).
   virtual absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                double reward) = 0;
+  // Whether learning needs the whole decision (every candidate's point and the probability with
+  // which the policy would have chosen it) rather than the chosen point alone. Such a learner
+  // learns through ObserveDecision only; its Observe fails with FailedPrecondition.
+  virtual bool LearnsFromDecisions() const { return false; }
+  // Learns `reward` for candidate `chosen` of a decision among the columns of `points`, chosen
+  // with `probabilities` (one per column, summing to 1). The default learns the chosen point.
+  virtual absl::Status ObserveDecision(int32_t user,
+                                       const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                       const Eigen::Ref<const Eigen::VectorXd>& probabilities,
+                                       int chosen, double reward) {
+    if (chosen < 0 || chosen >= points.cols() || probabilities.size() != points.cols()) {
+      return absl::InvalidArgumentError("the chosen candidate is not one of the decision's");
+    }
+    return Observe(user, points.col(chosen), reward);
+  }
   // Switches to a new user graph and its user kernel (after a graph edit) and recomputes every
   // cached quantity from the stored history. The result depends only on the history, the graph
   // and the kernel. Kernel learners use `kernel`; linear graph learners use `graph`.

@@ -3,6 +3,7 @@
 #define GRAPHBANDIT_CORE_LEDGER_DECISION_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +23,15 @@ struct ChosenArm {
   std::optional<double> probability;
 };
 
+// Every candidate of a decision whose policy learns from all of them (SEMI_GRAPH_TS, SEMI_TS):
+// the raw features and the probability with which the policy chooses each (summing to 1).
+// Logged with the decision, kept by the ledger and logged again with each reward learned from
+// it, so that learning, recovery and replay use the probabilities of the decision itself.
+struct DecisionCandidates {
+  std::vector<std::vector<double>> features;
+  std::vector<double> probabilities;
+};
+
 struct Decision {
   std::string event_id;
   std::string model;
@@ -32,6 +42,8 @@ struct Decision {
   // False when the model's log could not record the decision (a full disk, an I/O error): it
   // was served from the last published state, and a reward for it will be UNKNOWN_EVENT.
   bool logged = true;
+  // Set for policies that learn from the whole decision; null otherwise.
+  std::shared_ptr<const DecisionCandidates> candidates;
 };
 
 // A candidate as seen by the core: views into the caller's request, valid during the call.

@@ -27,7 +27,7 @@ absl::Status MalformedSnapshot(absl::string_view what) {
 LearnedState::LearnedState(const ModelOptions& options)
     : options_(options),
       hyper_(ConfiguredHyperparameters(options)),
-      baseline_(options.baseline_half_life) {
+      baseline_(options.effective_baseline_half_life()) {
   kors_mu_factor_ = options.refit.kors_mu_factor;
   next_fit_at_ = NextFitAfter(0, options.refit);
 }
@@ -62,6 +62,28 @@ void LearnedState::DeferNextFitAfterRestart() {
   // Replay does not know when fits that changed nothing ran, and a restart should not start
   // with a rebuild.
   next_fit_at_ = std::max(next_fit_at_, NextFitAfter(rewards_learned_, options_.refit));
+}
+
+absl::Status LearnedState::LearnFromDecision(const ObserveOp& observe, int32_t user) {
+  if (observe.candidates == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the reward for event %s cannot be learned: its decision has no selection "
+                        "probabilities (it was made by another policy)",
+                        QuoteId(observe.event_id)));
+  }
+  const DecisionCandidates& candidates = *observe.candidates;
+  const int n = static_cast<int>(candidates.probabilities.size());
+  Eigen::MatrixXd points(scaling_.joint_dim(), n);
+  Eigen::VectorXd probabilities(n);
+  for (int i = 0; i < n; ++i) {
+    if (static_cast<int>(candidates.features[i].size()) != scaling_.arm_dim) {
+      return absl::FailedPreconditionError(
+          "a logged decision's candidate has another number of features than the model");
+    }
+    scaling_.Apply(observe.context.data(), candidates.features[i].data(), points.col(i).data());
+    probabilities(i) = candidates.probabilities[i];
+  }
+  return LearnDecision(*learner_, user, points, probabilities, observe.chosen, observe.reward);
 }
 
 absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
@@ -149,11 +171,16 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
         continue;
       }
       const int32_t user = Register(observe->user);
-      Eigen::VectorXd point(scaling_.joint_dim());
-      scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
-      // The learning step the simulator takes too (core/policy/decision_step.h): a drifting
-      // baseline is taken out before learning.
-      absl::Status learned = LearnReward(*learner_, baseline_, user, point, observe->reward);
+      absl::Status learned;
+      if (learner_->LearnsFromDecisions()) {
+        learned = LearnFromDecision(*observe, user);
+      } else {
+        Eigen::VectorXd point(scaling_.joint_dim());
+        scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
+        // The learning step the simulator takes too (core/policy/decision_step.h): a drifting
+        // baseline is taken out before learning.
+        learned = LearnReward(*learner_, baseline_, user, point, observe->reward);
+      }
       if (learned.ok()) {
         ++rewards_learned_;
       } else {

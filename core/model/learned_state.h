@@ -100,6 +100,8 @@ class LearnedState {
   // The user kernel's options with the current (possibly fitted) rho.
   UserKernelOptions CurrentUserKernelOptions() const;
   int32_t Register(const std::string& id, bool* added = nullptr);
+  // Learns one reward of a policy that learns from whole decisions (LearnsFromDecisions).
+  absl::Status LearnFromDecision(const ObserveOp& observe, int32_t user);
 
   const ModelOptions options_;
   std::function<void(const std::string&)> on_user_registered_;

@@ -16,6 +16,7 @@ Decision DecisionOf(const DecideOp& op, const ModelOptions& options) {
   d.model = options.name;
   d.policy = std::string(PolicyName(options.policy));
   d.model_version = op.model_version;
+  d.candidates = op.candidates;
   for (const DecideOp::Arm& arm : op.arms) {
     ChosenArm c;
     c.candidate_index = arm.candidate_index;
@@ -43,8 +44,18 @@ std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& opt
 }
 
 ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward) {
-  return ObserveOp{entry.event_id, entry.arms[arm].arm_id,   entry.user_id,
-                   entry.context,  entry.arms[arm].features, reward};
+  ObserveOp op;
+  op.event_id = entry.event_id;
+  op.arm_id = entry.arms[arm].arm_id;
+  op.user = entry.user_id;
+  op.context = entry.context;
+  op.features = entry.arms[arm].features;
+  op.reward = reward;
+  if (entry.decision.candidates != nullptr) {
+    op.candidates = entry.decision.candidates;
+    op.chosen = entry.decision.arms[arm].candidate_index;
+  }
+  return op;
 }
 
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options) {
@@ -123,6 +134,20 @@ std::string EncodeLedger(const DecisionLedger& ledger) {
     out.PutU8(static_cast<uint8_t>(t.how));
     out.PutFixed64(static_cast<uint64_t>(ToMicros(t.closed)));
   });
+  // The candidates of decisions whose policy learns from all of them (absent before they
+  // existed, and when no such decision is open).
+  int64_t with_candidates = 0;
+  ledger.ForEachEntry([&with_candidates](const LedgerEntry& e) {
+    if (e.decision.candidates != nullptr) ++with_candidates;
+  });
+  if (with_candidates > 0) {
+    out.PutVarint64(static_cast<uint64_t>(with_candidates));
+    ledger.ForEachEntry([&out](const LedgerEntry& e) {
+      if (e.decision.candidates == nullptr) return;
+      out.PutString(e.event_id);
+      PutCandidates(&out, *e.decision.candidates);
+    });
+  }
   return out.Release();
 }
 
@@ -187,6 +212,27 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
     t.how = static_cast<ClosedAs>(how);
     t.closed = absl::FromUnixMicros(static_cast<int64_t>(closed));
     ledger->RestoreTombstone(std::move(t));
+  }
+  if (!in.done()) {
+    if (!in.GetVarint64(&count) || count > in.remaining()) return bad("decision candidates");
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string event_id;
+      std::shared_ptr<const DecisionCandidates> candidates;
+      if (!in.GetString(&event_id) || !GetCandidates(&in, &candidates)) {
+        return bad("decision candidates");
+      }
+      LedgerEntry* entry = ledger->Find(event_id);
+      if (entry == nullptr || entry->decision.candidates != nullptr) {
+        return bad("decision candidates");
+      }
+      for (const ChosenArm& arm : entry->decision.arms) {
+        if (arm.candidate_index < 0 ||
+            arm.candidate_index >= static_cast<int>(candidates->probabilities.size())) {
+          return bad("decision candidates");
+        }
+      }
+      entry->decision.candidates = std::move(candidates);
+    }
   }
   return absl::OkStatus();
 }

@@ -35,7 +35,8 @@ std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const Model
 // The ledger part of a logged operation, for recovery (live, it happened at submission).
 void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger);
 
-// The ledger section of a snapshot payload: open decisions oldest first, then tombstones.
+// The ledger section of a snapshot payload: open decisions oldest first, then tombstones, then
+// (when any open decision has them) the decisions' candidates. It is the payload's last section.
 std::string EncodeLedger(const DecisionLedger& ledger);
 // Restores an empty ledger from that section (FAILED_PRECONDITION if it was written with another
 // aggregation rule; DATA_LOSS if malformed). Leaves `in` after the section.

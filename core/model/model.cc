@@ -322,6 +322,8 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
   rule.exploration = options_.exploration;
   rule.width = view->exploration_width;
   rule.baseline = view->baseline;
+  rule.propensity = options_.propensity_rule;
+  rule.propensity_draws = options_.propensity_draws;
   Rng rng(StableHash(event_id, options_.seed));
   ScoredSlate scored;
   if (absl::Status s = DecideSlate(*view->scorer, registry_->Find(request.user_id), points, rule,
@@ -346,6 +348,15 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
     arm.score = choice.score;
     arm.probability = choice.probability;
     decision.arms.push_back(std::move(arm));
+  }
+  if (scored.propensities.size() > 0) {
+    auto candidates = std::make_shared<DecisionCandidates>();
+    for (size_t i = 0; i < request.candidates.size(); ++i) {
+      candidates->features.emplace_back(request.candidates[i].features.begin(),
+                                        request.candidates[i].features.end());
+      candidates->probabilities.push_back(scored.propensities(static_cast<Eigen::Index>(i)));
+    }
+    decision.candidates = std::move(candidates);
   }
   return decision;
 }
@@ -393,6 +404,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
   op.user = std::string(request.user_id);
   op.context.assign(request.context.begin(), request.context.end());
   op.model_version = decision->model_version;
+  op.candidates = decision->candidates;
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;

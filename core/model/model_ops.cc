@@ -30,6 +30,51 @@ bool GetObserve(Decoder* in, ObserveOp* op) {
          in->GetDouble(&op->reward);
 }
 
+// The decision's candidates of each observation, after the record's other fields (records
+// without any are as before this trailer existed, so older logs read unchanged).
+void PutObservationTrailer(Encoder* out, const std::vector<const ObserveOp*>& ops) {
+  bool any = false;
+  for (const ObserveOp* op : ops) any = any || op->candidates != nullptr;
+  if (!any) return;
+  out->PutU8(1);
+  for (const ObserveOp* op : ops) {
+    out->PutU8(op->candidates != nullptr ? 1 : 0);
+    if (op->candidates == nullptr) continue;
+    out->PutVarint64(static_cast<uint32_t>(op->chosen));
+    PutCandidates(out, *op->candidates);
+  }
+}
+
+bool GetObservationTrailer(Decoder* in, const std::vector<ObserveOp*>& ops) {
+  if (in->done()) return true;
+  uint8_t marker = 0;
+  if (!in->GetU8(&marker) || marker != 1) return false;
+  for (ObserveOp* op : ops) {
+    uint8_t has = 0;
+    if (!in->GetU8(&has) || has > 1) return false;
+    if (has == 0) continue;
+    uint64_t chosen = 0;
+    if (!in->GetVarint64(&chosen) || !GetCandidates(in, &op->candidates) ||
+        chosen >= op->candidates->probabilities.size()) {
+      return false;
+    }
+    op->chosen = static_cast<int32_t>(chosen);
+  }
+  return true;
+}
+
+std::vector<const ObserveOp*> Pointers(const std::vector<ObserveOp>& ops) {
+  std::vector<const ObserveOp*> out;
+  for (const ObserveOp& op : ops) out.push_back(&op);
+  return out;
+}
+
+std::vector<ObserveOp*> Pointers(std::vector<ObserveOp>& ops) {
+  std::vector<ObserveOp*> out;
+  for (ObserveOp& op : ops) out.push_back(&op);
+  return out;
+}
+
 void PutObserves(Encoder* out, const std::vector<ObserveOp>& ops) {
   out->PutVarint64(ops.size());
   for (const ObserveOp& op : ops) PutObserve(out, op);
@@ -70,7 +115,10 @@ struct EncodeVisitor {
       out->PutString(b);
     }
   }
-  void operator()(const ObserveOp& op) const { PutObserve(out, op); }
+  void operator()(const ObserveOp& op) const {
+    PutObserve(out, op);
+    PutObservationTrailer(out, {&op});
+  }
   void operator()(const DecideOp& op) const {
     out->PutString(op.event_id);
     out->PutFixed64(op.fingerprint);
@@ -89,18 +137,24 @@ struct EncodeVisitor {
       out->PutDouble(arm.probability);
     }
     out->PutVarint64(op.model_version);
+    if (op.candidates != nullptr) {
+      out->PutU8(1);
+      PutCandidates(out, *op.candidates);
+    }
   }
   void operator()(const RewardOp& op) const {
     out->PutString(op.event_id);
     out->PutVarint64(static_cast<uint32_t>(op.arm));
     out->PutDouble(op.reward);
     PutObserves(out, op.learn);
+    PutObservationTrailer(out, Pointers(op.learn));
   }
   void operator()(const CloseOp& op) const {
     out->PutString(op.event_id);
     out->PutU8(op.how);
     out->PutFixed64(static_cast<uint64_t>(op.closed_micros));
     PutObserves(out, op.learn);
+    PutObservationTrailer(out, Pointers(op.learn));
   }
   void operator()(const HyperparametersOp& op) const {
     out->PutU8(static_cast<uint8_t>(op.reason));
@@ -125,6 +179,29 @@ absl::Status Malformed(OpType type) {
 }
 
 }  // namespace
+
+void PutCandidates(storage::Encoder* out, const DecisionCandidates& candidates) {
+  out->PutVarint64(candidates.probabilities.size());
+  for (size_t i = 0; i < candidates.probabilities.size(); ++i) {
+    out->PutDoubles(candidates.features[i].data(), candidates.features[i].size());
+    out->PutDouble(candidates.probabilities[i]);
+  }
+}
+
+bool GetCandidates(storage::Decoder* in, std::shared_ptr<const DecisionCandidates>* candidates) {
+  uint64_t count = 0;
+  if (!in->GetVarint64(&count) || count == 0 || count > in->remaining()) return false;
+  auto out = std::make_shared<DecisionCandidates>();
+  out->features.resize(count);
+  out->probabilities.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!in->GetDoubles(&out->features[i], kMaxDoubles) || !in->GetDouble(&out->probabilities[i])) {
+      return false;
+    }
+  }
+  *candidates = std::move(out);
+  return true;
+}
 
 std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op) {
   std::vector<const ObserveOp*> out;
@@ -204,7 +281,9 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
     }
     case OpType::kObserve: {
       ObserveOp op;
-      if (!GetObserve(&in, &op) || !in.done()) return Malformed(type);
+      if (!GetObserve(&in, &op) || !GetObservationTrailer(&in, {&op}) || !in.done()) {
+        return Malformed(type);
+      }
       return op;
     }
     case OpType::kDecide: {
@@ -230,7 +309,14 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         arm.candidate_index = static_cast<int32_t>(index);
         arm.has_probability = has_probability == 1;
       }
-      if (!in.GetVarint64(&version) || !in.done()) return Malformed(type);
+      if (!in.GetVarint64(&version)) return Malformed(type);
+      if (!in.done()) {
+        uint8_t marker = 0;
+        if (!in.GetU8(&marker) || marker != 1 || !GetCandidates(&in, &op.candidates) ||
+            !in.done()) {
+          return Malformed(type);
+        }
+      }
       op.model_version = version;
       return op;
     }
@@ -239,7 +325,7 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       uint64_t arm = 0;
       if (!in.GetString(&op.event_id) || !in.GetVarint64(&arm) || arm > INT32_MAX ||
           !in.GetDouble(&op.reward) || !GetObserves(&in, &op.learn) || op.learn.size() > 1 ||
-          !in.done()) {
+          !GetObservationTrailer(&in, Pointers(op.learn)) || !in.done()) {
         return Malformed(type);
       }
       op.arm = static_cast<int32_t>(arm);
@@ -249,7 +335,8 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       CloseOp op;
       uint64_t closed = 0;
       if (!in.GetString(&op.event_id) || !in.GetU8(&op.how) || op.how < 1 || op.how > 2 ||
-          !in.GetFixed64(&closed) || !GetObserves(&in, &op.learn) || !in.done()) {
+          !in.GetFixed64(&closed) || !GetObserves(&in, &op.learn) ||
+          !GetObservationTrailer(&in, Pointers(op.learn)) || !in.done()) {
         return Malformed(type);
       }
       op.closed_micros = static_cast<int64_t>(closed);

@@ -6,6 +6,7 @@
 #define GRAPHBANDIT_CORE_MODEL_MODEL_OPS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -14,6 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/fit/hyperparameter_fit.h"
+#include "core/ledger/decision.h"
+#include "core/storage/coding.h"
 
 namespace graphbandit {
 
@@ -51,6 +54,10 @@ struct ObserveOp {
   std::vector<double> context;
   std::vector<double> features;
   double reward = 0.0;
+  // Policies that learn from whole decisions: the decision's candidates and which of them
+  // (index) this reward is for. Null / -1 otherwise.
+  std::shared_ptr<const DecisionCandidates> candidates;
+  int32_t chosen = -1;
 };
 
 // A decision entered the ledger (SelectArm). Carries everything a retry must return and a
@@ -71,6 +78,7 @@ struct DecideOp {
   };
   std::vector<Arm> arms;
   uint64_t model_version = 0;
+  std::shared_ptr<const DecisionCandidates> candidates;  // see DecisionCandidates
 };
 
 // A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at
@@ -127,6 +135,9 @@ enum class OpType : uint8_t {
 std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op);
 
 OpType TypeOf(const ModelOp& op);
+// A decision's candidates as logged (with decisions, rewards and in snapshots of the ledger).
+void PutCandidates(storage::Encoder* out, const DecisionCandidates& candidates);
+bool GetCandidates(storage::Decoder* in, std::shared_ptr<const DecisionCandidates>* candidates);
 std::string EncodeOp(const ModelOp& op);
 // Fails with DataLoss on a malformed payload or an unknown type.
 absl::StatusOr<ModelOp> DecodeOp(uint8_t type, absl::string_view payload);

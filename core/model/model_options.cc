@@ -28,6 +28,12 @@ absl::string_view PolicyName(PolicyKind policy) {
       return "GOB_LIN";
     case PolicyKind::kBatchedNystromUcb:
       return "BATCHED_NYSTROM_UCB";
+    case PolicyKind::kSemiGraphTs:
+      return "SEMI_GRAPH_TS";
+    case PolicyKind::kSemiTs:
+      return "SEMI_TS";
+    case PolicyKind::kLinTs:
+      return "LIN_TS";
     case PolicyKind::kLkGpUcb:
       return "LK_GP_UCB";
     case PolicyKind::kLkGpTs:
@@ -99,6 +105,17 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "GP_TS); %s has no information gain to grow it",
         o.name, PolicyName(o.policy)));
   }
+  if (o.propensity_draws > 100'000) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": semi_parametric.propensity_draws must be at most 100000, got %d", o.name,
+        o.propensity_draws));
+  }
+  if (o.samples_parameters() && o.aggregation != Aggregation::kFirst) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": %s learns each decision's one reward as it arrives: it needs "
+        "ledger.aggregation FIRST",
+        o.name, PolicyName(o.policy)));
+  }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));
@@ -116,7 +133,8 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         {o.max_users, "limits.max_users"},
         {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
         {o.max_decisions, "ledger.max_decisions"},
-        {o.spectral_dims, "graph.spectral_dims"}}) {
+        {o.spectral_dims, "graph.spectral_dims"},
+        {o.propensity_draws, "semi_parametric.propensity_draws"}}) {
     if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
   }
   if (o.default_reward.has_value() &&

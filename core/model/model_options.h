@@ -32,6 +32,13 @@ enum class PolicyKind {
   kGraphUcb,
   kGobLin,
   kBatchedNystromUcb,
+  // Thompson sampling on per-user linear preferences (core/learner/semi_parametric_ts.h; SG
+  // paper): SemiGraphTS (centred, graph-adjusted), SemiTS (centred, per user) and LinTS
+  // (uncentred, per user). One arm per decision; each decision's selection probabilities are
+  // logged with it and used when its reward is learned.
+  kSemiGraphTs,
+  kSemiTs,
+  kLinTs,
   // The papers' baselines that a model is never configured with (the configuration proto
   // cannot name them); the simulator builds them with the same factory
   // (core/learner/learner_factory.h).
@@ -62,6 +69,8 @@ struct ResearchOptions {
   double batched_min_growth = kServedBatchedMinGrowth;
   // BATCHED_NYSTROM_UCB: false leaves the dictionary unbounded, as the paper does.
   bool batched_bounded = true;
+  // SEMI_GRAPH_TS: Gamma_j with the extra lambda I of the SG authors' code (ALGORITHMS.md §5.4).
+  bool semi_code_gamma = false;
 };
 
 absl::string_view PolicyName(PolicyKind policy);
@@ -101,7 +110,11 @@ struct ModelOptions {
   int64_t max_history = 0;      // EK policies: retained observations (0 = all)
   bool forget_evicted = false;  // EK policies: sliding window
   int exact_max_observations = 2000;
-  double linear_lambda = 1.0;  // linear policies
+  double linear_lambda = 1.0;  // linear policies; lambda of the semi-parametric ones
+  // Semi-parametric policies: how the arm is drawn and the selection probabilities estimated
+  // (core/policy/selection.h), and from how many parameter draws.
+  PropensityRule propensity_rule = PropensityRule::kMultinomial;
+  int propensity_draws = kDefaultPropensityDraws;
   double batched_threshold = 10.0;
   double batched_oversampling = 10.0;
 
@@ -140,6 +153,17 @@ struct ModelOptions {
   bool thompson() const {
     return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs ||
            policy == PolicyKind::kLkGpTs;
+  }
+  // Draws a parameter per decision and records every candidate's selection probability.
+  bool samples_parameters() const {
+    return policy == PolicyKind::kSemiGraphTs || policy == PolicyKind::kSemiTs ||
+           policy == PolicyKind::kLinTs;
+  }
+  // The drifting-baseline tracker's half-life as used: off for the parameter-sampling policies
+  // (the semi-parametric ones are immune to a baseline by construction, and LinTS is run as
+  // published).
+  double effective_baseline_half_life() const {
+    return samples_parameters() ? 0.0 : baseline_half_life;
   }
   // The kinds a model can be configured with (not the papers' baselines).
   bool servable() const {

@@ -28,6 +28,9 @@ struct DecisionRule {
   double exploration = 1.0;  // beta (UCB) or nu (Thompson sampling)
   double width = 1.0;        // multiplies exploration (ExplorationWidthFor; 1: the stddev)
   double baseline = 0.0;     // the drifting baseline, added to every mean
+  // kSampledParameter only.
+  PropensityRule propensity = PropensityRule::kMultinomial;
+  int propensity_draws = kDefaultPropensityDraws;  // M
 };
 
 // Writes the learner's joint point of each candidate into the columns of *points:
@@ -40,11 +43,17 @@ struct ScoredSlate {
   Eigen::VectorXd mean;             // per candidate, baseline included
   Eigen::VectorXd stddev;           // per candidate
   std::vector<RankedChoice> slate;  // best first
+  // kSampledParameter: every candidate's probability of being the chosen one (sums to 1);
+  // empty for the other rules.
+  Eigen::VectorXd propensities;
 };
 
 // Scores the candidate points for `user` and chooses `slate_size` of them (consuming `rng` as
 // SelectSlate does). Fails with INTERNAL when the posterior produces a non-finite value, before
-// any choice is made.
+// any choice is made. kSampledParameter decisions choose one arm (slate_size 1, else
+// INVALID_ARGUMENT), need a scorer that samples parameters (else INTERNAL), and fill
+// out->propensities; the chosen arm's score is its sampled value (kOwnDraw) or its probability
+// (kMultinomial).
 absl::Status DecideSlate(const Scorer& scorer, int32_t user, const Eigen::MatrixXd& points,
                          const DecisionRule& rule, int slate_size, Rng& rng, bool probabilities,
                          ScoredSlate* out);
@@ -54,6 +63,12 @@ absl::Status DecideSlate(const Scorer& scorer, int32_t user, const Eigen::Matrix
 // is what the learner observes, and the tracker moves only when the learner accepted it.
 absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t user,
                          const Eigen::Ref<const Eigen::VectorXd>& point, double reward);
+
+// Learns `reward` for candidate `chosen` of a decision whose candidates' points are the columns
+// of `points`, chosen with `propensities` (a learner that LearnsFromDecisions). No baseline
+// tracker: such learners are built to be immune to an arm-independent baseline.
+absl::Status LearnDecision(Learner& learner, int32_t user, const Eigen::MatrixXd& points,
+                           const Eigen::VectorXd& propensities, int chosen, double reward);
 
 }  // namespace graphbandit
 

@@ -16,7 +16,21 @@
 
 namespace graphbandit {
 
-enum class SelectionRule { kUcb, kThompson };
+// kSampledParameter: the scorer draws whole parameter vectors (Scorer::SampleValues; SemiGraphTS
+// and its linear baselines) and the decision step records every candidate's probability of
+// being chosen (core/policy/decision_step.h).
+enum class SelectionRule { kUcb, kThompson, kSampledParameter };
+
+// How a kSampledParameter decision picks its arm and estimates the probabilities its learner
+// needs, from M draws of the parameter (SG paper, ALGORITHMS.md §5.3-5.4):
+//  * kMultinomial (SemiGraphTS-MC, Algorithm 2): pi_hat = how often each candidate wins among
+//    the M draws, and the arm is drawn from pi_hat itself, so pi_hat is exactly the law the arm
+//    was chosen by;
+//  * kOwnDraw (Algorithm 1 as the SG authors run it): one more draw picks the arm (the argmax of
+//    its values) and pi_hat from M other draws estimates that draw's law.
+enum class PropensityRule { kMultinomial, kOwnDraw };
+
+inline constexpr int kDefaultPropensityDraws = 1000;
 
 // How the width multiplying `exploration` is set.
 //  * kStddev: 1, i.e. the index is mean + exploration * stddev with stddev the posterior standard

@@ -65,6 +65,7 @@ enum class LearnerStateTag : uint8_t {
   kExactGp = 2,
   kLinearUcb = 3,
   kBatchedNystrom = 4,
+  kSemiParametric = 5,
 };
 
 inline absl::string_view LearnerStateTagName(uint8_t tag) {
@@ -79,6 +80,8 @@ inline absl::string_view LearnerStateTagName(uint8_t tag) {
       return "linear_ucb";
     case LearnerStateTag::kBatchedNystrom:
       return "batched_nystrom";
+    case LearnerStateTag::kSemiParametric:
+      return "semi_parametric";
   }
   return "unknown";
 }
