@@ -1,5 +1,7 @@
 #include "proto/model_config.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "proto/enum_table.h"
 
@@ -21,6 +23,14 @@ constexpr EnumRow<v1::Policy, PolicyKind> kPolicies[] = {
     {v1::GRAPH_UCB, PolicyKind::kGraphUcb},
     {v1::GOB_LIN, PolicyKind::kGobLin},
     {v1::BATCHED_NYSTROM_UCB, PolicyKind::kBatchedNystromUcb},
+    {v1::SEMI_GRAPH_TS, PolicyKind::kSemiGraphTs},
+    {v1::SEMI_TS, PolicyKind::kSemiTs},
+    {v1::LIN_TS, PolicyKind::kLinTs},
+};
+
+constexpr EnumRow<v1::SemiParametricConfig::PropensityRule, PropensityRule> kPropensityRules[] = {
+    {v1::SemiParametricConfig::MULTINOMIAL, PropensityRule::kMultinomial},
+    {v1::SemiParametricConfig::OWN_DRAW, PropensityRule::kOwnDraw},
 };
 
 constexpr EnumRow<v1::ArmKernelConfig::Type, KernelType> kArmKernels[] = {
@@ -66,6 +76,9 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                      "exploration_width", &o.exploration_width),
            FromProto(kAggregations, c.ledger().aggregation(), Aggregation::kFirst,
                      "ledger.aggregation", &o.aggregation),
+           FromProto(kPropensityRules, c.semi_parametric().propensity_rule(),
+                     PropensityRule::kMultinomial, "semi_parametric.propensity_rule",
+                     &o.propensity_rule),
        }) {
     if (!status.ok()) {
       return absl::InvalidArgumentError(
@@ -107,6 +120,10 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
   o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
+  o.propensity_draws =
+      static_cast<int>(std::min<uint32_t>(Or<uint32_t>(c.semi_parametric().propensity_draws(),
+                                                       static_cast<uint32_t>(d.propensity_draws)),
+                                          uint32_t{1} << 30));
   o.batched_threshold = Or(c.batched().threshold(), d.batched_threshold);
   o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
@@ -183,6 +200,8 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
   c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
   c.mutable_linear()->set_lambda(o.linear_lambda);
+  c.mutable_semi_parametric()->set_propensity_rule(ToProto(kPropensityRules, o.propensity_rule));
+  c.mutable_semi_parametric()->set_propensity_draws(static_cast<uint32_t>(o.propensity_draws));
   c.mutable_batched()->set_threshold(o.batched_threshold);
   c.mutable_batched()->set_oversampling(o.batched_oversampling);
   if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);

@@ -11,12 +11,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "core/learner/batched_nystrom_posterior.h"
 #include "core/learner/linear_posterior.h"
 #include "core/learner/nystrom_posterior.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/model_config.h"
 #include "proto/text_format.h"
+#include "sim/lastfm_environment.h"
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
 #include "sim/robustness.h"
@@ -32,6 +34,11 @@ using google::protobuf::Message;
 using google::protobuf::Reflection;
 
 // ---- Environments ---------------------------------------------------------------------------
+
+std::string& LastFmDirectoryStorage() {
+  static auto* dir = new std::string;
+  return *dir;
+}
 
 // An environment whose every run is an `Env` (Environment or TaskEnvironment) created from
 // `options` with the run's seed.
@@ -155,8 +162,44 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
           options);
       break;
     }
+    case pb::Environment::kLastfm: {
+      const pb::LastFmEnvironment& l = e.lastfm();
+      const std::string dir =
+          l.data_dir().empty() ? "../shared/data/hetrec2011-lastfm-2k" : l.data_dir();
+      const int dim = l.has_dim() ? l.dim() : 25, arms = l.has_arms() ? l.arms() : 25;
+      if (dim < 1 || arms < 1)
+        return absl::InvalidArgumentError("lastfm: dim and arms must be >= 1");
+      // Loaded once, at the first run, and shared by every run (they differ in their rounds).
+      struct Shared {
+        absl::Mutex mu;
+        std::shared_ptr<const LastFmData> data;
+        absl::Status status;
+        bool loaded = false;
+      };
+      auto shared = std::make_shared<Shared>();
+      EnvironmentSpec lastfm;
+      lastfm.label = "Last.fm";
+      lastfm.make = [shared, dir, dim,
+                     arms](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
+        absl::MutexLock lock(&shared->mu);
+        if (!shared->loaded) {
+          const std::string& override_dir = LastFmDirectoryOverride();
+          auto data = LoadLastFm(override_dir.empty() ? dir : override_dir, dim);
+          shared->loaded = true;
+          if (data.ok()) {
+            shared->data = *std::move(data);
+          } else {
+            shared->status = data.status();
+          }
+        }
+        if (!shared->status.ok()) return shared->status;
+        return std::unique_ptr<SimEnvironment>(new LastFmEnvironment(shared->data, arms, seed));
+      };
+      spec = std::move(lastfm);
+      break;
+    }
     default:
-      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task and sg");
+      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task, sg and lastfm");
   }
   if (spec.ok() && !e.label().empty()) spec->label = e.label();
   return spec;
@@ -604,5 +647,9 @@ absl::StatusOr<std::vector<Preset>> LoadEmbeddedPresets() {
   }
   return presets;
 }
+
+void OverrideLastFmDirectory(const std::string& dir) { LastFmDirectoryStorage() = dir; }
+
+const std::string& LastFmDirectoryOverride() { return LastFmDirectoryStorage(); }
 
 }  // namespace graphbandit::sim

@@ -25,6 +25,11 @@ const std::vector<EmbeddedPresetFile>& EmbeddedPresetFiles();
 // (the line and column of a syntax error, the policy or environment a bad field belongs to).
 absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& file_name);
 
+// Where the Last.fm environments read the HetRec files from, instead of their presets'
+// data_dir (graphbandit-sim --lastfm_dir; empty: the presets'). Set before any run starts.
+void OverrideLastFmDirectory(const std::string& dir);
+const std::string& LastFmDirectoryOverride();
+
 // Every embedded preset, in order; an error names the first file that fails (or a name two
 // files share).
 absl::StatusOr<std::vector<Preset>> LoadEmbeddedPresets();

@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, preset, "", "Experiment to run (see --list_presets).");
 ABSL_FLAG(std::string, preset_file, "",
           "Run the preset in this text-format file (schema: sim/preset.proto) instead of a "
           "named one; the file's name must match its `name` field.");
+ABSL_FLAG(std::string, lastfm_dir, "",
+          "Directory of the HetRec 2011 Last.fm files (hetrec2011-lastfm-2k) for presets that "
+          "replay them, instead of the preset's data_dir.");
 ABSL_FLAG(std::string, out, "", "Directory for regret.csv, the plots and summary.md.");
 ABSL_FLAG(bool, list_presets, false, "List the presets with what each reproduces, and exit.");
 ABSL_FLAG(int32_t, seeds, 0, "Override the preset's number of seeds (0 keeps it).");
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("unknown or missing --preset '", absl::GetFlag(FLAGS_preset),
                              "'; see --list_presets"));
   }
+  OverrideLastFmDirectory(absl::GetFlag(FLAGS_lastfm_dir));
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return Fail("--out=DIR is required");
   if (Shell("mkdir -p '" + out + "' && echo ok") != "ok") return Fail("cannot create " + out);

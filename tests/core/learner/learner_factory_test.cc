@@ -14,10 +14,11 @@ namespace graphbandit {
 namespace {
 
 constexpr PolicyKind kEveryKind[] = {
-    PolicyKind::kEkUcb,    PolicyKind::kEkTs,          PolicyKind::kGpUcb,
-    PolicyKind::kGpTs,     PolicyKind::kLinUcbPerUser, PolicyKind::kLinUcbPooled,
-    PolicyKind::kGraphUcb, PolicyKind::kGobLin,        PolicyKind::kBatchedNystromUcb,
-    PolicyKind::kLkGpUcb,  PolicyKind::kLkGpTs,        PolicyKind::kRandom,
+    PolicyKind::kEkUcb,       PolicyKind::kEkTs,          PolicyKind::kGpUcb,
+    PolicyKind::kGpTs,        PolicyKind::kLinUcbPerUser, PolicyKind::kLinUcbPooled,
+    PolicyKind::kGraphUcb,    PolicyKind::kGobLin,        PolicyKind::kBatchedNystromUcb,
+    PolicyKind::kLkGpUcb,     PolicyKind::kLkGpTs,        PolicyKind::kRandom,
+    PolicyKind::kSemiGraphTs, PolicyKind::kSemiTs,        PolicyKind::kLinTs,
 };
 
 struct OneUser {
@@ -41,7 +42,16 @@ TEST(LearnerFactoryTest, BuildsEveryKindAndEachLearnsOrKnowinglyDoesNot) {
     ASSERT_TRUE(learner.ok()) << learner.status();
     Eigen::MatrixXd points(2, 2);
     points << 0.1, 0.9, -0.3, 0.4;
-    ASSERT_TRUE((*learner)->Observe(0, points.col(0), 1.0).ok());
+    const bool centred = kind == PolicyKind::kSemiGraphTs || kind == PolicyKind::kSemiTs;
+    EXPECT_EQ((*learner)->LearnsFromDecisions(), centred);
+    if (centred) {
+      // Learns only from a whole decision: a lone point is refused.
+      EXPECT_EQ((*learner)->Observe(0, points.col(0), 1.0).code(),
+                absl::StatusCode::kFailedPrecondition);
+      ASSERT_TRUE((*learner)->ObserveDecision(0, points, Eigen::Vector2d(0.5, 0.5), 0, 1.0).ok());
+    } else {
+      ASSERT_TRUE((*learner)->Observe(0, points.col(0), 1.0).ok());
+    }
     EXPECT_EQ((*learner)->history_size(), 1);
     Eigen::VectorXd mean, stddev;
     (*learner)->Score(0, points, &mean, &stddev);
@@ -52,6 +62,9 @@ TEST(LearnerFactoryTest, BuildsEveryKindAndEachLearnsOrKnowinglyDoesNot) {
       EXPECT_EQ(mean, Eigen::VectorXd::Zero(2));
       EXPECT_EQ(stddev, Eigen::VectorXd::Zero(2));
       EXPECT_NE(dynamic_cast<RandomChoice*>(learner->get()), nullptr);
+    } else if (centred) {
+      // Centred learning learns differences: the rewarded candidate now ranks first.
+      EXPECT_GT(mean(0), mean(1));
     } else if (kind != PolicyKind::kBatchedNystromUcb) {
       // Learned the reward of 1 at the observed point (the batched baseline is frozen until
       // its first re-draw).

@@ -415,7 +415,8 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
   for (PolicyKind policy :
        {PolicyKind::kEkUcb, PolicyKind::kEkTs, PolicyKind::kGpUcb, PolicyKind::kGpTs,
         PolicyKind::kLinUcbPerUser, PolicyKind::kLinUcbPooled, PolicyKind::kGraphUcb,
-        PolicyKind::kGobLin, PolicyKind::kBatchedNystromUcb}) {
+        PolicyKind::kGobLin, PolicyKind::kBatchedNystromUcb, PolicyKind::kSemiGraphTs,
+        PolicyKind::kSemiTs, PolicyKind::kLinTs}) {
     for (UserKernelKind kernel : {UserKernelKind::kLaplacianInverse, UserKernelKind::kHeat}) {
       ModelOptions options;
       options.policy = policy;
