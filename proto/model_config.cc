@@ -28,6 +28,14 @@ constexpr EnumRow<v1::Policy, PolicyKind> kPolicies[] = {
     {v1::LIN_TS, PolicyKind::kLinTs},
 };
 
+constexpr EnumRow<v1::ConfidenceBoundConfig::Bound, ConfidenceBound> kBounds[] = {
+    {v1::ConfidenceBoundConfig::TUNED, ConfidenceBound::kTuned},
+    {v1::ConfidenceBoundConfig::AMM, ConfidenceBound::kAmm},
+    {v1::ConfidenceBoundConfig::DMM, ConfidenceBound::kDmm},
+    {v1::ConfidenceBoundConfig::AY_GP_UCB, ConfidenceBound::kAyGpUcb},
+    {v1::ConfidenceBoundConfig::IGP_UCB, ConfidenceBound::kIgpUcb},
+};
+
 constexpr EnumRow<v1::SemiParametricConfig::PropensityRule, PropensityRule> kPropensityRules[] = {
     {v1::SemiParametricConfig::MULTINOMIAL, PropensityRule::kMultinomial},
     {v1::SemiParametricConfig::OWN_DRAW, PropensityRule::kOwnDraw},
@@ -76,6 +84,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
                      "exploration_width", &o.exploration_width),
            FromProto(kAggregations, c.ledger().aggregation(), Aggregation::kFirst,
                      "ledger.aggregation", &o.aggregation),
+           FromProto(kBounds, c.confidence_bound().bound(), ConfidenceBound::kTuned,
+                     "confidence_bound.bound", &o.confidence.bound),
            FromProto(kPropensityRules, c.semi_parametric().propensity_rule(),
                      PropensityRule::kMultinomial, "semi_parametric.propensity_rule",
                      &o.propensity_rule),
@@ -120,6 +130,11 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
   o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
+  o.confidence.noise_std = Or(c.confidence_bound().noise_std(), 0.1);
+  o.confidence.norm_bound = Or(c.confidence_bound().norm_bound(), 1.0);
+  o.confidence.delta = Or(c.confidence_bound().delta(), 0.01);
+  o.confidence.mixture = Or(c.confidence_bound().mixture(), 1.0);
+  o.confidence.igp_eta = Or(c.confidence_bound().igp_eta(), 0.01);
   o.propensity_draws =
       static_cast<int>(std::min<uint32_t>(Or<uint32_t>(c.semi_parametric().propensity_draws(),
                                                        static_cast<uint32_t>(d.propensity_draws)),
@@ -200,6 +215,15 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
   c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
   c.mutable_linear()->set_lambda(o.linear_lambda);
+  {
+    v1::ConfidenceBoundConfig* b = c.mutable_confidence_bound();
+    b->set_bound(ToProto(kBounds, o.confidence.bound));
+    b->set_noise_std(o.confidence.noise_std);
+    b->set_norm_bound(o.confidence.norm_bound);
+    b->set_delta(o.confidence.delta);
+    b->set_mixture(o.confidence.mixture);
+    b->set_igp_eta(o.confidence.igp_eta);
+  }
   c.mutable_semi_parametric()->set_propensity_rule(ToProto(kPropensityRules, o.propensity_rule));
   c.mutable_semi_parametric()->set_propensity_draws(static_cast<uint32_t>(o.propensity_draws));
   c.mutable_batched()->set_threshold(o.batched_threshold);

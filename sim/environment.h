@@ -17,12 +17,14 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/base/random.h"
+#include "core/kernel/arm_kernel.h"
 
 namespace graphbandit::sim {
 
@@ -79,6 +81,13 @@ struct Round {
   double offset = 0.0;
 };
 
+// The kernel an environment's rewards are drawn from, for policies that are told it (the
+// tighter-bounds paper gives its algorithms the true kernel).
+struct TrueKernel {
+  KernelType type = KernelType::kRbf;
+  double lengthscale = 1.0;
+};
+
 class SimEnvironment {
  public:
   virtual ~SimEnvironment() = default;
@@ -90,6 +99,7 @@ class SimEnvironment {
   // The finite set arms are drawn from (arm_dim x M), or null when arms vary with the context.
   virtual const Eigen::MatrixXd* pool() const { return nullptr; }
   virtual Round MakeRound(uint64_t index) const = 0;
+  virtual std::optional<TrueKernel> true_kernel() const { return std::nullopt; }
 
   double Reward(const Round& round, int slot) const {
     return round.offset + round.means(slot) + round.noise(slot);

@@ -112,7 +112,8 @@ bool PolicySpec::served() const {
          model.research.batched_min_growth == defaults.batched_min_growth &&
          model.research.batched_bounded == defaults.batched_bounded &&
          model.research.semi_code_gamma == defaults.semi_code_gamma && !pooled && !intercept &&
-         !median_arm_lengthscale && ridge_from_lambda_base == 0.0 && !run_stream;
+         !mm_paper_parameters && !median_arm_lengthscale && ridge_from_lambda_base == 0.0 &&
+         !run_stream;
 }
 
 absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnvironment& env,
@@ -144,6 +145,21 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
       options.research.lk.spectral_ratio = spectral_ratio;
       options.research.lk.horizon = rounds;
     }
+  }
+  if (spec.mm_paper_parameters) {
+    const std::optional<TrueKernel> truth = env.true_kernel();
+    if (!truth.has_value()) {
+      return absl::InvalidArgumentError("the environment does not say which kernel it draws from");
+    }
+    options.kernel = truth->type;
+    options.arm_lengthscale = truth->lengthscale;
+    const double nu = truth->type == KernelType::kMatern32   ? 1.5
+                      : truth->type == KernelType::kMatern52 ? 2.5
+                                                             : 0.0;
+    const double d = env.arm_dim() + env.context_dim();
+    options.confidence.mixture =
+        nu > 0.0 ? std::pow(static_cast<double>(rounds), -d / (2.0 * d + 2.0 * nu)) : 1.0;
+    options.confidence.igp_eta = 2.0 / static_cast<double>(rounds);
   }
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
 

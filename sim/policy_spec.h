@@ -46,6 +46,11 @@ struct PolicySpec {
   // Tie-breaks and Thompson draws from the run's stream, shared by every policy of the run
   // (common random numbers), instead of the model's stream per decision.
   bool run_stream = false;
+  // Kernel UCB with a confidence bound (ModelOptions::confidence): the environment's true
+  // kernel and length-scale, and the tighter-bounds paper's parameters for the horizon T and
+  // the kernel's dimension d and smoothness nu: c = 1 for the RBF kernel and T^(-d / (2d + 2 nu))
+  // for Matern kernels; IGP-UCB's eta = 2 / T (ALGORITHMS.md §3.9).
+  bool mm_paper_parameters = false;
 
   // Exactly what a model with these options serves: a kind a model can be configured with,
   // research settings at their defaults, nothing added.

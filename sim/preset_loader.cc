@@ -19,6 +19,7 @@
 #include "proto/model_config.h"
 #include "proto/text_format.h"
 #include "sim/lastfm_environment.h"
+#include "sim/mm_environment.h"
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
 #include "sim/robustness.h"
@@ -198,8 +199,26 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
       spec = std::move(lastfm);
       break;
     }
+    case pb::Environment::kMm: {
+      const pb::MmEnvironment& m = e.mm();
+      MmOptions options;
+      options.kernel = m.kernel() == pb::MmEnvironment::MATERN52   ? KernelType::kMatern52
+                       : m.kernel() == pb::MmEnvironment::MATERN32 ? KernelType::kMatern32
+                                                                   : KernelType::kRbf;
+      options.lengthscale = m.lengthscale();
+      if (m.has_dim()) options.dim = m.dim();
+      if (auto probe = MmEnvironment::Create(options); !probe.ok()) return probe.status();
+      spec = SeededSpec<MmEnvironment>(
+          absl::StrFormat("%s l=%g",
+                          options.kernel == KernelType::kRbf        ? "RBF"
+                          : options.kernel == KernelType::kMatern52 ? "Matern-5/2"
+                                                                    : "Matern-3/2",
+                          options.lengthscale),
+          options);
+      break;
+    }
     default:
-      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task, sg and lastfm");
+      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task, sg, lastfm and mm");
   }
   if (spec.ok() && !e.label().empty()) spec->label = e.label();
   return spec;
@@ -360,6 +379,7 @@ const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
     (*m)[pb::Policy::SEMI_PARAMETRIC] = {"exploration",      "pooled",    "intercept",
                                          "linear_lambda",    "semi",      "propensity",
                                          "propensity_draws", "code_gamma"};
+    (*m)[pb::Policy::KERNEL_UCB] = {"exploration", "bound", "noise_std", "norm_bound", "delta"};
     (*m)[pb::Policy::RANDOM] = {};
     (*m)[pb::Policy::SERVED] = {"served"};
     return m;
@@ -524,12 +544,29 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       o.research.semi_code_gamma = p.code_gamma();
       spec.median_arm_lengthscale = false;  // linear: features as given
       break;
+    case pb::Policy::KERNEL_UCB: {
+      o.policy = PolicyKind::kGpUcb;
+      o.user_kernel = UserKernelKind::kIdentity;
+      spec.median_arm_lengthscale = false;
+      spec.mm_paper_parameters = true;
+      ConfidenceBoundOptions& c = o.confidence;
+      c.bound = p.bound() == pb::Policy::DMM         ? ConfidenceBound::kDmm
+                : p.bound() == pb::Policy::AY_GP_UCB ? ConfidenceBound::kAyGpUcb
+                : p.bound() == pb::Policy::IGP_UCB   ? ConfidenceBound::kIgpUcb
+                                                     : ConfidenceBound::kAmm;
+      c.noise_std = p.has_noise_std() ? p.noise_std() : 0.1;
+      c.norm_bound = p.has_norm_bound() ? p.norm_bound() : 10.0;
+      c.delta = p.has_delta() ? p.delta() : 0.01;
+      o.exact_max_observations = 1'000'000;
+      break;
+    }
     case pb::Policy::RANDOM:
       o.policy = PolicyKind::kRandom;
       break;
     default:
       return absl::InvalidArgumentError(
-          "family must be LK_GP, EK, BATCHED, LINEAR, SEMI_PARAMETRIC, RANDOM or SERVED");
+          "family must be LK_GP, EK, BATCHED, LINEAR, SEMI_PARAMETRIC, KERNEL_UCB, RANDOM or "
+          "SERVED");
   }
   return spec;
 }

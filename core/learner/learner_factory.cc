@@ -2,6 +2,7 @@
 
 #include "core/fit/refit.h"
 #include "core/learner/batched_nystrom_posterior.h"
+#include "core/learner/confidence_bound_posterior.h"
 #include "core/learner/exact_gp_posterior.h"
 #include "core/learner/linear_posterior.h"
 #include "core/learner/lk_gp_posterior.h"
@@ -54,6 +55,11 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
     }
     case PolicyKind::kGpUcb:
     case PolicyKind::kGpTs:
+      if (options.confidence.bound != ConfidenceBound::kTuned) {
+        if (absl::Status s = options.confidence.Validate(); !s.ok()) return s;
+        learner = std::make_unique<ConfidenceBoundPosterior>(dim, arm, kernel, options.confidence);
+        break;
+      }
       learner = std::make_unique<ExactGpPosterior>(dim, arm, kernel, ridge, prior_mean, eta);
       break;
     case PolicyKind::kBatchedNystromUcb: {

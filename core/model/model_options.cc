@@ -116,6 +116,17 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "ledger.aggregation FIRST",
         o.name, PolicyName(o.policy)));
   }
+  if (o.confidence.bound != ConfidenceBound::kTuned) {
+    if (o.policy != PolicyKind::kGpUcb) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": confidence_bound %s needs policy GP_UCB (the bounds are exact-GP "
+          "bounds), not %s",
+          o.name, ConfidenceBoundName(o.confidence.bound), PolicyName(o.policy)));
+    }
+    if (absl::Status s = o.confidence.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": %s", o.name, s.message()));
+    }
+  }
   if (!std::isfinite(o.exploration) || o.exploration < 0.0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration must be a finite number >= 0, got %g", o.name, o.exploration));

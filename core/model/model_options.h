@@ -14,6 +14,7 @@
 #include "core/fit/refit.h"
 #include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
+#include "core/learner/confidence_bound_posterior.h"
 #include "core/learner/lk_gp_options.h"
 #include "core/ledger/decision_ledger.h"
 #include "core/policy/selection.h"
@@ -94,6 +95,15 @@ struct ModelOptions {
   double ridge = 0.1;          // lambda, the GP noise variance
   double exploration = 0.5;    // beta (UCB) or nu (Thompson sampling), times the width
   ExplorationWidth exploration_width = ExplorationWidth::kStddev;
+  // GP_UCB: a provable confidence bound of the tighter-bounds paper in place of mean +
+  // exploration * stddev (core/learner/confidence_bound_posterior.h); kTuned keeps the latter.
+  // With a bound, exploration multiplies the bound's width (1: the bound itself) and the
+  // kernel's hyper-parameters are not fitted (the bound is valid for the kernel it is given).
+  ConfidenceBoundOptions confidence = [] {
+    ConfidenceBoundOptions c;
+    c.bound = ConfidenceBound::kTuned;
+    return c;
+  }();
   // Half-life in rewards of the drifting-baseline tracker (core/learner/baseline_tracker.h); 0:
   // off.
   double baseline_half_life = kDefaultBaselineHalfLife;
@@ -149,7 +159,9 @@ struct ModelOptions {
     return policy == PolicyKind::kEkUcb || policy == PolicyKind::kEkTs || exact();
   }
   // Whether this model fits hyper-parameters: a kernel policy with fitting on.
-  bool refits_hyperparameters() const { return refit.enabled && kernel_policy(); }
+  bool refits_hyperparameters() const {
+    return refit.enabled && kernel_policy() && confidence.bound == ConfidenceBound::kTuned;
+  }
   bool thompson() const {
     return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs ||
            policy == PolicyKind::kLkGpTs;

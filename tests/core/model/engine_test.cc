@@ -452,6 +452,41 @@ TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
   }
 }
 
+TEST(EngineTest, GpUcbWithEachProvableConfidenceBoundServesAndLearns) {
+  for (ConfidenceBound bound : {ConfidenceBound::kAmm, ConfidenceBound::kDmm,
+                                ConfidenceBound::kAyGpUcb, ConfidenceBound::kIgpUcb}) {
+    ModelOptions options;
+    options.policy = PolicyKind::kGpUcb;
+    options.exploration = 1.0;
+    options.confidence.bound = bound;
+    options.confidence.norm_bound = 2.0;
+    auto engine = OpenEngine({options});
+    Model* model = *engine->FindModel("");
+    const std::string name(ConfidenceBoundName(bound));
+    int late_a = 0;
+    for (int round = 0; round < 60; ++round) {
+      OwnedRequest request = ThreeArms();
+      std::rotate(request.candidates.begin(), request.candidates.begin() + round % 3,
+                  request.candidates.end());
+      auto decision = engine->SelectArm(request.View());
+      ASSERT_TRUE(decision.ok()) << name << ": " << decision.status();
+      const bool a = decision->arms[0].arm_id == "a";
+      if (round >= 40 && a) ++late_a;
+      ASSERT_TRUE(engine->ReportReward({decision->event_id, a ? 1.0 : 0.0, {}, ""}).ok());
+      model->WaitForWriter();
+    }
+    EXPECT_GE(late_a, 16) << name;
+  }
+  ModelOptions wrong;
+  wrong.policy = PolicyKind::kEkUcb;
+  wrong.confidence.bound = ConfidenceBound::kAmm;
+  EngineOptions options;
+  options.models = {wrong};
+  const auto refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("needs policy GP_UCB"));
+}
+
 TEST(EngineTest, ConcurrentDecisionsWhileLearning) {
   auto engine = OpenEngine();
   ASSERT_TRUE(engine->SelectArm(ThreeArms().View()).ok());
