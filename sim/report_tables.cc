@@ -64,7 +64,7 @@ std::string MarkdownTable(
     const std::map<std::pair<std::string, std::string>, Reference>& references) {
   const bool with_refs = !references.empty();
   std::string out = "| environment | policy | runs | final regret (mean ± SE) |";
-  if (with_refs) out += " paper (mean ± SE) | within paper mean ± 2 SE or better? |";
+  if (with_refs) out += " paper (mean ± SE) | reproduces the paper's number? |";
   out += " time per step (ms) |\n|---|---|---:|---:|";
   if (with_refs) out += "---:|---|";
   out += "---:|\n";
@@ -83,12 +83,16 @@ std::string MarkdownTable(
         std::string verdict;
         if (!std::isfinite(s.final_mean) || !std::isfinite(ref.mean)) {
           verdict = "n/a";
-        } else if (s.final_mean > ref.mean + band) {
-          verdict = "no (worse)";
-        } else if (s.final_mean < ref.mean - band) {
-          verdict = "yes (better)";
+        } else if (std::abs(s.final_mean - ref.mean) <= band) {
+          verdict = "yes (within ± 2 SE)";
+        } else if (s.final_mean > 0.0 && ref.mean > 0.0) {
+          // A number that differs is a mismatch whichever way it differs: lower regret than
+          // the paper is not a reproduction of the paper either.
+          verdict = s.final_mean < ref.mean
+                        ? absl::StrFormat("no: %.2fx lower", ref.mean / s.final_mean)
+                        : absl::StrFormat("no: %.2fx higher", s.final_mean / ref.mean);
         } else {
-          verdict = "yes (within)";
+          verdict = s.final_mean < ref.mean ? "no: lower" : "no: higher";
         }
         absl::StrAppend(&out, " ", FormatMeanSe(ref.mean, ref.se), " | ", verdict, " |");
       }

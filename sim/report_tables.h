@@ -33,12 +33,13 @@ struct Reference {  // e.g. the paper's number
 // (c) A GitHub-flavoured Markdown table, one row per summary (in the given order):
 //   environment | policy | runs | final regret (mean ± SE) | time per step (ms)
 // With references (keyed by (environment, policy)), two columns go before the time column:
-//   paper (mean ± SE) | within paper mean ± 2 SE or better?
-// where the verdict is "yes (within)" if |ours - paper| <= 2 SE_paper, "yes (better)" if ours is
-// below paper - 2 SE_paper (regret: lower is better), "no (worse)" above paper + 2 SE_paper, and
-// "–" for rows without a reference. Mean and SE share a number of decimals (at least 2, enough
-// to show the SE to two significant digits): "627.22 ± 32.98". Runs with a NaN final show as
-// "5 (1 NaN)" in the runs column. '|' in names is escaped. Ends with a newline.
+//   paper (mean ± SE) | reproduces the paper's number?
+// where the verdict is "yes (within ± 2 SE)" if |ours - paper| <= 2 SE_paper, else a mismatch
+// with its ratio, "no: 2.50x lower" or "no: 1.30x higher" (a lower regret than the paper's is
+// not a reproduction of its number either), and "–" for rows without a reference. Mean and SE share
+// a number of decimals (at least 2, enough to show the SE to two significant digits): "627.22
+// ± 32.98". Runs with a NaN final show as "5 (1 NaN)" in the runs column. '|' in names is escaped.
+// Ends with a newline.
 std::string MarkdownTable(
     const std::vector<Summary>& summaries,
     const std::map<std::pair<std::string, std::string>, Reference>& references = {});

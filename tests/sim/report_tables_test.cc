@@ -156,7 +156,7 @@ TEST(MarkdownTest, TableWithoutReferences) {
 TEST(MarkdownTest, ReferenceVerdicts) {
   std::vector<Summary> summaries(4);
   summaries[0] = {"e", "inside", 3, 0, 10, 110, 5, 0.001};  // 100 + 2 * 10 = 120 >= 110
-  summaries[1] = {"e", "better", 3, 0, 10, 70, 5, 0.001};   // below 80
+  summaries[1] = {"e", "better", 3, 0, 10, 40, 5, 0.001};   // below 80: lower, not a match
   summaries[2] = {"e", "worse", 3, 0, 10, 130, 5, 0.001};   // above 120
   summaries[3] = {"e", "no-ref", 3, 0, 10, 130, 5, 0.001};
   std::map<std::pair<std::string, std::string>, Reference> refs = {
@@ -165,11 +165,14 @@ TEST(MarkdownTest, ReferenceVerdicts) {
   const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[0],
-            "| environment | policy | runs | final regret (mean ± SE) | paper (mean ± SE) | within "
-            "paper mean ± 2 SE or better? | time per step (ms) |");
-  EXPECT_EQ(lines[2], "| e | inside | 3 | 110.00 ± 5.00 | 100.00 ± 10.00 | yes (within) | 1.00 |");
-  EXPECT_EQ(lines[3], "| e | better | 3 | 70.00 ± 5.00 | 100.00 ± 10.00 | yes (better) | 1.00 |");
-  EXPECT_EQ(lines[4], "| e | worse | 3 | 130.00 ± 5.00 | 100.00 ± 10.00 | no (worse) | 1.00 |");
+            "| environment | policy | runs | final regret (mean ± SE) | paper (mean ± SE) | "
+            "reproduces the paper's number? | time per step (ms) |");
+  EXPECT_EQ(lines[2],
+            "| e | inside | 3 | 110.00 ± 5.00 | 100.00 ± 10.00 | yes (within ± 2 SE) | 1.00 |");
+  EXPECT_EQ(lines[3],
+            "| e | better | 3 | 40.00 ± 5.00 | 100.00 ± 10.00 | no: 2.50x lower | 1.00 |");
+  EXPECT_EQ(lines[4],
+            "| e | worse | 3 | 130.00 ± 5.00 | 100.00 ± 10.00 | no: 1.30x higher | 1.00 |");
   EXPECT_EQ(lines[5], "| e | no-ref | 3 | 130.00 ± 5.00 | – | – | 1.00 |");
   // Every row has as many cells as the header.
   for (size_t i = 2; i < lines.size(); ++i) EXPECT_EQ(Count(lines[i], " | "), 6) << lines[i];
