@@ -130,6 +130,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
   o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
+  o.linear_intercept = c.linear().has_intercept() ? c.linear().intercept() : d.linear_intercept;
   o.confidence.noise_std = Or(c.confidence_bound().noise_std(), 0.1);
   o.confidence.norm_bound = Or(c.confidence_bound().norm_bound(), 1.0);
   o.confidence.delta = Or(c.confidence_bound().delta(), 0.01);
@@ -215,6 +216,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
   c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
   c.mutable_linear()->set_lambda(o.linear_lambda);
+  c.mutable_linear()->set_intercept(o.linear_intercept);
   {
     v1::ConfidenceBoundConfig* b = c.mutable_confidence_bound();
     b->set_bound(ToProto(kBounds, o.confidence.bound));

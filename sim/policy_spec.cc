@@ -171,7 +171,8 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   run.propensity_draws = options.propensity_draws;
   run.baseline = BaselineTracker(options.effective_baseline_half_life());
   run.pooled = spec.pooled;
-  run.intercept = spec.intercept;
+  // One constant feature, whether the spec adds it (the papers' baselines) or the model does.
+  run.intercept = spec.intercept || options.intercept();
   if (!spec.run_stream) run.model_seed = options.seed;
   run.has_dictionary = options.policy == PolicyKind::kEkUcb ||
                        options.policy == PolicyKind::kEkTs ||
@@ -183,7 +184,7 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   auto graph = RunGraph(env, spec.pooled);
   auto kernel = BuildUserKernel(*graph, options.user_kernel_options());
   if (!kernel.ok()) return kernel.status();
-  auto learner = MakeLearner(options, run.scaling.joint_dim() + (spec.intercept ? 1 : 0), *graph,
+  auto learner = MakeLearner(options, run.scaling.joint_dim() + (run.intercept ? 1 : 0), *graph,
                              *kernel, &values, options.refit.kors_mu_factor);
   if (!learner.ok()) return learner.status();
   run.learner = *std::move(learner);

@@ -425,6 +425,7 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   ModelOptions& o = spec.model;
   o.exploration = 1.0;
   o.baseline_half_life = 0.0;
+  o.linear_intercept = false;  // the `intercept` field says whether a baseline has one
   o.refit.enabled = false;
   o.research.growth_batch_divisor = 0;
   o.research.batched_min_growth = 0.0;

@@ -175,8 +175,9 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
       if (learner_->LearnsFromDecisions()) {
         learned = LearnFromDecision(*observe, user);
       } else {
-        Eigen::VectorXd point(scaling_.joint_dim());
+        Eigen::VectorXd point(scaling_.joint_dim() + (options_.intercept() ? 1 : 0));
         scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
+        if (options_.intercept()) point(point.size() - 1) = 1.0;
         // The learning step the simulator takes too (core/policy/decision_step.h): a drifting
         // baseline is taken out before learning.
         learned = LearnReward(*learner_, baseline_, user, point, observe->reward);
@@ -290,8 +291,8 @@ Hyperparameters LearnedState::WithConfiguredValues(Hyperparameters h) const {
 }
 
 absl::StatusOr<std::unique_ptr<Learner>> LearnedState::NewLearner() const {
-  return MakeLearner(options_, scaling_.joint_dim(), graph_, user_kernel_, &hyper_,
-                     kors_mu_factor_);
+  return MakeLearner(options_, scaling_.joint_dim() + (options_.intercept() ? 1 : 0), graph_,
+                     user_kernel_, &hyper_, kors_mu_factor_);
 }
 
 UserKernelOptions LearnedState::CurrentUserKernelOptions() const {

@@ -316,7 +316,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
   std::vector<const double*> arms(request.candidates.size());
   for (size_t i = 0; i < arms.size(); ++i) arms[i] = request.candidates[i].features.data();
   Eigen::MatrixXd points;
-  CandidatePoints(view->scaling, request.context.data(), arms, /*intercept=*/false, &points);
+  CandidatePoints(view->scaling, request.context.data(), arms, options_.intercept(), &points);
   DecisionRule rule;
   rule.rule = SelectionRuleFor(options_);
   rule.exploration = options_.exploration;

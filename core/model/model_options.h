@@ -121,6 +121,9 @@ struct ModelOptions {
   bool forget_evicted = false;  // EK policies: sliding window
   int exact_max_observations = 2000;
   double linear_lambda = 1.0;  // linear policies; lambda of the semi-parametric ones
+  // Linear policies (and LIN_TS): every point gets a trailing constant 1, so that each user's
+  // constant offset is learned instead of being forced through the features.
+  bool linear_intercept = true;
   // Semi-parametric policies: how the arm is drawn and the selection probabilities estimated
   // (core/policy/selection.h), and from how many parameter draws.
   PropensityRule propensity_rule = PropensityRule::kMultinomial;
@@ -165,6 +168,13 @@ struct ModelOptions {
   bool thompson() const {
     return policy == PolicyKind::kEkTs || policy == PolicyKind::kGpTs ||
            policy == PolicyKind::kLkGpTs;
+  }
+  // Whether learner points carry the intercept's constant 1 (see linear_intercept).
+  bool intercept() const {
+    const bool linear = policy == PolicyKind::kLinUcbPerUser ||
+                        policy == PolicyKind::kLinUcbPooled || policy == PolicyKind::kGraphUcb ||
+                        policy == PolicyKind::kGobLin || policy == PolicyKind::kLinTs;
+    return linear_intercept && linear;
   }
   // Draws a parameter per decision and records every candidate's selection probability.
   bool samples_parameters() const {
