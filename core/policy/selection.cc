@@ -12,10 +12,7 @@ double ExplorationWidthFor(ExplorationWidth width, double information_gain,
   return std::sqrt(std::max(information_gain, 0.0) + 2.0 * std::log(1.0 / kAmmDelta) +
                    std::max(mean_norm_squared, 0.0));
 }
-namespace {
-
-// Candidates sorted by descending score; equal scores end up in random order because the
-// stable sort runs on a shuffled permutation.
+// Equal scores end up in random order because the stable sort runs on a shuffled permutation.
 std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng) {
   std::vector<int> order(score.size());
   std::iota(order.begin(), order.end(), 0);
@@ -26,6 +23,8 @@ std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng) {
                    [&score](int a, int b) { return score(a) > score(b); });
   return order;
 }
+
+namespace {
 
 // Inclusion probabilities of a deterministic top-k with a uniform tie-break: everything above
 // the k-th score is certain; the tie group at the k-th score shares the remaining slots.

@@ -69,6 +69,9 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
 // (spread 0 = deterministic; deterministic ties split evenly). Exposed for tests.
 double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::VectorXd& spread);
 
+// Every index of `score`, by descending score; exact ties in random order (consumes `rng`).
+std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng);
+
 // Standard normal CDF.
 double NormalCdf(double x);
 
