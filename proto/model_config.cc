@@ -59,6 +59,8 @@ constexpr EnumRow<v1::GraphConfig::UserKernel, UserKernelKind> kUserKernels[] = 
 constexpr EnumRow<v1::ModelConfig::ExplorationWidth, ExplorationWidth> kExplorationWidths[] = {
     {v1::ModelConfig::STDDEV, ExplorationWidth::kStddev},
     {v1::ModelConfig::AMM, ExplorationWidth::kAmm},
+    {v1::ModelConfig::GP_UCB_THEOREM, ExplorationWidth::kGpUcbTheorem},
+    {v1::ModelConfig::BAYES_UCB, ExplorationWidth::kBayesUcb},
 };
 
 constexpr EnumRow<v1::Aggregation, Aggregation> kAggregations[] = {
@@ -144,6 +146,12 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.batched_oversampling = Or(c.batched().oversampling(), d.batched_oversampling);
   o.ridge = Or(c.ridge(), d.ridge);
   o.exploration = c.has_exploration() ? c.exploration() : d.exploration;
+  o.index_schedule.arm_count = Or(c.index_schedule().arm_count(), d.index_schedule.arm_count);
+  o.index_schedule.omega =
+      c.index_schedule().has_omega() ? c.index_schedule().omega() : d.index_schedule.omega;
+  o.index_schedule.xi = c.index_schedule().has_xi() ? c.index_schedule().xi() : d.index_schedule.xi;
+  o.index_schedule.inverse_t_level = c.index_schedule().inverse_t_level();
+  o.prior_mean = c.has_prior_mean() ? c.prior_mean() : d.prior_mean;
   o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
@@ -234,6 +242,15 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.set_exploration(o.exploration);
   c.set_baseline_half_life(o.baseline_half_life);
   c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
+  if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
+      o.exploration_width == ExplorationWidth::kBayesUcb) {
+    v1::IndexScheduleConfig* s = c.mutable_index_schedule();
+    s->set_arm_count(o.index_schedule.arm_count);
+    s->set_omega(o.index_schedule.omega);
+    s->set_xi(o.index_schedule.xi);
+    s->set_inverse_t_level(o.index_schedule.inverse_t_level);
+  }
+  if (o.kernel_policy()) c.set_prior_mean(o.prior_mean);
   // kors_mu follows the (fitted) ridge unless it was set.
   if (o.kors_mu > 0.0 || !fits || !o.refit.fit_noise_variance) {
     c.mutable_nystrom()->set_kors_mu(o.effective_kors_mu());

@@ -167,6 +167,7 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   run.rule = SelectionRuleFor(options);
   run.exploration = options.exploration;
   run.width = options.exploration_width;
+  run.index_schedule = options.index_schedule;
   run.propensity = options.propensity_rule;
   run.propensity_draws = options.propensity_draws;
   run.baseline = BaselineTracker(options.effective_baseline_half_life());

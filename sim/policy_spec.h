@@ -88,6 +88,7 @@ struct RunPolicy {
   SelectionRule rule = SelectionRule::kUcb;
   double exploration = 1.0;
   ExplorationWidth width = ExplorationWidth::kStddev;
+  IndexSchedule index_schedule;                              // kGpUcbTheorem and kBayesUcb widths
   PropensityRule propensity = PropensityRule::kMultinomial;  // kSampledParameter rules
   int propensity_draws = kDefaultPropensityDraws;
   bool pooled = false;

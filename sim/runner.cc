@@ -3,9 +3,11 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -54,7 +56,9 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
         std::ceil(static_cast<double>(k) * spec.rounds / spec.sample_points));
   };
   double cumulative = 0.0, total_seconds = 0.0, window_total = 0.0;
-  int64_t window_steps = 0;
+  int64_t window_steps = 0, rewards_learned = 0;
+  const int slate_size = std::max(1, spec.slate_size);
+  std::vector<double> sorted_means;
   Eigen::MatrixXd points;
   ScoredSlate scored;
   std::vector<const double*> arms;
@@ -70,10 +74,16 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     DecisionRule rule;
     rule.rule = policy->rule;
     rule.exploration = policy->exploration;
-    rule.width = policy->width == ExplorationWidth::kStddev
-                     ? 1.0
-                     : ExplorationWidthFor(policy->width, policy->learner->InformationGain(),
-                                           policy->learner->MeanNormSquared());
+    if (policy->width != ExplorationWidth::kStddev) {
+      WidthInputs inputs;
+      inputs.schedule = policy->index_schedule;
+      inputs.rewards_learned = rewards_learned;
+      if (policy->width == ExplorationWidth::kAmm) {
+        inputs.information_gain = policy->learner->InformationGain();
+        inputs.mean_norm_squared = policy->learner->MeanNormSquared();
+      }
+      rule.width = ExplorationWidthFor(policy->width, inputs);
+    }
     rule.baseline = policy->baseline.value();
     rule.propensity = policy->propensity;
     rule.propensity_draws = policy->propensity_draws;
@@ -83,18 +93,29 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (policy->model_seed.has_value()) {
       decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
     }
-    absl::Status status = DecideSlate(*policy->learner, user, points, rule, /*slate_size=*/1,
+    absl::Status status = DecideSlate(*policy->learner, user, points, rule, slate_size,
                                       decision_rng.has_value() ? *decision_rng : rng,
                                       /*probabilities=*/false, &scored);
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
     if (status.ok() && policy->learner->LearnsFromDecisions()) {
       status = LearnDecision(*policy->learner, user, points, scored.propensities, chosen,
                              (*env)->Reward(round, chosen));
+      ++rewards_learned;
     } else if (status.ok()) {
-      status = LearnReward(*policy->learner, policy->baseline, user, points.col(chosen),
-                           (*env)->Reward(round, chosen));
+      // Semi-bandit feedback: every arm of the slate is learned on its own, best first (as a
+      // model learns a slate's arm rewards).
+      for (const RankedChoice& arm : scored.slate) {
+        status = LearnReward(*policy->learner, policy->baseline, user, points.col(arm.candidate),
+                             (*env)->Reward(round, arm.candidate));
+        if (!status.ok()) break;
+        ++rewards_learned;
+        if (policy->refitter != nullptr) {
+          status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
+          if (!status.ok()) break;
+        }
+      }
     }
-    if (status.ok() && policy->refitter != nullptr) {
+    if (status.ok() && policy->refitter != nullptr && policy->learner->LearnsFromDecisions()) {
       status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
     }
     const double seconds =
@@ -105,7 +126,15 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     }
     total_seconds += seconds;
     if (spec.record_choices) out.choices.push_back(chosen);
-    cumulative += (*env)->Regret(round, chosen);
+    if (slate_size == 1) {
+      cumulative += (*env)->Regret(round, chosen);
+    } else {
+      sorted_means.assign(round.means.data(), round.means.data() + round.means.size());
+      std::sort(sorted_means.begin(), sorted_means.end(), std::greater<double>());
+      for (int k = 0; k < slate_size; ++k) {
+        cumulative += sorted_means[k] - round.means(scored.slate[k].candidate);
+      }
+    }
     if (spec.timing_window > 0) {
       window_total += seconds;
       if (++window_steps == spec.timing_window) {

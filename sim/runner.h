@@ -30,6 +30,10 @@ struct RunSpec {
   int sample_points = 100;      // cumulative-regret samples per run
   int64_t timing_window = 0;    // > 0: also record the mean step time of each window of rounds
   bool record_choices = false;  // keep the chosen candidate of every round (RunOutput::choices)
+  // Arms chosen per round (a slate, the top slate_size by index). Each chosen arm's reward is
+  // learned as a single reward (semi-bandit feedback); the regret of a round is the summed mean
+  // of the best slate_size shown arms minus that of the chosen ones.
+  int slate_size = 1;
 };
 
 struct RunOutput {

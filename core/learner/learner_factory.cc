@@ -18,7 +18,7 @@ Hyperparameters ConfiguredHyperparameters(const ModelOptions& options) {
   h.offset_variance = 0.0;
   h.noise_variance = options.ridge;
   h.rho = options.rho;
-  h.prior_mean = 0.0;
+  h.prior_mean = options.prior_mean;
   return h;
 }
 
@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
                                         values->offset_variance, values->linear_variance)
                             : ArmKernel(options.kernel, options.kernel_variance);
   const double ridge = values != nullptr ? values->noise_variance : options.ridge;
-  const double prior_mean = values != nullptr ? values->prior_mean : 0.0;
+  const double prior_mean = values != nullptr ? values->prior_mean : options.prior_mean;
   const double eta = values != nullptr ? values->user_variance : 0.0;
   std::unique_ptr<Learner> learner;
   switch (options.policy) {

@@ -280,7 +280,7 @@ Hyperparameters LearnedState::WithConfiguredValues(Hyperparameters h) const {
   if (!fits || !r.fit_user_variance) h.user_variance = 0.0;
   if (!fits || !r.fit_noise_variance) h.noise_variance = options_.ridge;
   if (!fits || !r.fit_rho) h.rho = options_.rho;
-  if (!fits || !r.fit_prior_mean) h.prior_mean = 0.0;
+  if (!fits || !r.fit_prior_mean) h.prior_mean = options_.prior_mean;
   for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
     const bool context = d < scaling_.context_dim;
     if (!fits || !(context ? r.fit_context_lengthscale : r.fit_arm_lengthscale)) {
@@ -335,8 +335,14 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
       view->hyperparameters = std::move(h);
     }
     if (options_.exploration_width != ExplorationWidth::kStddev) {
-      view->exploration_width = ExplorationWidthFor(
-          options_.exploration_width, learner_->InformationGain(), learner_->MeanNormSquared());
+      WidthInputs inputs;
+      inputs.schedule = options_.index_schedule;
+      inputs.rewards_learned = rewards_learned_;
+      if (options_.exploration_width == ExplorationWidth::kAmm) {
+        inputs.information_gain = learner_->InformationGain();
+        inputs.mean_norm_squared = learner_->MeanNormSquared();
+      }
+      view->exploration_width = ExplorationWidthFor(options_.exploration_width, inputs);
     }
   }
   view->rewards_learned = rewards_learned_;

@@ -99,6 +99,38 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "got %g",
         o.name, o.baseline_half_life));
   }
+  if ((o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
+       o.exploration_width == ExplorationWidth::kBayesUcb) &&
+      (o.samples_parameters() || o.policy == PolicyKind::kRandom)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": exploration_width %s needs a policy with a posterior standard deviation; "
+        "%s has none",
+        o.name,
+        o.exploration_width == ExplorationWidth::kGpUcbTheorem ? "GP_UCB_THEOREM" : "BAYES_UCB",
+        PolicyName(o.policy)));
+  }
+  {
+    const IndexSchedule& s = o.index_schedule;
+    if (!(std::isfinite(s.arm_count) && s.arm_count >= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": index_schedule.arm_count must be a finite number >= 1, got %g", o.name,
+          s.arm_count));
+    }
+    if (!(std::isfinite(s.omega) && s.omega > 0.0) || !(std::isfinite(s.xi) && s.xi > 0.0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": index_schedule.omega and xi must be finite and > 0, got %g and %g", o.name,
+          s.omega, s.xi));
+    }
+  }
+  if (!std::isfinite(o.prior_mean)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": prior_mean must be finite", o.name));
+  }
+  if (o.prior_mean != 0.0 && !o.kernel_policy()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": prior_mean is a kernel policy's (EK_UCB, EK_TS, GP_UCB, GP_TS), not %s's",
+        o.name, PolicyName(o.policy)));
+  }
   if (o.exploration_width == ExplorationWidth::kAmm && !o.kernel_policy()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration_width AMM needs a kernel policy (EK_UCB, EK_TS, GP_UCB, "

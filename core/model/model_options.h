@@ -95,6 +95,11 @@ struct ModelOptions {
   double ridge = 0.1;          // lambda, the GP noise variance
   double exploration = 0.5;    // beta (UCB) or nu (Thompson sampling), times the width
   ExplorationWidth exploration_width = ExplorationWidth::kStddev;
+  // kGpUcbTheorem and kBayesUcb widths: the CGP paper's schedules (core/policy/combinatorial.h).
+  IndexSchedule index_schedule;
+  // Kernel policies: the constant prior mean of the reward (the starting value of its fit, or
+  // the value itself when refit.fit_prior_mean is off).
+  double prior_mean = 0.0;
   // GP_UCB: a provable confidence bound of the tighter-bounds paper in place of mean +
   // exploration * stddev (core/learner/confidence_bound_posterior.h); kTuned keeps the latter.
   // With a bound, exploration multiplies the bound's width (1: the bound itself) and the

@@ -82,7 +82,7 @@ double IndexWidth(IndexRule rule, const IndexSchedule& schedule, double t) {
     // Phi^-1(1 - eta) = -Phi^-1(eta), exact for tiny eta.
     return std::max(0.0, -NormalQuantile(BayesUcbEta(schedule, t)));
   }
-  return std::sqrt(std::max(0.0, schedule.beta_scale) * GpUcbBeta(schedule.arm_count, t));
+  return std::sqrt(GpUcbBeta(schedule.arm_count, t));
 }
 
 double RectifiedNormalMean(double mean, double s) {

@@ -41,8 +41,6 @@ struct IndexSchedule {
   double xi = 1.0;
   // GP-BayesUCB: the fixed level eta_t = 1 / t of CGP Algorithm 2 instead of the formula.
   bool inverse_t_level = false;
-  // Multiplies beta_t (the paper's "beta_t x 0.5" variant scales beta, not its square root).
-  double beta_scale = 1.0;
 };
 
 // beta_t = 2 log(|A| t^2 / sqrt(2 pi)), at least 0.
@@ -50,9 +48,10 @@ double GpUcbBeta(double arm_count, double t);
 // eta_t of GP-BayesUCB, clamped into [1e-300, 1/2] (ALGORITHMS.md §2.11 item 4: the formula
 // exceeds 1/2 when |A| t is small, which would make the quantile fall below the mean).
 double BayesUcbEta(const IndexSchedule& schedule, double t);
-// What multiplies the standard deviation in round t: sqrt(beta_scale * beta_t) for kUcb and
-// kThompson's optimistic counterpart, Phi^-1(1 - eta_t) for kBayesUcb (the identity
-// beta_t = 2 erfinv(1 - 2 eta_t)^2 of §2.4). Always >= 0 and finite.
+// What multiplies the standard deviation in round t: sqrt(beta_t) for kUcb (and kThompson,
+// which does not use it), Phi^-1(1 - eta_t) for kBayesUcb (the identity
+// beta_t = 2 erfinv(1 - 2 eta_t)^2 of §2.4). Always >= 0 and finite. The paper's "beta_t x 0.5"
+// variant is an exploration scale of sqrt(0.5) on top.
 double IndexWidth(IndexRule rule, const IndexSchedule& schedule, double t);
 
 // The standard normal quantile Phi^-1(p) for p in (0, 1) (Acklam's rational approximation and

@@ -6,11 +6,20 @@
 
 namespace graphbandit {
 
-double ExplorationWidthFor(ExplorationWidth width, double information_gain,
-                           double mean_norm_squared) {
-  if (width == ExplorationWidth::kStddev) return 1.0;
-  return std::sqrt(std::max(information_gain, 0.0) + 2.0 * std::log(1.0 / kAmmDelta) +
-                   std::max(mean_norm_squared, 0.0));
+double ExplorationWidthFor(ExplorationWidth width, const WidthInputs& in) {
+  const double t = 1.0 + static_cast<double>(std::max<int64_t>(in.rewards_learned, 0));
+  switch (width) {
+    case ExplorationWidth::kStddev:
+      return 1.0;
+    case ExplorationWidth::kAmm:
+      return std::sqrt(std::max(in.information_gain, 0.0) + 2.0 * std::log(1.0 / kAmmDelta) +
+                       std::max(in.mean_norm_squared, 0.0));
+    case ExplorationWidth::kGpUcbTheorem:
+      return IndexWidth(IndexRule::kUcb, in.schedule, t);
+    case ExplorationWidth::kBayesUcb:
+      return IndexWidth(IndexRule::kBayesUcb, in.schedule, t);
+  }
+  return 1.0;
 }
 // Equal scores end up in random order because the stable sort runs on a shuffled permutation.
 std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng) {

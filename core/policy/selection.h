@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/base/random.h"
+#include "core/policy/combinatorial.h"
 
 namespace graphbandit {
 
@@ -40,13 +41,24 @@ inline constexpr int kDefaultPropensityDraws = 1000;
 //    sqrt(log det(I + K_t / lambda) + 2 log(1/delta) + B^2), delta = 0.01, with the posterior
 //    mean's squared RKHS norm as a plug-in for the unknown bound B^2. It grows like
 //    sqrt(information gain) as data arrive.
-enum class ExplorationWidth { kStddev, kAmm };
+//  * kGpUcbTheorem: sqrt(beta_t) of the CGP paper's Theorem 3.1 for |A| base arms
+//    (core/policy/combinatorial.h), t = 1 + the rewards learned so far;
+//  * kBayesUcb: Phi^-1(1 - eta_t), so that mean + width * stddev is the posterior's 1 - eta_t
+//    quantile (GP-BayesUCB, CGP §2.4), same t.
+enum class ExplorationWidth { kStddev, kAmm, kGpUcbTheorem, kBayesUcb };
 
 inline constexpr double kAmmDelta = 0.01;
 
-// The width for a learner's current information gain and mean norm.
-double ExplorationWidthFor(ExplorationWidth width, double information_gain,
-                           double mean_norm_squared);
+// What a width depends on: the learner's information gain and mean norm (kAmm), the CGP
+// schedule and the number of rewards learned (kGpUcbTheorem, kBayesUcb).
+struct WidthInputs {
+  double information_gain = 0.0;
+  double mean_norm_squared = 0.0;
+  IndexSchedule schedule;
+  int64_t rewards_learned = 0;
+};
+
+double ExplorationWidthFor(ExplorationWidth width, const WidthInputs& inputs);
 
 struct RankedChoice {
   int candidate = 0;   // index into the scored candidates

@@ -72,7 +72,9 @@ TEST(DegradedLogTest, DecisionsContinueWritesFailPreciselyAndTheLogRepairsItself
   EXPECT_EQ(degraded.log.reason, "disk_full");
   EXPECT_EQ(degraded.log.degraded_episodes, 1);
 
-  // Decisions are still served, from the last state, and say they were not logged.
+  // Decisions are still served, from the last state, and say they were not logged. (Quiet
+  // first: a fit started by the earlier rewards may still publish its state.)
+  model->WaitForFits();
   const uint64_t version = model->View()->version;
   for (int i = 0; i < 5; ++i) {
     auto decision = engine->SelectArm(OneArm("while-full-" + std::to_string(i)).View());

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
+#include "core/policy/combinatorial.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit {
@@ -409,6 +410,57 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
   EXPECT_EQ(exact_refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(exact_refused.status().message()),
               HasSubstr("GP_UCB / GP_TS learn only with"));
+}
+
+// The CGP index widths (core/policy/combinatorial.h): a decision's score is
+// mean + exploration * w_t * stddev with t = 1 + rewards learned; bad schedules, widths without
+// a standard deviation and prior means of non-kernel policies are refused.
+TEST(EngineTest, CombinatorialIndexWidthsAndPriorMean) {
+  for (ExplorationWidth width : {ExplorationWidth::kGpUcbTheorem, ExplorationWidth::kBayesUcb}) {
+    ModelOptions options;
+    options.exploration_width = width;
+    options.exploration = 1.0;
+    options.index_schedule.arm_count = 10.0;
+    options.prior_mean = -0.4;
+    options.refit.enabled = false;
+    auto engine = OpenEngine({options});
+    const auto before = MeanAndStddev(*engine, absl::Now());
+    EXPECT_DOUBLE_EQ(before.first, -0.4);  // the prior mean, before any reward
+    for (int r = 0; r < 2; ++r) {
+      auto decision = engine->SelectArm(OneArm(absl::StrCat("e", r)).View());
+      ASSERT_TRUE(decision.ok());
+      ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+    }
+    (*engine->FindModel(""))->WaitForFits();
+    auto decision = engine->SelectArm(OneArm("probe").View());
+    ASSERT_TRUE(decision.ok());
+    const ChosenArm& arm = decision->arms[0];
+    const IndexRule rule =
+        width == ExplorationWidth::kBayesUcb ? IndexRule::kBayesUcb : IndexRule::kUcb;
+    const double w = IndexWidth(rule, options.index_schedule, 3.0);
+    EXPECT_GT(w, 0.0);
+    EXPECT_NEAR(arm.score, arm.mean + w * arm.stddev, 1e-12);
+  }
+  EngineOptions engine_options;
+  auto refused = [&engine_options](const ModelOptions& model) {
+    engine_options.models = {model};
+    return Engine::Open(engine_options).status();
+  };
+  ModelOptions semi;
+  semi.policy = PolicyKind::kSemiGraphTs;
+  semi.exploration_width = ExplorationWidth::kBayesUcb;
+  EXPECT_THAT(std::string(refused(semi).message()), HasSubstr("BAYES_UCB needs a policy with"));
+  ModelOptions schedule;
+  schedule.exploration_width = ExplorationWidth::kBayesUcb;
+  schedule.index_schedule.arm_count = 0.5;
+  EXPECT_THAT(std::string(refused(schedule).message()), HasSubstr("arm_count must be"));
+  schedule.index_schedule.arm_count = 10.0;
+  schedule.index_schedule.xi = 0.0;
+  EXPECT_THAT(std::string(refused(schedule).message()), HasSubstr("omega and xi must be"));
+  ModelOptions linear;
+  linear.policy = PolicyKind::kLinUcbPerUser;
+  linear.prior_mean = 1.0;
+  EXPECT_THAT(std::string(refused(linear).message()), HasSubstr("prior_mean is a kernel"));
 }
 
 TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {

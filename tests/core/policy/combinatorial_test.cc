@@ -36,8 +36,7 @@ TEST(CombinatorialTest, GpUcbBetaIsTheoremOnesSchedule) {
   EXPECT_EQ(GpUcbBeta(1.0, 1.0), 0.0);  // log(1 / sqrt(2 pi)) < 0 is clamped
   IndexSchedule s;
   s.arm_count = 50.0;
-  s.beta_scale = 0.5;
-  EXPECT_NEAR(IndexWidth(IndexRule::kUcb, s, 7.0), std::sqrt(0.5 * GpUcbBeta(50.0, 7.0)), 1e-14);
+  EXPECT_NEAR(IndexWidth(IndexRule::kUcb, s, 7.0), std::sqrt(GpUcbBeta(50.0, 7.0)), 1e-14);
 }
 
 TEST(CombinatorialTest, BayesUcbWidthIsTheUpperQuantileOfEta) {
