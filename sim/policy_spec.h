@@ -21,6 +21,7 @@
 #include "core/model/model_options.h"
 #include "core/policy/selection.h"
 #include "sim/environment.h"
+#include "sim/navigation.h"
 
 namespace graphbandit::sim {
 
@@ -51,6 +52,9 @@ struct PolicySpec {
   // the kernel's dimension d and smoothness nu: c = 1 for the RBF kernel and T^(-d / (2d + 2 nu))
   // for Matern kernels; IGP-UCB's eta = 2 / T (ALGORITHMS.md §3.9).
   bool mm_paper_parameters = false;
+  // A routing policy of the combinatorial GP paper (sim/navigation.h): runs on the navigation
+  // environment only, instead of a model.
+  std::optional<RoutePolicy> route;
 
   // Exactly what a model with these options serves: a kind a model can be configured with,
   // research settings at their defaults, nothing added.

@@ -256,6 +256,162 @@ std::string RelativeToRandom(const std::vector<RunOutput>& runs, bool reward) {
   return out;
 }
 
+// The mean cumulative-regret curve of one (environment, policy) over its successful runs, on the
+// sample grid the runs share; and the mean of the runs' last auxiliary value (NaN if none).
+struct MeanCurve {
+  std::vector<int64_t> steps;
+  std::vector<double> regret;
+  double auxiliary = NAN;
+  int runs = 0;
+};
+
+MeanCurve MeanCurveOf(const std::vector<RunOutput>& runs, const std::string& env,
+                      const std::string& policy) {
+  MeanCurve curve;
+  double auxiliary = 0.0;
+  int with_auxiliary = 0;
+  for (const RunOutput& r : runs) {
+    if (!r.error.empty() || r.result.environment != env || r.result.policy != policy) continue;
+    if (curve.runs == 0) {
+      curve.steps = r.result.steps;
+      curve.regret.assign(r.result.steps.size(), 0.0);
+    }
+    const size_t n = std::min(curve.steps.size(), r.result.cumulative_regret.size());
+    curve.steps.resize(n);
+    curve.regret.resize(n);
+    for (size_t i = 0; i < n; ++i) curve.regret[i] += r.result.cumulative_regret[i];
+    if (!r.result.auxiliary.empty()) {
+      auxiliary += r.result.auxiliary.back();
+      ++with_auxiliary;
+    }
+    ++curve.runs;
+  }
+  for (double& v : curve.regret) v /= std::max(curve.runs, 1);
+  if (with_auxiliary > 0) curve.auxiliary = auxiliary / with_auxiliary;
+  return curve;
+}
+
+// The mean curve's value at the first sampled step >= `step` (NaN if none).
+double RegretAt(const MeanCurve& curve, double step) {
+  for (size_t i = 0; i < curve.steps.size(); ++i) {
+    if (static_cast<double>(curve.steps[i]) >= step) return curve.regret[i];
+  }
+  return NAN;
+}
+
+// Is each policy's cumulative regret sublinear? Per policy: the mean regret per round over the
+// first and the last tenth of the rounds, and the growth exponent a of R(t) ~ t^a between T/2
+// and T (a = log2(R(T) / R(T/2)); 1 is linear). Called sublinear when a < 0.9 and the late
+// per-round regret is below half the early one.
+std::string SublinearityTable(const std::vector<RunOutput>& runs, const std::string& env,
+                              const std::vector<std::string>& policies) {
+  std::string out =
+      "| policy | final regret | regret per round, first 10% | last 10% | exponent a in "
+      "R(T/2..T) ~ t^a | sublinear |\n|---|---:|---:|---:|---:|---|\n";
+  for (const std::string& policy : policies) {
+    const MeanCurve c = MeanCurveOf(runs, env, policy);
+    if (c.runs == 0 || c.steps.empty()) continue;
+    const double horizon = static_cast<double>(c.steps.back());
+    const double early = RegretAt(c, 0.1 * horizon) / (0.1 * horizon);
+    const double before_last = RegretAt(c, 0.9 * horizon);
+    const double late = (c.regret.back() - before_last) / (0.1 * horizon);
+    const double half = RegretAt(c, 0.5 * horizon);
+    const double exponent = half > 0.0 ? std::log2(c.regret.back() / half) : NAN;
+    const bool sublinear = exponent < 0.9 && late < 0.5 * early;
+    absl::StrAppend(
+        &out, absl::StrFormat("| %s | %.1f | %.3f | %.3f | %.2f | %s |\n", policy, c.regret.back(),
+                              early, late, exponent, sublinear ? "yes" : "no"));
+  }
+  return out;
+}
+
+// The environments and the policies of the successful runs, in order of appearance.
+void Names(const std::vector<RunOutput>& runs, std::vector<std::string>* environments,
+           std::vector<std::string>* policies) {
+  for (const RunOutput& r : runs) {
+    if (!r.error.empty()) continue;
+    for (auto [list, name] :
+         {std::pair{environments, &r.result.environment}, std::pair{policies, &r.result.policy}}) {
+      if (std::find(list->begin(), list->end(), *name) == list->end()) list->push_back(*name);
+    }
+  }
+}
+
+// cgp-slates: every index rule's regret is sublinear.
+std::string CgpSlates(const std::vector<RunOutput>& runs) {
+  std::vector<std::string> environments, policies;
+  Names(runs, &environments, &policies);
+  std::string out;
+  for (const std::string& env : environments) {
+    absl::StrAppend(&out, "**", env, "** (regret of a round: the best shown arms' summed means ",
+                    "minus the chosen ones')\n\n", SublinearityTable(runs, env, policies), "\n");
+  }
+  return out;
+}
+
+// cgp-navigation: the CGP paper's findings (Exp. 1): GP-TS lowest, each GP method at or below
+// its BI counterpart, TS exploring fewer distinct routes.
+std::string CgpNavigationFindings(const std::vector<RunOutput>& runs,
+                                  const std::vector<Summary>& summaries, const std::string& env,
+                                  const std::vector<std::string>& policies) {
+  auto summary = [&](const std::string& policy) -> const Summary* {
+    for (const Summary& s : summaries) {
+      if (s.environment == env && s.policy == policy) return &s;
+    }
+    return nullptr;
+  };
+  std::string out = absl::StrCat("**", env, "**\n\n");
+  // Lowest final regret.
+  std::string best;
+  double best_mean = INFINITY;
+  for (const std::string& p : policies) {
+    const Summary* s = summary(p);
+    if (s != nullptr && s->final_mean < best_mean) {
+      best_mean = s->final_mean;
+      best = p;
+    }
+  }
+  absl::StrAppend(&out, absl::StrFormat("- Lowest final regret: %s (%.1f Wh); GP-TS lowest, as "
+                                        "the paper reports: **%s**.\n",
+                                        best, best_mean, best == "GP-TS" ? "yes" : "no"));
+  for (const char* rule : {"UCB", "BUCB", "TS"}) {
+    const Summary* gp = summary(absl::StrCat("GP-", rule));
+    const Summary* bi = summary(absl::StrCat("BI-", rule));
+    if (gp == nullptr || bi == nullptr) continue;
+    const bool at_or_below = gp->final_mean <= bi->final_mean;
+    const bool within =
+        std::abs(gp->final_mean - bi->final_mean) <= 2.0 * std::hypot(gp->final_se, bi->final_se);
+    absl::StrAppend(
+        &out, absl::StrFormat("- GP-%s %.1f ± %.1f against BI-%s %.1f ± %.1f: GP %s (%s).\n", rule,
+                              gp->final_mean, gp->final_se, rule, bi->final_mean, bi->final_se,
+                              at_or_below ? "at or below BI" : "above BI",
+                              within ? "within ± 2 SE" : "beyond ± 2 SE"));
+  }
+  absl::StrAppend(&out, "\nDistinct routes driven in T rounds (mean over seeds; the paper: TS ",
+                  "explores far fewer):\n\n| policy | distinct routes |\n|---|---:|\n");
+  for (const std::string& p : policies) {
+    absl::StrAppend(&out,
+                    absl::StrFormat("| %s | %.1f |\n", p, MeanCurveOf(runs, env, p).auxiliary));
+  }
+  absl::StrAppend(&out, "\n", SublinearityTable(runs, env, policies));
+  return out;
+}
+
+std::string CgpNavigation(const std::vector<RunOutput>& runs) {
+  std::vector<RunResult> results;
+  for (const RunOutput& r : runs) {
+    if (r.error.empty()) results.push_back(r.result);
+  }
+  const std::vector<Summary> summaries = Summarise(results);
+  std::vector<std::string> environments, policies;
+  Names(runs, &environments, &policies);
+  std::string out;
+  for (const std::string& env : environments) {
+    absl::StrAppend(&out, CgpNavigationFindings(runs, summaries, env, policies));
+  }
+  return out;
+}
+
 const std::map<std::string, PresetAnalysis>& Analyses() {
   static const auto* analyses = new std::map<std::string, PresetAnalysis>{
       {"lk-pilot-best", LkPilotBest},
@@ -267,6 +423,8 @@ const std::map<std::string, PresetAnalysis>& Analyses() {
       {"robustness", Robustness},
       {"relative-to-random",
        [](const std::vector<RunOutput>& runs) { return RelativeToRandom(runs, /*reward=*/false); }},
+      {"cgp-slates", CgpSlates},
+      {"cgp-navigation", CgpNavigation},
       {"reward-relative-to-random",
        [](const std::vector<RunOutput>& runs) { return RelativeToRandom(runs, /*reward=*/true); }},
   };

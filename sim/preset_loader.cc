@@ -20,6 +20,7 @@
 #include "proto/text_format.h"
 #include "sim/lastfm_environment.h"
 #include "sim/mm_environment.h"
+#include "sim/navigation.h"
 #include "sim/preset.pb.h"
 #include "sim/preset_analyses.h"
 #include "sim/robustness.h"
@@ -97,6 +98,13 @@ absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
   }
   EnvironmentOptions options = LkTask(e.level(), e.users(), reward, graph);
   options.exponent = e.has_exponent() ? e.exponent() : kAppendixExponent;
+  if (e.has_candidates()) {
+    if (e.candidates() < 1 || e.candidates() > options.pool) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("lk.candidates must be between 1 and the pool size %d", options.pool));
+    }
+    options.candidates = e.candidates();
+  }
   options.switch_round = e.switch_round();
   std::string label = absl::StrFormat("%s %s n=%d", e.level(),
                                       reward == RewardKind::kGpDraw        ? "GP-draw ER"
@@ -217,8 +225,37 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
           options);
       break;
     }
+    case pb::Environment::kNavigation: {
+      const pb::NavigationEnvironment& n = e.navigation();
+      NavigationOptions options;
+      if (n.has_rows()) options.rows = n.rows();
+      if (n.has_cols()) options.cols = n.cols();
+      if (n.has_prior_lengthscale()) options.prior_lengthscale = n.prior_lengthscale();
+      if (n.has_relief()) options.relief = n.relief();
+      if (auto probe = NavigationEnvironment::Create(options, 0); !probe.ok()) {
+        return probe.status();
+      }
+      EnvironmentSpec navigation;
+      navigation.label = absl::StrFormat("navigation %dx%d", options.rows, options.cols);
+      if (options.relief != NavigationOptions().relief) {
+        absl::StrAppend(&navigation.label, absl::StrFormat(" relief %g m", options.relief));
+      }
+      if (options.prior_lengthscale != 1.0) {
+        absl::StrAppend(&navigation.label,
+                        absl::StrFormat(" prior l=%g", options.prior_lengthscale));
+      }
+      navigation.make =
+          [options](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
+        auto env = NavigationEnvironment::Create(options, seed);
+        if (!env.ok()) return env.status();
+        return std::unique_ptr<SimEnvironment>(std::move(*env));
+      };
+      spec = std::move(navigation);
+      break;
+    }
     default:
-      return absl::InvalidArgumentError("sets none of lk, ek, robustness_task, sg, lastfm and mm");
+      return absl::InvalidArgumentError(
+          "sets none of lk, ek, robustness_task, sg, lastfm, mm and navigation");
   }
   if (spec.ok() && !e.label().empty()) spec->label = e.label();
   return spec;
@@ -360,8 +397,19 @@ absl::Status Expand(const pb::PolicyEntry& entry,
 // The fields each family may set (name and family: every family).
 const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
   static const auto* allowed = [] {
-    const std::set<std::string> learner = {"rule",   "exploration",     "user_kernel",        "rho",
-                                           "pooled", "arm_lengthscale", "context_lengthscale"};
+    const std::set<std::string> learner = {"rule",
+                                           "exploration",
+                                           "user_kernel",
+                                           "rho",
+                                           "pooled",
+                                           "arm_lengthscale",
+                                           "context_lengthscale",
+                                           "width",
+                                           "arm_count",
+                                           "omega",
+                                           "xi",
+                                           "inverse_t_level",
+                                           "prior_mean"};
     auto with = [&learner](std::set<std::string> more) {
       more.insert(learner.begin(), learner.end());
       return more;
@@ -380,6 +428,8 @@ const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
                                          "linear_lambda",    "semi",      "propensity",
                                          "propensity_draws", "code_gamma"};
     (*m)[pb::Policy::KERNEL_UCB] = {"exploration", "bound", "noise_std", "norm_bound", "delta"};
+    (*m)[pb::Policy::ROUTE] = {"rule", "exploration",     "width",       "omega",
+                               "xi",   "inverse_t_level", "independent", "rectify_with_posterior"};
     (*m)[pb::Policy::RANDOM] = {};
     (*m)[pb::Policy::SERVED] = {"served"};
     return m;
@@ -471,9 +521,27 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   if (p.has_kors_gamma() && p.has_kors_gamma_per_ridge()) {
     return absl::InvalidArgumentError("sets both kors_gamma and kors_gamma_per_ridge");
   }
-  if (thompson && p.family() != pb::Policy::LK_GP && p.family() != pb::Policy::EK) {
-    return absl::InvalidArgumentError("rule THOMPSON needs family LK_GP or EK");
+  if (thompson && p.family() != pb::Policy::LK_GP && p.family() != pb::Policy::EK &&
+      p.family() != pb::Policy::ROUTE) {
+    return absl::InvalidArgumentError("rule THOMPSON needs family LK_GP, EK or ROUTE");
   }
+  // The combinatorial GP paper's schedules.
+  IndexSchedule& schedule = o.index_schedule;
+  if (p.has_arm_count()) schedule.arm_count = p.arm_count();
+  if (p.has_omega()) schedule.omega = p.omega();
+  if (p.has_xi()) schedule.xi = p.xi();
+  schedule.inverse_t_level = p.inverse_t_level();
+  switch (p.width()) {
+    case pb::Policy::GP_UCB_THEOREM:
+      o.exploration_width = ExplorationWidth::kGpUcbTheorem;
+      break;
+    case pb::Policy::BAYES_UCB:
+      o.exploration_width = ExplorationWidth::kBayesUcb;
+      break;
+    default:
+      break;
+  }
+  if (p.has_prior_mean()) o.prior_mean = p.prior_mean();
   switch (p.family()) {
     case pb::Policy::LK_GP: {
       o.policy = thompson ? PolicyKind::kLkGpTs : PolicyKind::kLkGpUcb;
@@ -561,13 +629,28 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       o.exact_max_observations = 1'000'000;
       break;
     }
+    case pb::Policy::ROUTE: {
+      RoutePolicy route;
+      route.independent = p.independent();
+      route.rule = thompson                             ? IndexRule::kThompson
+                   : p.width() == pb::Policy::BAYES_UCB ? IndexRule::kBayesUcb
+                                                        : IndexRule::kUcb;
+      if (p.width() == pb::Policy::STDDEV) {
+        return absl::InvalidArgumentError("ROUTE: width is GP_UCB_THEOREM or BAYES_UCB");
+      }
+      route.schedule = schedule;
+      route.exploration = o.exploration;
+      route.rectify_with_posterior = p.rectify_with_posterior();
+      spec.route = route;
+      break;
+    }
     case pb::Policy::RANDOM:
       o.policy = PolicyKind::kRandom;
       break;
     default:
       return absl::InvalidArgumentError(
-          "family must be LK_GP, EK, BATCHED, LINEAR, SEMI_PARAMETRIC, KERNEL_UCB, RANDOM or "
-          "SERVED");
+          "family must be LK_GP, EK, BATCHED, LINEAR, SEMI_PARAMETRIC, KERNEL_UCB, ROUTE, RANDOM "
+          "or SERVED");
   }
   return spec;
 }
@@ -637,6 +720,8 @@ absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& fi
   if (data.has_rounds()) preset.rounds = data.rounds();
   if (data.has_sample_points()) preset.sample_points = data.sample_points();
   if (data.has_timing_window()) preset.timing_window = data.timing_window();
+  if (data.has_slate_size()) preset.slate_size = data.slate_size();
+  if (preset.slate_size < 1) return Invalid(file_name, "slate_size must be at least 1");
   if (preset.seeds < 1 || preset.rounds < 1 || preset.sample_points < 1 ||
       preset.timing_window < 0) {
     return Invalid(file_name,

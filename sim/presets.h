@@ -30,6 +30,7 @@ struct Preset {
   int64_t rounds = 1000;
   int sample_points = 100;
   int64_t timing_window = 0;
+  int slate_size = 1;
   // (environment label, policy name) -> the paper's number, shown beside ours.
   std::map<std::pair<std::string, std::string>, Reference> references;
   bool dictionary_plot = false;  // plot the Nystrom dictionary size over time

@@ -40,6 +40,21 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     out.error = std::string(env.status().message());
     return out;
   }
+  const auto* navigation = dynamic_cast<const NavigationEnvironment*>(env->get());
+  if (spec.policy.route.has_value() != (navigation != nullptr)) {
+    out.error = "ROUTE policies run on the navigation environment, and only they do";
+    return out;
+  }
+  if (navigation != nullptr) {
+    RouteRun run = RunRoutes(*navigation, *spec.policy.route, spec.rounds, spec.sample_points,
+                             spec.seed, steps_done);
+    out.error = run.error;
+    out.result.steps = std::move(run.steps);
+    out.result.cumulative_regret = std::move(run.cumulative_regret);
+    out.result.auxiliary = std::move(run.distinct_routes);
+    out.result.seconds_per_step = run.seconds_per_step;
+    return out;
+  }
   auto policy = MakeRunPolicy(spec.policy, **env, spec.rounds, spec.seed);
   if (!policy.ok()) {
     out.error = std::string(policy.status().message());

@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
         spec.rounds = rounds;
         spec.sample_points = static_cast<int>(std::min<int64_t>(preset->sample_points, rounds));
         spec.timing_window = preset->timing_window;
+        spec.slate_size = preset->slate_size;
         specs.push_back(std::move(spec));
       }
     }
