@@ -18,7 +18,16 @@ Rng StreamRng(uint64_t seed, uint64_t stream, uint64_t index) {
 namespace {
 
 // Independent streams, so that changing one part (say the graph) leaves the others unchanged.
-enum Stream : uint64_t { kItems = 1, kGraph = 2, kRewards = 3, kRounds = 4, kSwitchedRewards = 5 };
+enum Stream : uint64_t {
+  kItems = 1,
+  kGraph = 2,
+  kRewards = 3,
+  kRounds = 4,
+  kSwitchedRewards = 5,
+  kEkNoise = 6
+};
+// The EK environments' reward function (and, for a fixed instance, contexts) come from here.
+constexpr uint64_t kEkInstanceSeed = 123;
 
 // Symmetric matrix function through the eigendecomposition: V f(Lambda) V^T.
 template <typename F>
@@ -160,7 +169,9 @@ absl::StatusOr<Environment> Environment::Create(const EnvironmentOptions& option
         break;
       }
     }
-    return means;
+    // Scaling rewards scales their noise too (the signal-to-noise ratio stays).
+    *noise_std *= options.reward_scale;
+    return Eigen::MatrixXd(options.reward_scale * means);
   };
   env.means_ = draw(kRewards, &env.noise_std_);
   if (options.switch_round > 0) {
@@ -202,8 +213,9 @@ Round Environment::MakeRound(uint64_t index) const {
   return round;
 }
 
-EkEnvironment::EkEnvironment(EkKind kind, uint64_t seed) : kind_(kind), seed_(seed) {
-  Rng params(123);  // the reward function is the same for every run
+EkEnvironment::EkEnvironment(EkKind kind, uint64_t seed, bool fixed_instance)
+    : kind_(kind), seed_(seed), fixed_instance_(fixed_instance) {
+  Rng params(kEkInstanceSeed);  // the reward function is the same for every run
   std::vector<int> grid(100);
   std::iota(grid.begin(), grid.end(), 0);
   for (int k = 0; k < 10; ++k) {
@@ -250,11 +262,13 @@ double EkEnvironment::Mean(const Eigen::VectorXd& x, double a) const {
 }
 
 Round EkEnvironment::MakeRound(uint64_t index) const {
-  Rng rng = StreamRng(seed_, kRounds, index);
+  Rng rng = StreamRng(fixed_instance_ ? kEkInstanceSeed : seed_, kRounds, index);
   Round round;
   round.user = 0;
   round.context.resize(context_dim());
   for (int i = 0; i < context_dim(); ++i) round.context(i) = rng.Uniform();
+  // A fixed instance: the noise alone comes from the run's seed.
+  if (fixed_instance_) rng = StreamRng(seed_, kEkNoise, index);
   const int n = static_cast<int>(anchors_.size());
   round.arms.resize(1, n);
   round.means.resize(n);

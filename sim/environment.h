@@ -58,6 +58,10 @@ struct EnvironmentOptions {
   double noise_scale = 0.01;  // GP draw: noise std as a fraction of range(f)
   double noise_std = 0.1;     // other regimes
   double gob_eta = 1.0;       // Linear-GOB smoothing
+  // Multiplies every reward mean and the noise (the policies' priors and ridges stay): the LK
+  // paper does not state its rewards' absolute scale, which sets how much a fixed ridge and
+  // exploration explore.
+  double reward_scale = 1.0;
   // Drift: from this round on, rewards follow a second, independent draw of the same regime
   // (0 = never). Used to show what forgetting buys.
   int64_t switch_round = 0;
@@ -141,12 +145,14 @@ class Environment final : public SimEnvironment {
 // silent): one user; a context x ~ U[0,1]^p per round; the actions are 10 fixed anchors drawn
 // without replacement from {0, 0.01, ..., 0.99} (arm features: the anchor value); noise
 // N(0, 0.1^2). The reward function's parameters come from a fixed seed (123), so every run shares
-// it; `seed` drives contexts and noise.
+// it; `seed` drives contexts and noise. With `fixed_instance` (what the authors' code does) the
+// contexts come from the fixed seed as well and `seed` drives only the noise: every run faces
+// the same sequence of contexts, and runs differ by their noise alone.
 enum class EkKind { kBump, kChessboard, kStepDiagonal };
 
 class EkEnvironment final : public SimEnvironment {
  public:
-  EkEnvironment(EkKind kind, uint64_t seed);
+  EkEnvironment(EkKind kind, uint64_t seed, bool fixed_instance = false);
   std::string name() const override;
   int users() const override { return 1; }
   const std::vector<Edge>& edges() const override { return edges_; }
@@ -159,6 +165,7 @@ class EkEnvironment final : public SimEnvironment {
  private:
   EkKind kind_;
   uint64_t seed_;
+  bool fixed_instance_;
   std::vector<double> anchors_;
   std::vector<Edge> edges_;
   // Bump parameters.

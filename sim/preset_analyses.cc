@@ -46,7 +46,14 @@ std::string LkTable1Ordering(const std::vector<RunOutput>& runs) {
   std::vector<RunResult> results;
   for (const RunOutput& r : runs) results.push_back(r.result);
   const std::vector<Summary> s = Summarise(results);
-  const std::string env = "medium GP-draw ER n=20";
+  // "medium GP-draw ER n=20", or a variant of it ("... rewards x2").
+  std::string env = "medium GP-draw ER n=20";
+  for (const Summary& summary : s) {
+    if (summary.environment == env || summary.environment.rfind(env + " ", 0) == 0) {
+      env = summary.environment;
+      break;
+    }
+  }
   auto mean = [&](const char* policy) { return FinalMean(s, env, policy); };
   const double lk = mean("LK-GP-UCB"), coop = mean("COOP-KernelUCB (spectral_rbf)");
   const double mid = std::max({mean("GOB.Lin"), mean("GraphUCB"), mean("PerUser-LinUCB")});
@@ -54,10 +61,10 @@ std::string LkTable1Ordering(const std::vector<RunOutput>& runs) {
   const double low = std::min(mean("GP-UCB"), mean("Pooled-LinUCB"));
   const bool order = lk < coop && coop < mid_low && mid < low;
   return absl::StrFormat(
-      "Ordering at n = 20 (means): LK-GP-UCB %.1f < COOP-KernelUCB (spectral_rbf) %.1f < "
+      "Ordering at %s (means): LK-GP-UCB %.1f < COOP-KernelUCB (spectral_rbf) %.1f < "
       "{GOB.Lin, GraphUCB, PerUser-LinUCB} %.1f..%.1f < {GP-UCB, Pooled-LinUCB} >= %.1f: "
       "**%s**\n",
-      lk, coop, mid_low, mid, low, order ? "holds" : "does not hold");
+      env, lk, coop, mid_low, mid, low, order ? "holds" : "does not hold");
 }
 
 // lk-coop-kernels: COOP-KernelUCB with the Laplacian kernel is LK-GP-UCB and with all-ones
@@ -156,6 +163,88 @@ std::string EkTradeoff(const std::vector<RunOutput>& runs) {
                                         ek.final_mean < other.final_mean ? "lower" : "NOT lower"));
       }
     }
+  }
+  return out;
+}
+
+// The q-quantile of sorted values, interpolating linearly between order statistics.
+double Quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return NAN;
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
+}
+
+// Final regret per seed of each (environment, policy).
+std::map<std::pair<std::string, std::string>, std::map<uint64_t, double>> FinalsBySeed(
+    const std::vector<RunOutput>& runs) {
+  std::map<std::pair<std::string, std::string>, std::map<uint64_t, double>> finals;
+  for (const RunOutput& r : runs) {
+    if (!r.error.empty() || r.result.cumulative_regret.empty()) continue;
+    finals[{r.result.environment, r.result.policy}][r.result.seed] =
+        r.result.cumulative_regret.back();
+  }
+  return finals;
+}
+
+// The spread of the final regret over seeds: the median and quartiles beside the mean, and the
+// extremes, per (environment, policy).
+std::string SpreadTable(const std::vector<RunOutput>& runs) {
+  std::vector<RunResult> results;
+  for (const RunOutput& r : runs) results.push_back(r.result);
+  const auto finals = FinalsBySeed(runs);
+  std::string out =
+      "Final regret over seeds:\n\n| environment | policy | seeds | mean ± SE | median | "
+      "quartiles | min .. max | max / min |\n|---|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const Summary& s : Summarise(results)) {
+    auto it = finals.find({s.environment, s.policy});
+    if (it == finals.end()) continue;
+    std::vector<double> values;
+    for (const auto& [seed, value] : it->second) values.push_back(value);
+    std::sort(values.begin(), values.end());
+    absl::StrAppend(&out, absl::StrFormat("| %s | %s | %d | %.1f ± %.1f | %.1f | %.1f .. %.1f | "
+                                          "%.1f .. %.1f | %.1f |\n",
+                                          s.environment, s.policy, values.size(), s.final_mean,
+                                          s.final_se, Quantile(values, 0.5), Quantile(values, 0.25),
+                                          Quantile(values, 0.75), values.front(), values.back(),
+                                          values.back() / std::max(values.front(), 1e-12)));
+  }
+  return out;
+}
+
+// EK-UCB against K-UCB with the same ridge, seed by seed (the same contexts and noise).
+std::string PairedEkVsK(const std::vector<RunOutput>& runs) {
+  const auto finals = FinalsBySeed(runs);
+  std::string out =
+      "EK-UCB against K-UCB on the same runs (same environment and seed):\n\n| environment | "
+      "EK-UCB | seeds | EK-UCB lower | median EK / K | mean EK - K ± SE |\n"
+      "|---|---|---:|---:|---:|---:|\n";
+  for (const auto& [key, ek] : finals) {
+    const auto& [env, policy] = key;
+    if (policy.rfind("EK-UCB ", 0) != 0) continue;
+    const std::string lambda = policy.substr(7, policy.find(' ', 7) - 7);
+    auto k = finals.find({env, "K-UCB " + lambda});
+    if (k == finals.end()) continue;
+    std::vector<double> ratios, differences;
+    int lower = 0;
+    for (const auto& [seed, value] : ek) {
+      auto other = k->second.find(seed);
+      if (other == k->second.end()) continue;
+      ratios.push_back(value / std::max(other->second, 1e-12));
+      differences.push_back(value - other->second);
+      if (value < other->second) ++lower;
+    }
+    if (differences.empty()) continue;
+    std::sort(ratios.begin(), ratios.end());
+    const double n = static_cast<double>(differences.size());
+    double mean = 0.0, squares = 0.0;
+    for (double d : differences) mean += d / n;
+    for (double d : differences) squares += (d - mean) * (d - mean);
+    const double se = n > 1 ? std::sqrt(squares / (n - 1) / n) : 0.0;
+    absl::StrAppend(&out,
+                    absl::StrFormat("| %s | %s | %d | %d | %.2f | %.1f ± %.1f |\n", env, policy,
+                                    differences.size(), lower, Quantile(ratios, 0.5), mean, se));
   }
   return out;
 }
@@ -393,7 +482,7 @@ std::string CgpNavigationFindings(const std::vector<RunOutput>& runs,
     absl::StrAppend(&out,
                     absl::StrFormat("| %s | %.1f |\n", p, MeanCurveOf(runs, env, p).auxiliary));
   }
-  absl::StrAppend(&out, "\n", SublinearityTable(runs, env, policies));
+  absl::StrAppend(&out, "\n", SublinearityTable(runs, env, policies), "\n");
   return out;
 }
 
@@ -419,6 +508,10 @@ const std::map<std::string, PresetAnalysis>& Analyses() {
       {"coop-identities", CoopIdentities},
       {"ek-vs-lk", EkVsLk},
       {"ek-tradeoff", EkTradeoff},
+      {"ek-spread",
+       [](const std::vector<RunOutput>& runs) {
+         return absl::StrCat(EkTradeoff(runs), "\n", SpreadTable(runs), "\n", PairedEkVsK(runs));
+       }},
       {"memory-flatness", MemoryFlatness},
       {"robustness", Robustness},
       {"relative-to-random",

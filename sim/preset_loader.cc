@@ -98,6 +98,12 @@ absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
   }
   EnvironmentOptions options = LkTask(e.level(), e.users(), reward, graph);
   options.exponent = e.has_exponent() ? e.exponent() : kAppendixExponent;
+  if (e.has_reward_scale()) {
+    if (!(e.reward_scale() > 0.0) || !std::isfinite(e.reward_scale())) {
+      return absl::InvalidArgumentError("lk.reward_scale must be a finite number > 0");
+    }
+    options.reward_scale = e.reward_scale();
+  }
   if (e.has_candidates()) {
     if (e.candidates() < 1 || e.candidates() > options.pool) {
       return absl::InvalidArgumentError(
@@ -116,6 +122,9 @@ absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
                             reward == RewardKind::kGpDraw ? "GP-draw" : "representer",
                             graph == GraphKind::kRbf ? "RBF" : "SBM", e.users());
   }
+  if (options.reward_scale != 1.0) {
+    absl::StrAppend(&label, absl::StrFormat(" rewards x%g", options.reward_scale));
+  }
   return SeededSpec<Environment>(std::move(label), options);
 }
 
@@ -128,13 +137,13 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
     case pb::Environment::kEk:
       switch (e.ek()) {
         case pb::BUMP:
-          spec = EkEnvironmentSpec(EkKind::kBump);
+          spec = EkEnvironmentSpec(EkKind::kBump, e.fixed_instance());
           break;
         case pb::CHESSBOARD:
-          spec = EkEnvironmentSpec(EkKind::kChessboard);
+          spec = EkEnvironmentSpec(EkKind::kChessboard, e.fixed_instance());
           break;
         case pb::STEP_DIAGONAL:
-          spec = EkEnvironmentSpec(EkKind::kStepDiagonal);
+          spec = EkEnvironmentSpec(EkKind::kStepDiagonal, e.fixed_instance());
           break;
         default:
           return absl::InvalidArgumentError("ek must be BUMP, CHESSBOARD or STEP_DIAGONAL");
@@ -256,6 +265,9 @@ absl::StatusOr<EnvironmentSpec> ToEnvironmentSpec(const pb::Environment& e) {
     default:
       return absl::InvalidArgumentError(
           "sets none of lk, ek, robustness_task, sg, lastfm, mm and navigation");
+  }
+  if (e.fixed_instance() && e.kind_case() != pb::Environment::kEk) {
+    return absl::InvalidArgumentError("fixed_instance is for the ek environments");
   }
   if (spec.ok() && !e.label().empty()) spec->label = e.label();
   return spec;

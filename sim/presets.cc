@@ -7,11 +7,13 @@
 
 namespace graphbandit::sim {
 
-EnvironmentSpec EkEnvironmentSpec(EkKind kind) {
+EnvironmentSpec EkEnvironmentSpec(EkKind kind, bool fixed_instance) {
   EnvironmentSpec spec;
   spec.label = EkEnvironment(kind, 0).name();
-  spec.make = [kind](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
-    return std::unique_ptr<SimEnvironment>(new EkEnvironment(kind, seed));
+  if (fixed_instance) spec.label += " (fixed instance)";
+  spec.make = [kind,
+               fixed_instance](uint64_t seed) -> absl::StatusOr<std::unique_ptr<SimEnvironment>> {
+    return std::unique_ptr<SimEnvironment>(new EkEnvironment(kind, seed, fixed_instance));
   };
   return spec;
 }

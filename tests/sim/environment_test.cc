@@ -96,6 +96,24 @@ TEST(EnvironmentTest, EkRewardsFollowTheAuthorsDefinitions) {
   EXPECT_GE(bump.Regret(r1, 0), 0.0);
 }
 
+// A fixed instance (the EK authors' protocol): runs share the contexts and differ by the noise.
+TEST(EnvironmentTest, EkFixedInstanceSharesContextsAndVariesTheNoise) {
+  const EkEnvironment a(EkKind::kBump, 1, /*fixed_instance=*/true);
+  const EkEnvironment b(EkKind::kBump, 2, /*fixed_instance=*/true);
+  const EkEnvironment shared(EkKind::kBump, 1);
+  for (uint64_t t : {0u, 5u, 77u}) {
+    const Round ra = a.MakeRound(t), rb = b.MakeRound(t);
+    EXPECT_EQ(ra.context, rb.context);
+    EXPECT_EQ(ra.means, rb.means);
+    EXPECT_NE(ra.noise, rb.noise);
+    EXPECT_EQ(ra.arms, shared.MakeRound(t).arms);
+    // Noise of the stated scale, N(0, 0.1^2): every draw within 6 sd.
+    EXPECT_LT(ra.noise.cwiseAbs().maxCoeff(), 0.6);
+  }
+  // Consecutive rounds still see different contexts.
+  EXPECT_NE(a.MakeRound(1).context, a.MakeRound(2).context);
+}
+
 TEST(EnvironmentTest, SwitchingEnvironmentChangesItsRewards) {
   EnvironmentOptions options;
   options.switch_round = 100;
