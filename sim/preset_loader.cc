@@ -420,17 +420,16 @@ const std::set<std::string>& AllowedFields(pb::Policy::Family family) {
                                            "arm_count",
                                            "omega",
                                            "xi",
-                                           "inverse_t_level",
-                                           "prior_mean"};
+                                           "inverse_t_level"};
     auto with = [&learner](std::set<std::string> more) {
       more.insert(learner.begin(), learner.end());
       return more;
     };
     auto* m = new std::map<pb::Policy::Family, std::set<std::string>>;
     (*m)[pb::Policy::LK_GP] = with({"ek_beta", "lambda_base", "grid", "ridge"});
-    (*m)[pb::Policy::EK] =
-        with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu", "kors_gamma",
-              "kors_gamma_per_ridge", "max_dictionary_size", "max_history", "forget_evicted"});
+    (*m)[pb::Policy::EK] = with({"ek_beta", "ridge", "ridge_from_lambda_base", "kors_mu",
+                                 "kors_gamma", "kors_gamma_per_ridge", "max_dictionary_size",
+                                 "max_history", "forget_evicted", "prior_mean"});
     (*m)[pb::Policy::BATCHED] = with({"ek_beta", "ridge", "threshold", "oversampling_per_ridge"});
     // Linear models use no user kernel: linear_rho is their graph regulariser.
     (*m)[pb::Policy::LINEAR] = {

@@ -141,7 +141,11 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
   } else {
     for (Eigen::Index j = 0; j < n; ++j) score(j) = mean(j) + spread(j) * rng.Normal();
   }
-  const std::vector<int> order = RankDescending(score, rng);
+  // The super arm: the top slate_size indices (the CGP paper's oracle for an additive slate
+  // value). Scores are finite here (DecideSlate checks the posterior first); should one not be,
+  // the plain ranking still returns a slate.
+  auto top = TopKOracle(slate_size).Select(score, rng);
+  const std::vector<int> order = top.ok() ? *std::move(top) : RankDescending(score, rng);
   std::vector<RankedChoice> slate(slate_size);
   for (int r = 0; r < slate_size; ++r) slate[r] = {order[r], score(order[r]), std::nullopt};
 

@@ -233,6 +233,51 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
 
 // Every named value of every enum of ModelConfig maps to core and back to itself; unknown
 // numbers are refused with the field and the allowed names.
+// The combinatorial GP paper's schedules and the prior mean: parsed, defaulted, round-tripped.
+TEST(ConfigTest, IndexScheduleAndPriorMean) {
+  auto config = ParseServerConfig(R"pb(
+                                    models {
+                                      name: "slates"
+                                      policy: GP_UCB
+                                      exploration: 1
+                                      exploration_width: BAYES_UCB
+                                      index_schedule { arm_count: 5000 xi: 2 inverse_t_level: true }
+                                      prior_mean: 0.25
+                                    }
+                                    models { name: "plain" }
+                                  )pb",
+                                  "inline");
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto slates = ToModelOptions(config->models(0));
+  ASSERT_TRUE(slates.ok()) << slates.status();
+  EXPECT_EQ(slates->exploration_width, ExplorationWidth::kBayesUcb);
+  EXPECT_EQ(slates->index_schedule.arm_count, 5000.0);
+  EXPECT_EQ(slates->index_schedule.omega, 1.0);  // default
+  EXPECT_EQ(slates->index_schedule.xi, 2.0);
+  EXPECT_TRUE(slates->index_schedule.inverse_t_level);
+  EXPECT_EQ(slates->prior_mean, 0.25);
+  auto again = ToModelOptions(ToModelConfig(*slates));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->index_schedule.arm_count, 5000.0);
+  EXPECT_EQ(again->index_schedule.xi, 2.0);
+  EXPECT_TRUE(again->index_schedule.inverse_t_level);
+  EXPECT_EQ(again->prior_mean, 0.25);
+  auto plain = ToModelOptions(config->models(1));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->index_schedule.arm_count, 1000.0);
+  EXPECT_EQ(plain->prior_mean, 0.0);
+  // Out of range: named precisely.
+  v1::ModelConfig bad = config->models(0);
+  bad.mutable_index_schedule()->set_omega(-1.0);
+  EXPECT_THAT(std::string(ToModelOptions(bad).status().message()),
+              HasSubstr("index_schedule.omega and xi must be finite and > 0"));
+  v1::ModelConfig linear = config->models(1);
+  linear.set_policy(v1::LINUCB_PER_USER);
+  linear.set_prior_mean(1.0);
+  EXPECT_THAT(std::string(ToModelOptions(linear).status().message()),
+              HasSubstr("prior_mean is a kernel policy's"));
+}
+
 TEST(ConfigTest, EveryEnumValueRoundTrips) {
   const std::vector<std::vector<std::string>> paths = {{"policy"},
                                                        {"arm_kernel", "type"},

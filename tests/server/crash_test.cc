@@ -8,8 +8,12 @@
 //  * a crash right after the load leaves a state that recovers bit-identically: the same probe
 //    request gets the same means and standard deviations before the crash and after recovery;
 //  * SIGTERM after all this stops the server with exit status 0.
+// With a POLICY (e.g. SEMI_GRAPH_TS, whose rewards are learned with the selection probabilities
+// of their decision) the default model uses it, the probe scores each candidate alone (a
+// one-arm decision is forced, so the scores depend on the state only), and decisions left open
+// across the final crash come back with the same arm and probability and are then learned.
 //
-// usage: crash_test SERVER_BINARY [SEED]
+// usage: crash_test SERVER_BINARY [SEED [POLICY]]
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -211,23 +215,63 @@ v1::ModelDescription Settled(const std::string& target) {
   return description;
 }
 
-std::vector<double> Probe(const std::string& target) {
+// The means and deviations of every candidate for three users: one slate of all of them, or
+// (one_at_a_time, for policies that show one arm) a one-candidate decision per candidate.
+std::vector<double> Probe(const std::string& target, bool one_at_a_time) {
   auto stub =
       v1::BanditService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   std::vector<double> scores;
   for (int user : {0, 5, 11}) {
-    grpc::ClientContext context;
-    context.set_deadline(In(5000));
-    v1::SelectArmResponse response;
-    const grpc::Status status =
-        stub->SelectArm(&context, Request(user, "", kCandidates), &response);
-    CHECK_THAT(status.ok(), "probe: %s", status.error_message().c_str());
-    for (const v1::RankedArm& arm : response.arms()) {
-      scores.push_back(arm.mean());
-      scores.push_back(arm.stddev());
+    std::vector<v1::SelectArmRequest> requests;
+    if (one_at_a_time) {
+      for (int a = 0; a < kCandidates; ++a) {
+        v1::SelectArmRequest one = Request(user, "", 1);
+        v1::Arm only = one.candidates(a);
+        one.clear_candidates();
+        *one.add_candidates() = only;
+        requests.push_back(one);
+      }
+    } else {
+      requests.push_back(Request(user, "", kCandidates));
+    }
+    for (const v1::SelectArmRequest& request : requests) {
+      grpc::ClientContext context;
+      context.set_deadline(In(5000));
+      v1::SelectArmResponse response;
+      const grpc::Status status = stub->SelectArm(&context, request, &response);
+      CHECK_THAT(status.ok(), "probe: %s", status.error_message().c_str());
+      for (const v1::RankedArm& arm : response.arms()) {
+        scores.push_back(arm.mean());
+        scores.push_back(arm.stddev());
+      }
     }
   }
   return scores;
+}
+
+// Decisions for three users, left open: (event id, arm, selection probability).
+struct OpenDecision {
+  std::string event_id, arm;
+  double probability = 0.0;
+};
+
+std::vector<OpenDecision> Decide(const std::string& target) {
+  auto stub =
+      v1::BanditService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  std::vector<OpenDecision> decisions;
+  for (int user : {1, 4, 7}) {
+    const std::string event_id = "open-u" + std::to_string(user);
+    grpc::ClientContext context;
+    context.set_deadline(In(5000));
+    v1::SelectArmResponse response;
+    const grpc::Status status = stub->SelectArm(&context, Request(user, event_id, 1), &response);
+    CHECK_THAT(status.ok() && response.arms_size() == 1, "open decision: %s",
+               status.error_message().c_str());
+    if (!status.ok() || response.arms_size() != 1) continue;
+    decisions.push_back(
+        {event_id, response.arms(0).arm_id(), response.arms(0).selection_probability()});
+  }
+  return decisions;
 }
 
 }  // namespace
@@ -238,6 +282,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atoi(argv[2])) : 20261121u;
+  const std::string policy = argc > 3 ? argv[3] : "";
+  const bool one_arm = !policy.empty();
   std::mt19937 rng(seed);
   char pattern[] = "/tmp/graphbandit-crash.XXXXXX";
   const std::string work = mkdtemp(pattern);
@@ -245,8 +291,13 @@ int main(int argc, char** argv) {
     // Frequent snapshots, so that crashes land before, during and after them.
     std::ofstream config(work + "/config.textproto");
     config << "durability { snapshot_every_records: 300 }\n";
+    if (!policy.empty()) {
+      config << "models { name: \"default\" policy: " << policy
+             << " ledger { aggregation: FIRST } }\n";
+    }
   }
-  std::printf("crash test: seed %u, work dir %s\n", seed, work.c_str());
+  std::printf("crash test: seed %u, policy %s, work dir %s\n", seed,
+              policy.empty() ? "default" : policy.c_str(), work.c_str());
 
   ServerProcess server(argv[1], work);
   Ledger ledger;
@@ -333,11 +384,39 @@ int main(int argc, char** argv) {
              static_cast<long long>(ledger.acknowledged));
 
   // Bit-identical recovery: probe, kill -9, restart, probe again.
-  const std::vector<double> before = Probe(server.target());
+  const std::vector<OpenDecision> open = Decide(server.target());
+  const std::vector<double> before = Probe(server.target(), one_arm);
   server.Kill();
   CHECK_THAT(server.Start(), "restart after the final crash");
-  const std::vector<double> after = Probe(server.target());
+  const std::vector<double> after = Probe(server.target(), one_arm);
   CHECK_THAT(before == after, "probe scores differ after recovery");
+  // The open decisions survived with their arm and probability (a retry returns the stored
+  // decision), and their rewards are learned now.
+  {
+    const std::vector<OpenDecision> again = Decide(server.target());
+    CHECK_THAT(again.size() == open.size(), "open decisions: %zu of %zu", again.size(),
+               open.size());
+    auto stub = v1::BanditService::NewStub(
+        grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+    for (size_t i = 0; i < open.size() && i < again.size(); ++i) {
+      CHECK_THAT(again[i].arm == open[i].arm && again[i].probability == open[i].probability,
+                 "%s: arm %s p %.17g before the crash, %s p %.17g after", open[i].event_id.c_str(),
+                 open[i].arm.c_str(), open[i].probability, again[i].arm.c_str(),
+                 again[i].probability);
+      v1::ReportRewardRequest report;
+      report.set_event_id(open[i].event_id);
+      report.set_reward(0.5);
+      grpc::ClientContext context;
+      context.set_deadline(In(5000));
+      v1::ReportRewardResponse answer;
+      const grpc::Status status = stub->ReportReward(&context, report, &answer);
+      CHECK_THAT(status.ok() && answer.outcome() == v1::ACCEPTED, "reward for %s: %s / %d",
+                 open[i].event_id.c_str(), status.error_message().c_str(), answer.outcome());
+      if (status.ok() && answer.outcome() == v1::ACCEPTED) ++ledger.acknowledged;
+    }
+    std::printf("%zu decisions open across the crash: same arm and probability after it\n",
+                open.size());
+  }
   const v1::ModelDescription recovered = Settled(server.target());
   CHECK_THAT(static_cast<int64_t>(recovered.rewards_learned()) == ledger.acknowledged,
              "after the final crash: learned %lld",

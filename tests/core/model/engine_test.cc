@@ -417,29 +417,38 @@ TEST(EngineTest, ConfiguredDimensionsAndOptionValidation) {
 // a standard deviation and prior means of non-kernel policies are refused.
 TEST(EngineTest, CombinatorialIndexWidthsAndPriorMean) {
   for (ExplorationWidth width : {ExplorationWidth::kGpUcbTheorem, ExplorationWidth::kBayesUcb}) {
-    ModelOptions options;
-    options.exploration_width = width;
-    options.exploration = 1.0;
-    options.index_schedule.arm_count = 10.0;
-    options.prior_mean = -0.4;
-    options.refit.enabled = false;
-    auto engine = OpenEngine({options});
-    const auto before = MeanAndStddev(*engine, absl::Now());
-    EXPECT_DOUBLE_EQ(before.first, -0.4);  // the prior mean, before any reward
-    for (int r = 0; r < 2; ++r) {
-      auto decision = engine->SelectArm(OneArm(absl::StrCat("e", r)).View());
+    for (PolicyKind policy : {PolicyKind::kEkUcb, PolicyKind::kGpUcb}) {
+      SCOPED_TRACE(PolicyName(policy));
+      ModelOptions options;
+      options.policy = policy;
+      options.exploration_width = width;
+      options.exploration = 1.0;
+      options.index_schedule.arm_count = 10.0;
+      options.prior_mean = -0.4;
+      options.refit.enabled = false;
+      options.baseline_half_life = 0.0;  // the prior mean alone, no tracked baseline
+      auto engine = OpenEngine({options});
+      const auto before = MeanAndStddev(*engine, absl::Now());
+      EXPECT_DOUBLE_EQ(before.first, -0.4);  // the prior mean, before any reward
+      for (int r = 0; r < 2; ++r) {
+        auto decision = engine->SelectArm(OneArm(absl::StrCat("e", r)).View());
+        ASSERT_TRUE(decision.ok());
+        ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+      }
+      (*engine->FindModel(""))->WaitForFits();
+      auto decision = engine->SelectArm(OneArm("probe").View());
       ASSERT_TRUE(decision.ok());
-      ASSERT_TRUE(engine->ReportReward({decision->event_id, 0.5, {}, ""}).ok());
+      const ChosenArm& arm = decision->arms[0];
+      const IndexRule rule =
+          width == ExplorationWidth::kBayesUcb ? IndexRule::kBayesUcb : IndexRule::kUcb;
+      const double w = IndexWidth(rule, options.index_schedule, 3.0);
+      EXPECT_GT(w, 0.0);
+      EXPECT_NEAR(arm.score, arm.mean + w * arm.stddev, 1e-12);
+      // Two rewards of 0.5 at one point with prior variance k = stddev^2 before them and noise
+      // variance 0.1: mean = m0 + 2k / (2k + 0.1) (0.5 - m0).
+      const double k = before.second * before.second;
+      EXPECT_NEAR(arm.mean, -0.4 + 2.0 * k / (2.0 * k + 0.1) * 0.9, 1e-9);
     }
-    (*engine->FindModel(""))->WaitForFits();
-    auto decision = engine->SelectArm(OneArm("probe").View());
-    ASSERT_TRUE(decision.ok());
-    const ChosenArm& arm = decision->arms[0];
-    const IndexRule rule =
-        width == ExplorationWidth::kBayesUcb ? IndexRule::kBayesUcb : IndexRule::kUcb;
-    const double w = IndexWidth(rule, options.index_schedule, 3.0);
-    EXPECT_GT(w, 0.0);
-    EXPECT_NEAR(arm.score, arm.mean + w * arm.stddev, 1e-12);
   }
   EngineOptions engine_options;
   auto refused = [&engine_options](const ModelOptions& model) {
