@@ -131,6 +131,12 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "model \"%s\": prior_mean is a kernel policy's (EK_UCB, EK_TS, GP_UCB, GP_TS), not %s's",
         o.name, PolicyName(o.policy)));
   }
+  if (o.prior_mean != 0.0 && o.confidence.bound != ConfidenceBound::kTuned) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": prior_mean cannot be combined with confidence_bound %s (the bounds are "
+        "for a zero-mean reward function)",
+        o.name, ConfidenceBoundName(o.confidence.bound)));
+  }
   if (o.exploration_width == ExplorationWidth::kAmm && !o.kernel_policy()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": exploration_width AMM needs a kernel policy (EK_UCB, EK_TS, GP_UCB, "

@@ -470,6 +470,12 @@ TEST(EngineTest, CombinatorialIndexWidthsAndPriorMean) {
   linear.policy = PolicyKind::kLinUcbPerUser;
   linear.prior_mean = 1.0;
   EXPECT_THAT(std::string(refused(linear).message()), HasSubstr("prior_mean is a kernel"));
+  ModelOptions bounded;
+  bounded.policy = PolicyKind::kGpUcb;
+  bounded.confidence.bound = ConfidenceBound::kAmm;
+  bounded.prior_mean = 1.0;
+  EXPECT_THAT(std::string(refused(bounded).message()),
+              HasSubstr("prior_mean cannot be combined with confidence_bound AMM"));
 }
 
 TEST(EngineTest, EveryConfigurablePolicyServesAndLearns) {
