@@ -101,17 +101,20 @@ Eigen::MatrixXd LineGraphMaternKernel(const std::vector<std::vector<int>>& succe
 
 absl::StatusOr<std::unique_ptr<NavigationEnvironment>> NavigationEnvironment::Create(
     const NavigationOptions& options, uint64_t seed) {
-  if (options.rows < 2 || options.cols < 2 || options.rows * options.cols > 400) {
+  if (options.rows < 2 || options.cols < 2 ||
+      static_cast<int64_t>(options.rows) * options.cols > 400) {
     return absl::InvalidArgumentError(
         absl::StrFormat("navigation: rows and cols must be >= 2 with rows * cols <= 400, got "
                         "%d x %d",
                         options.rows, options.cols));
   }
-  if (!(options.prior_lengthscale > 0.0) || !(options.spacing > 0.0) || !(options.relief >= 0.0) ||
+  if (!std::isfinite(options.prior_lengthscale) || !(options.prior_lengthscale > 0.0) ||
+      !std::isfinite(options.spacing) || !(options.spacing > 0.0) ||
+      !std::isfinite(options.relief) || !(options.relief >= 0.0) ||
       !(options.drop_probability >= 0.0) || !(options.drop_probability < 1.0)) {
     return absl::InvalidArgumentError(
-        "navigation: prior_lengthscale and spacing must be > 0, relief >= 0, drop_probability "
-        "in [0, 1)");
+        "navigation: prior_lengthscale and spacing must be finite and > 0, relief finite and "
+        ">= 0, drop_probability in [0, 1)");
   }
   std::unique_ptr<NavigationEnvironment> env(new NavigationEnvironment());
   env->seed_ = seed;

@@ -649,6 +649,13 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       if (p.width() == pb::Policy::STDDEV) {
         return absl::InvalidArgumentError("ROUTE: width is GP_UCB_THEOREM or BAYES_UCB");
       }
+      if (!(std::isfinite(schedule.omega) && schedule.omega > 0.0) ||
+          !(std::isfinite(schedule.xi) && schedule.xi > 0.0)) {
+        return absl::InvalidArgumentError("ROUTE: omega and xi must be finite and > 0");
+      }
+      if (!(std::isfinite(o.exploration) && o.exploration >= 0.0)) {
+        return absl::InvalidArgumentError("ROUTE: exploration must be finite and >= 0");
+      }
       route.schedule = schedule;
       route.exploration = o.exploration;
       route.rectify_with_posterior = p.rectify_with_posterior();

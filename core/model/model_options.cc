@@ -99,15 +99,28 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "got %g",
         o.name, o.baseline_half_life));
   }
-  if ((o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
-       o.exploration_width == ExplorationWidth::kBayesUcb) &&
-      (o.samples_parameters() || o.policy == PolicyKind::kRandom)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "model \"%s\": exploration_width %s needs a policy with a posterior standard deviation; "
-        "%s has none",
-        o.name,
-        o.exploration_width == ExplorationWidth::kGpUcbTheorem ? "GP_UCB_THEOREM" : "BAYES_UCB",
-        PolicyName(o.policy)));
+  if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
+      o.exploration_width == ExplorationWidth::kBayesUcb) {
+    const char* width =
+        o.exploration_width == ExplorationWidth::kGpUcbTheorem ? "GP_UCB_THEOREM" : "BAYES_UCB";
+    if (o.samples_parameters() || o.policy == PolicyKind::kRandom) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": exploration_width %s needs a policy with a posterior standard "
+          "deviation; %s has none",
+          o.name, width, PolicyName(o.policy)));
+    }
+    if (o.thompson()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": exploration_width %s is a UCB index; %s samples (for GP-TS use "
+          "exploration 1 with exploration_width STDDEV)",
+          o.name, width, PolicyName(o.policy)));
+    }
+    if (o.confidence.bound != ConfidenceBound::kTuned) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": exploration_width %s cannot scale confidence_bound %s (the bound "
+          "sets its own width)",
+          o.name, width, ConfidenceBoundName(o.confidence.bound)));
+    }
   }
   {
     const IndexSchedule& s = o.index_schedule;

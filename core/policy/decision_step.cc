@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 namespace graphbandit {
 
 void CandidatePoints(const FeatureScaling& scaling, const double* context,
@@ -91,6 +93,11 @@ absl::Status DecideBySampledParameter(const Scorer& scorer, int32_t user,
 absl::Status DecideSlate(const Scorer& scorer, int32_t user, const Eigen::MatrixXd& points,
                          const DecisionRule& rule, int slate_size, Rng& rng, bool probabilities,
                          ScoredSlate* out) {
+  if (slate_size < 1 || slate_size > points.cols()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("slate_size %d must be between 1 and the number of candidates, %d",
+                        slate_size, points.cols()));
+  }
   scorer.Score(user, points, &out->mean, &out->stddev);
   // The same shift for every candidate: reported with the means, never changes the ranking's
   // meaning (a drifting baseline is arm-independent).

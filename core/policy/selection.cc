@@ -142,8 +142,8 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
     for (Eigen::Index j = 0; j < n; ++j) score(j) = mean(j) + spread(j) * rng.Normal();
   }
   // The super arm: the top slate_size indices (the CGP paper's oracle for an additive slate
-  // value). Scores are finite here (DecideSlate checks the posterior first); should one not be,
-  // the plain ranking still returns a slate.
+  // value). REQUIRES 1 <= slate_size <= candidates (DecideSlate checks it, and that the
+  // posterior is finite); should a score still overflow, the plain ranking returns the slate.
   auto top = TopKOracle(slate_size).Select(score, rng);
   const std::vector<int> order = top.ok() ? *std::move(top) : RankDescending(score, rng);
   std::vector<RankedChoice> slate(slate_size);

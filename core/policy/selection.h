@@ -42,9 +42,12 @@ inline constexpr int kDefaultPropensityDraws = 1000;
 //    mean's squared RKHS norm as a plug-in for the unknown bound B^2. It grows like
 //    sqrt(information gain) as data arrive.
 //  * kGpUcbTheorem: sqrt(beta_t) of the CGP paper's Theorem 3.1 for |A| base arms
-//    (core/policy/combinatorial.h), t = 1 + the rewards learned so far;
-//  * kBayesUcb: Phi^-1(1 - eta_t), so that mean + width * stddev is the posterior's 1 - eta_t
-//    quantile (GP-BayesUCB, CGP §2.4), same t.
+//    (core/policy/combinatorial.h), t = 1 + the rewards learned so far (the paper's t counts
+//    rounds; a slate of k rewards advances this t by k);
+//  * kBayesUcb: Phi^-1(1 - eta_t), so that at exploration 1 mean + width * stddev is the
+//    posterior's 1 - eta_t quantile (GP-BayesUCB, CGP §2.4), same t.
+// Both are UCB indices: ModelOptions validation refuses them for Thompson sampling and with a
+// provable confidence bound.
 enum class ExplorationWidth { kStddev, kAmm, kGpUcbTheorem, kBayesUcb };
 
 inline constexpr double kAmmDelta = 0.01;

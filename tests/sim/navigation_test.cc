@@ -64,7 +64,7 @@ TEST(NavigationTest, NetworkIsConsistentAndTheTruthIsSeeded) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const NavigationEnvironment& env = **a;
   const int n = env.segments();
-  EXPECT_GT(n, 2 * 40);  // 49 streets on a 5 x 6 grid, 10% dropped at most
+  EXPECT_GT(n, 2 * 40);  // 49 streets on a 5 x 6 grid, each dropped with probability 0.1
   EXPECT_EQ(env.prior_covariance().rows(), n);
   EXPECT_EQ((*b)->true_energy(), env.true_energy());  // same seed, same truth
   EXPECT_NE((*c)->true_energy(), env.true_energy());  // another seed, another draw

@@ -470,9 +470,18 @@ TEST(EngineTest, CombinatorialIndexWidthsAndPriorMean) {
   linear.policy = PolicyKind::kLinUcbPerUser;
   linear.prior_mean = 1.0;
   EXPECT_THAT(std::string(refused(linear).message()), HasSubstr("prior_mean is a kernel"));
+  ModelOptions thompson;
+  thompson.policy = PolicyKind::kEkTs;
+  thompson.exploration_width = ExplorationWidth::kGpUcbTheorem;
+  EXPECT_THAT(std::string(refused(thompson).message()),
+              HasSubstr("GP_UCB_THEOREM is a UCB index; EK_TS samples"));
   ModelOptions bounded;
   bounded.policy = PolicyKind::kGpUcb;
   bounded.confidence.bound = ConfidenceBound::kAmm;
+  bounded.exploration_width = ExplorationWidth::kBayesUcb;
+  EXPECT_THAT(std::string(refused(bounded).message()),
+              HasSubstr("BAYES_UCB cannot scale confidence_bound AMM"));
+  bounded.exploration_width = ExplorationWidth::kStddev;
   bounded.prior_mean = 1.0;
   EXPECT_THAT(std::string(refused(bounded).message()),
               HasSubstr("prior_mean cannot be combined with confidence_bound AMM"));
