@@ -120,7 +120,6 @@ absl::StatusOr<std::unique_ptr<NavigationEnvironment>> NavigationEnvironment::Cr
   env->seed_ = seed;
   Rng rng = StreamRng(options.network_seed, kNetworkStream);
   const int rows = options.rows, cols = options.cols, nodes = rows * cols;
-  env->junctions_ = nodes;
   // Junctions and terrain.
   Eigen::MatrixXd position(nodes, 2);
   for (int r = 0; r < rows; ++r) {
@@ -194,7 +193,6 @@ absl::StatusOr<std::unique_ptr<NavigationEnvironment>> NavigationEnvironment::Cr
       if (segment[next].second != segment[e].first) env->successors_[e].push_back(next);
     }
     if (env->successors_[e].empty()) env->successors_[e] = leaving[segment[e].second];  // dead end
-    env->turns_ += static_cast<int>(env->successors_[e].size());
   }
   env->source_ = leaving[0].front();
   env->goal_ = -1;

@@ -93,8 +93,6 @@ class NavigationEnvironment final : public SimEnvironment {
   Round MakeRound(uint64_t) const override { return Round{}; }
 
   int segments() const { return static_cast<int>(successors_.size()); }
-  int turns() const { return turns_; }
-  int junctions() const { return junctions_; }
   const std::vector<std::vector<int>>& successors() const { return successors_; }
   int source() const { return source_; }
   int goal() const { return goal_; }
@@ -114,7 +112,6 @@ class NavigationEnvironment final : public SimEnvironment {
 
   std::vector<Edge> no_edges_;
   std::vector<std::vector<int>> successors_;
-  int turns_ = 0, junctions_ = 0;
   int source_ = 0, goal_ = 0;
   Eigen::MatrixXd contexts_;
   Eigen::VectorXd prior_mean_;
