@@ -1,5 +1,5 @@
 # graphbandit container image: graphbandit-server with graphbandit-cli (also the health check)
-# and graphbandit-loadtest, on Debian 12.
+# graphbandit-loadtest and graphbandit-loadgen, on Debian 12.
 #
 #   podman build -t graphbandit .            (or docker build; see deploy/compose/README.md)
 #   podman run -d -p 50051:50051 -p 9464:9464 -v graphbandit-state:/var/lib/graphbandit graphbandit
@@ -8,6 +8,12 @@
 #   BASE_IMAGE  Debian 12 image both stages start from (default debian:bookworm-slim; with no
 #               registry at hand, make one with debootstrap: tools/container_test.sh does).
 #   RUN_TESTS   1 (default) runs the unit tests (ctest -L unit) in the build stage; 0 skips them.
+#   GRAPHBANDIT_ARCH  the CPU the programs are built for (CMakeLists.txt): x86-64-v3 (default:
+#               AVX2 and FMA, any x86-64 CPU from about 2015 on, which is what the scoring
+#               products need to run near the machine's rate), native (the build host's CPU:
+#               fastest, but only for hosts with the same CPU features) or portable (any
+#               x86-64, SSE2 only, about half as fast). The server refuses to start on a CPU
+#               that lacks what its build assumes, and says so.
 # Arguments after the image name are appended to the server's flags (later flags win), e.g.
 #   ... graphbandit --graph=/var/lib/graphbandit/friends.txt --shutdown_grace_seconds=20
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -20,9 +26,12 @@ WORKDIR /src
 COPY tools/dev.sh tools/dev.sh
 RUN tools/dev.sh deps && rm -rf /var/lib/apt/lists/*
 COPY . .
+ARG GRAPHBANDIT_ARCH=x86-64-v3
 # The same configure-and-build recipe as `tools/dev.sh build`; the ThreadSanitizer copy of the
 # core is only for the tsan test label, which the image does not run.
-RUN GRAPHBANDIT_BUILD_DIR=/build GRAPHBANDIT_CMAKE_ARGS=-DGRAPHBANDIT_TSAN_TEST=OFF tools/dev.sh build
+RUN GRAPHBANDIT_BUILD_DIR=/build \
+    GRAPHBANDIT_CMAKE_ARGS="-DGRAPHBANDIT_TSAN_TEST=OFF -DGRAPHBANDIT_ARCH=${GRAPHBANDIT_ARCH}" \
+    tools/dev.sh build
 ARG RUN_TESTS=1
 RUN if [ "$RUN_TESTS" != 0 ]; then \
       ctest --test-dir /build -L unit --output-on-failure -j "$(nproc)" --timeout 900; \
@@ -30,7 +39,8 @@ RUN if [ "$RUN_TESTS" != 0 ]; then \
 # Stripped programs, and the Debian packages that hold the shared libraries they load (the
 # runtime stage installs exactly those, so the list follows the code).
 RUN set -e; mkdir -p /out/bin; \
-    for program in server/graphbandit-server client/graphbandit-cli client/graphbandit-loadtest; do \
+    for program in server/graphbandit-server client/graphbandit-cli client/graphbandit-loadtest \
+                   client/graphbandit-loadgen; do \
       strip --strip-unneeded -o "/out/bin/${program#*/}" "/build/$program"; \
     done; \
     ldd /out/bin/* | awk '/=> \//{print $3}' | sort -u > /tmp/libs; \
