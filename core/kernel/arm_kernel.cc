@@ -63,19 +63,54 @@ void ArmKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   if (offset_ != 0.0) out->array() += offset_;
 }
 
+void ArmKernel::DiagonalInto(const Eigen::Ref<const Eigen::MatrixXd>& points,
+                             Eigen::Ref<Eigen::VectorXd> out) const {
+  if (type_ == KernelType::kLinear || linear_ != 0.0) {
+    const double scale = type_ == KernelType::kLinear ? variance_ + linear_ : linear_;
+    const double constant = type_ == KernelType::kLinear ? offset_ : variance_ + offset_;
+    out = (scale * points.colwise().squaredNorm().transpose()).array() + constant;
+    return;
+  }
+  out.setConstant(variance_ + offset_);
+}
+
+void ArmKernel::CrossInto(const Eigen::Ref<const Eigen::MatrixXd>& a,
+                          const Eigen::Ref<const Eigen::VectorXd>& a_squared_norms,
+                          const Eigen::Ref<const Eigen::MatrixXd>& b,
+                          Eigen::Ref<Eigen::MatrixXd> out) const {
+  if (a.cols() == 0 || b.cols() == 0) return;
+  out.noalias() = a.transpose() * b;
+  if (type_ == KernelType::kLinear) {
+    out *= variance_ + linear_;
+    if (offset_ != 0.0) out.array() += offset_;
+    return;
+  }
+  // |a - b|^2 = |a|^2 + |b|^2 - 2 a.b, clamped at zero, column by column (no temporaries).
+  for (Eigen::Index j = 0; j < b.cols(); ++j) {
+    const double nb = b.col(j).squaredNorm();
+    out.col(j) = ((-2.0 * out.col(j).array() + a_squared_norms.array()) + nb).cwiseMax(0.0);
+  }
+  ProfileInPlace(out);
+  // The linear part again from the inputs (Cross keeps a copy of the inner products instead).
+  if (linear_ != 0.0) out.noalias() += linear_ * (a.transpose() * b);
+  if (offset_ != 0.0) out.array() += offset_;
+}
+
 void ArmKernel::ProfileInPlace(Eigen::Ref<Eigen::MatrixXd> sq) const {
   switch (type_) {
     case KernelType::kRbf:
       sq = variance_ * (-0.5 * sq.array()).exp();
       return;
     case KernelType::kMatern32: {
-      const Eigen::ArrayXXd r = std::sqrt(3.0) * sq.array().sqrt();
-      sq = variance_ * (1.0 + r) * (-r).exp();
+      // Coefficient-wise in place (r is recomputed rather than held in a temporary).
+      const double s3 = std::sqrt(3.0);
+      sq.array() = variance_ * (1.0 + s3 * sq.array().sqrt()) * (-s3 * sq.array().sqrt()).exp();
       return;
     }
     case KernelType::kMatern52: {
-      const Eigen::ArrayXXd r = std::sqrt(5.0) * sq.array().sqrt();
-      sq = variance_ * (1.0 + r + r.square() / 3.0) * (-r).exp();
+      const double s5 = std::sqrt(5.0);
+      sq.array() = variance_ * (1.0 + s5 * sq.array().sqrt() + (5.0 / 3.0) * sq.array()) *
+                   (-s5 * sq.array().sqrt()).exp();
       return;
     }
     case KernelType::kLinear:

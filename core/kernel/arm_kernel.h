@@ -40,10 +40,18 @@ class ArmKernel {
   double Diagonal(const Eigen::Ref<const Eigen::VectorXd>& a) const;
   // Diagonal of every column.
   Eigen::VectorXd Diagonal(const Eigen::Ref<const Eigen::MatrixXd>& points) const;
+  // The same into `out` (points.cols() values), allocating nothing.
+  void DiagonalInto(const Eigen::Ref<const Eigen::MatrixXd>& points,
+                    Eigen::Ref<Eigen::VectorXd> out) const;
 
   // out(i, j) = k(a.col(i), b.col(j)), computed through one matrix product.
   void Cross(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b,
              Eigen::MatrixXd* out) const;
+  // The same into `out` (a.cols() x b.cols(), already sized), with |a_i|^2 given: the scoring
+  // path's form, which allocates nothing (the decisions' hot path, core/linalg/variance_form.h).
+  void CrossInto(const Eigen::Ref<const Eigen::MatrixXd>& a,
+                 const Eigen::Ref<const Eigen::VectorXd>& a_squared_norms,
+                 const Eigen::Ref<const Eigen::MatrixXd>& b, Eigen::Ref<Eigen::MatrixXd> out) const;
 
  private:
   // Applies the stationary profile to squared distances, in place.

@@ -27,10 +27,32 @@ void MultiUserKernel::CrossForUser(const Eigen::Ref<const Eigen::MatrixXd>& x,
   *out = factors.asDiagonal() * (*out);
 }
 
+void MultiUserKernel::CrossForUserInto(const Eigen::Ref<const Eigen::MatrixXd>& x,
+                                       const Eigen::Ref<const Eigen::VectorXd>& x_squared_norms,
+                                       const std::vector<int32_t>& users, int32_t user,
+                                       const Eigen::Ref<const Eigen::MatrixXd>& q,
+                                       Eigen::Ref<Eigen::MatrixXd> out,
+                                       Eigen::Ref<Eigen::VectorXd> factors) const {
+  arm_.CrossInto(x, x_squared_norms, q, out);
+  if (out.size() == 0) return;
+  const UserKernel::Column column = users_->ColumnOf(user);
+  const bool own = eta_ > 0.0 && user != kUnknownUser;
+  for (size_t i = 0; i < users.size(); ++i) {
+    factors(i) = column.At(users[i]) + ((own && users[i] == user) ? eta_ : 0.0);
+  }
+  out.array().colwise() *= factors.array();
+}
+
 Eigen::VectorXd MultiUserKernel::Diagonal(int32_t user,
                                           const Eigen::Ref<const Eigen::MatrixXd>& q) const {
   // A user's own part counts even before it has data (the unknown user included).
   return (users_->ColumnOf(user).Diagonal() + eta_) * arm_.Diagonal(q);
+}
+
+void MultiUserKernel::DiagonalInto(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,
+                                   Eigen::Ref<Eigen::VectorXd> out) const {
+  arm_.DiagonalInto(q, out);
+  out *= users_->ColumnOf(user).Diagonal() + eta_;
 }
 
 void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,

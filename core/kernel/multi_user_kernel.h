@@ -36,8 +36,18 @@ class MultiUserKernel {
                     int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,
                     Eigen::MatrixXd* out) const;
 
+  // The same into `out` (x.cols() x q.cols(), already sized), with |x_i|^2 given and
+  // `factors` (x.cols()) as workspace for the user factors: allocates nothing.
+  void CrossForUserInto(const Eigen::Ref<const Eigen::MatrixXd>& x,
+                        const Eigen::Ref<const Eigen::VectorXd>& x_squared_norms,
+                        const std::vector<int32_t>& users, int32_t user,
+                        const Eigen::Ref<const Eigen::MatrixXd>& q, Eigen::Ref<Eigen::MatrixXd> out,
+                        Eigen::Ref<Eigen::VectorXd> factors) const;
+
   // K((q_j, user), (q_j, user)) for every column j.
   Eigen::VectorXd Diagonal(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q) const;
+  void DiagonalInto(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,
+                    Eigen::Ref<Eigen::VectorXd> out) const;
 
   // out(i, j) = K((a_i, users_a[i]), (b_j, users_b[j])), for columns [b_begin, b_begin + b_count)
   // of b. Fetches one Green's-function column per distinct user of `a`.

@@ -7,39 +7,41 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/linalg/nystrom_math.h"
+#include "core/linalg/variance_form.h"
 #include "core/storage/state_coding.h"
 
 namespace graphbandit {
 
+// The points the regression covers and their squared norms (for the kernel's distances).
 struct NystromPosterior::Basis {
   Eigen::MatrixXd x;
+  Eigen::VectorXd squared_norms;
   std::vector<int32_t> users;
-  Eigen::MatrixXd chol_zz;
 };
 
+// What a published state scores with: everything shared with the learner, nothing m x m copied
+// (core/linalg/variance_form.h).
 class NystromPosterior::FrozenScorer final : public Scorer {
  public:
-  FrozenScorer(MultiUserKernel kernel, double ridge, double prior_mean,
-               std::shared_ptr<const Basis> basis, Eigen::MatrixXd chol_m, Eigen::VectorXd weights)
+  FrozenScorer(MultiUserKernel kernel, double prior_mean, std::shared_ptr<const Basis> basis,
+               VarianceForm::Snapshot form, Eigen::VectorXd weights)
       : kernel_(std::move(kernel)),
-        ridge_(ridge),
         prior_mean_(prior_mean),
         basis_(std::move(basis)),
-        chol_m_(std::move(chol_m)),
+        form_(std::move(form)),
         weights_(std::move(weights)) {}
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override {
-    ScoreNystrom(kernel_, ridge_, basis_->x, basis_->users, chol_m_, basis_->chol_zz, weights_,
-                 user, points, mean, stddev, prior_mean_);
+    ScoreWithVarianceForm(kernel_, basis_->x, basis_->squared_norms, basis_->users, form_, weights_,
+                          prior_mean_, user, points, mean, stddev);
   }
 
  private:
   MultiUserKernel kernel_;
-  double ridge_;
   double prior_mean_;
   std::shared_ptr<const Basis> basis_;
-  Eigen::MatrixXd chol_m_;
+  VarianceForm::Snapshot form_;
   Eigen::VectorXd weights_;
 };
 
@@ -56,8 +58,19 @@ NystromPosterior::NystromPosterior(int dim, const ArmKernel& arm,
 void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                              Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const {
   const std::shared_ptr<const Basis> basis = BasisSnapshot();
-  ScoreNystrom(kernel_, options_.ridge, basis->x, basis->users, chol_m_.matrix(), basis->chol_zz,
-               Weights(), user, points, mean, stddev, options_.prior_mean);
+  ScoreWithVarianceForm(kernel_, basis->x, basis->squared_norms, basis->users, form_.snapshot(),
+                        Weights(), options_.prior_mean, user, points, mean, stddev);
+}
+
+void NystromPosterior::RebuildForm() {
+  const int mr = regression_size();
+  form_.Rebuild(chol_zz_.matrix().topLeftCorner(mr, mr), chol_m_.matrix(), options_.ridge);
+}
+
+bool NystromPosterior::TrackRankOne(const Eigen::Ref<const Eigen::VectorXd>& v, double sign) {
+  if (form_.size() == 0) return true;
+  const Eigen::VectorXd x = chol_m_.Solve(v);
+  return form_.RankOne(x, v.dot(x), options_.ridge, sign);
 }
 
 const Eigen::VectorXd& NystromPosterior::Weights() const {
@@ -116,6 +129,7 @@ int NystromPosterior::FindDuplicate(int32_t user,
 absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
+  frozen_.reset();
   double k_ss = 0.0;
   const Eigen::VectorXd kz = DictionaryColumn(user, point, &k_ss);  // every dictionary point
   const int m = static_cast<int>(dictionary_size());
@@ -135,7 +149,9 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
   force_accept_ = false;
 
   // Learn on the current dictionary (step 6): M += kz kz^T, Gamma += (y - m0) kz.
+  bool form_current = true;
   if (mr > 0) {
+    form_current = TrackRankOne(kz.head(mr), 1.0);
     chol_m_.RankOneUpdate(kz.head(mr));
     gamma_ += (reward - options_.prior_mean) * kz.head(mr);
   }
@@ -147,6 +163,7 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
       double unused = 0.0;
       const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
       gamma_ -= (evicted.reward - options_.prior_mean) * old;
+      form_current = TrackRankOne(old, -1.0) && form_current;
       if (!chol_m_.RankOneDowndate(old).ok()) {
         ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
         Eigen::MatrixXd kzz;
@@ -156,6 +173,8 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
     }
   }
   weights_dirty_ = true;
+  // RefactorFromHistory above rebuilt the form already when it ran.
+  if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
 
   if (!accept) return absl::OkStatus();
   ++stats_.kors_accepted;
@@ -216,6 +235,7 @@ absl::Status NystromPosterior::AdmitPending(const Eigen::VectorXd& z, int32_t z_
 }
 
 absl::Status NystromPosterior::FlushPendingDictionary() {
+  frozen_.reset();
   const int mr = regression_size();
   const int m = static_cast<int>(dictionary_size());
   const int k = m - mr;
@@ -256,6 +276,8 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
   gamma_.tail(k) = gamma_new;
   weights_dirty_ = true;
   basis_snapshot_.reset();
+  frozen_.reset();
+  RebuildForm();  // M and the covered block of K_ZZ grew
   return absl::OkStatus();
 }
 
@@ -274,7 +296,9 @@ void NystromPosterior::RebuildHashIndex() {
 
 absl::Status NystromPosterior::Readmit(bool thin, double guard) {
   basis_snapshot_.reset();
+  frozen_.reset();
   weights_dirty_ = true;
+  form_.Clear();  // rebuilt with M below
   const int m = static_cast<int>(dictionary_size());
   if (m == 0) return absl::OkStatus();
 
@@ -386,8 +410,10 @@ absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
   weights_dirty_ = true;
   absl::Status status = chol_m_.Reset(m_matrix);  // reads the lower triangle
   if (!status.ok()) {
+    form_.Clear();
     return absl::InternalError(absl::StrCat("rebuilding the Nystrom factor: ", status.message()));
   }
+  RebuildForm();
   Eigen::MatrixXd kors = kzz;
   kors.diagonal().array() +=
       options_.kors_mu / Eigen::Map<const Eigen::ArrayXd>(basis_weights_.data(), m);
@@ -400,17 +426,20 @@ std::shared_ptr<const NystromPosterior::Basis> NystromPosterior::BasisSnapshot()
     const int mr = regression_size();
     auto basis = std::make_shared<Basis>();
     basis->x = basis_x_.view().leftCols(mr);
+    basis->squared_norms = basis->x.colwise().squaredNorm().transpose();
     basis->users.assign(basis_users_.begin(), basis_users_.begin() + mr);
-    basis->chol_zz = chol_zz_.matrix().topLeftCorner(mr, mr);
     basis_snapshot_ = std::move(basis);
   }
   return basis_snapshot_;
 }
 
 std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
-  return std::make_shared<FrozenScorer>(kernel_, options_.ridge, options_.prior_mean,
-                                        BasisSnapshot(), Eigen::MatrixXd(chol_m_.matrix()),
-                                        Weights());
+  // Shared until the learner changes: a publish without learning reuses it.
+  if (frozen_ == nullptr) {
+    frozen_ = std::make_shared<FrozenScorer>(kernel_, options_.prior_mean, BasisSnapshot(),
+                                             form_.snapshot(), Weights());
+  }
+  return frozen_;
 }
 
 // Payload, version 2: rng, u8 force_accept, counts kors_accepted merged_duplicates
@@ -420,7 +449,8 @@ std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
 // gamma, bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
 // snapshot shared with frozen scorers.
 namespace {
-constexpr uint8_t kNystromStateVersion = 2;  // 1: without the thinned and refits counts
+// 1: without the thinned and refits counts; 2: without the variance form (rebuilt on load).
+constexpr uint8_t kNystromStateVersion = 3;
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
@@ -440,6 +470,7 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   PutCholesky(&s, chol_zz_);
   PutCholesky(&s, chol_kors_);
   PutVector(&s, gamma_);
+  form_.Save(&s);
   PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
 }
 
@@ -502,6 +533,8 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   }
   Eigen::VectorXd gamma;
   if (!GetVector(&d, &gamma) || gamma.size() != chol_m.size()) return malformed("Gamma");
+  VarianceForm form;
+  if (version >= 3 && !form.Load(&d, chol_m.size())) return malformed("variance form");
   if (!d.done()) return malformed("trailing bytes");
 
   rng_.set_state(rng_state);
@@ -519,6 +552,9 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   weights_.resize(0);
   weights_dirty_ = true;
   basis_snapshot_.reset();
+  frozen_.reset();
+  form_ = std::move(form);
+  if (version < 3) RebuildForm();
   return absl::OkStatus();
 }
 

@@ -12,8 +12,10 @@
 // which is lambda times EK's sigma~^2, i.e. the GP-posterior variance with noise variance
 // lambda; with Z = S it equals the exact GP posterior. Instead of EK's explicit inverses we keep
 // Cholesky factors of M, K_ZZ and the KORS matrix K_ZZ + mu W^-1, updated in O(m^2) per reward
-// (rank-one update of M) and bordered when Z grows. Both variance terms are then sums of
-// squares, so round-off cannot make them negative.
+// (rank-one update of M) and bordered when Z grows. The factors are the learned state; scoring
+// reads a form derived from them, the variance as k_ss - kz^T (K_ZZ^-1 - lambda M^-1) kz kept
+// current in O(m^2) per reward, so that a decision is one dense matrix product and a publish
+// copies no m x m matrix (core/linalg/variance_form.h).
 //
 // KORS (EK eq. 41, the paper's formula, not the reference code's): an observed point joins Z
 // with probability p = min(1, gamma * tau), tau = (1+eps)(k_ss - u)/(k_ss - u + mu),
@@ -44,6 +46,7 @@
 #include "core/learner/posterior.h"
 #include "core/linalg/cholesky_factor.h"
 #include "core/linalg/growable_columns.h"
+#include "core/linalg/variance_form.h"
 
 namespace graphbandit {
 
@@ -169,6 +172,10 @@ class NystromPosterior final : public Learner {
   uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   const Eigen::VectorXd& Weights() const;  // M^-1 Gamma, cached
   std::shared_ptr<const Basis> BasisSnapshot() const;
+  // The scoring form (core/linalg/variance_form.h): formed again from the factors, or told of
+  // M <- M + sign v v^T before the factor changes (false: it must be formed again).
+  void RebuildForm();
+  bool TrackRankOne(const Eigen::Ref<const Eigen::VectorXd>& v, double sign);
 
   int dim_;
   MultiUserKernel kernel_;
@@ -192,6 +199,8 @@ class NystromPosterior final : public Learner {
   mutable Eigen::VectorXd weights_;
   mutable bool weights_dirty_ = true;
   mutable std::shared_ptr<const Basis> basis_snapshot_;
+  VarianceForm form_;  // B = K_ZZ^-1 - lambda M^-1 over the regression's points
+  mutable std::shared_ptr<const Scorer> frozen_;  // Freeze()'s result until the state changes
 };
 
 }  // namespace graphbandit

@@ -92,6 +92,7 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
     double weight;  // 0: there was no edge
   };
   std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
+  if (!std::holds_alternative<DecideOp>(op)) ++learner_changes_;
   if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
     if (learner_ != nullptr) {
       if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
@@ -244,6 +245,7 @@ absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values,
     return absl::FailedPreconditionError(absl::StrFormat(
         "model \"%s\": hyper-parameters for a model whose policy has none to fit", options_.name));
   }
+  ++learner_changes_;
   // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
   storage::Encoder backup;
   learner_->SaveState(&backup);
@@ -315,7 +317,11 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   auto view = std::make_shared<ModelView>();
   view->version = version;
   if (learner_ != nullptr) {
-    view->scorer = learner_->Freeze();
+    if (published_scorer_ == nullptr || published_changes_ != learner_changes_) {
+      published_scorer_ = learner_->Freeze();
+      published_changes_ = learner_changes_;
+    }
+    view->scorer = published_scorer_;
     view->scaling = scaling_;
     view->context_dim = scaling_.context_dim;
     view->arm_dim = scaling_.arm_dim;
@@ -400,6 +406,7 @@ std::string LearnedState::Save(uint64_t seq) const {
 
 absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
   storage::Decoder& in = *in_ptr;
+  ++learner_changes_;
   const auto bad = MalformedSnapshot;
   uint8_t version = 0, has_learner = 0;
   uint64_t seq = 0, context_dim = 0, arm_dim = 0, learned = 0, users = 0, edges = 0;

@@ -109,6 +109,12 @@ class LearnedState {
   UserGraph graph_;
   std::shared_ptr<const UserKernel> user_kernel_;
   std::unique_ptr<Learner> learner_;
+  // The scorer the last view published, and the count of learner-changing operations it
+  // reflects: a batch of decisions only (which teach the learner nothing) publishes the same
+  // scorer again instead of freezing a copy of the learner.
+  uint64_t learner_changes_ = 0;
+  mutable std::shared_ptr<const Scorer> published_scorer_;
+  mutable uint64_t published_changes_ = 0;
   FeatureScaling scaling_;
   int64_t rewards_learned_ = 0;
   int64_t components_ = 0;

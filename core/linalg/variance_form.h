@@ -1,0 +1,105 @@
+// The Nystrom posterior's scoring as one dense product per request (the decisions' hot path).
+//
+// With the notation of nystrom_math.h, the variance at s is
+//   lambda kz^T M^-1 kz + k_ss - kz^T K_ZZ^-1 kz  =  k_ss - kz^T B kz,   B = K_ZZ^-1 - lambda M^-1,
+// so a request for C points needs kz (m x C, the kernel), B kz (one m x m by m x C product, which
+// runs at the machine's matrix-product rate, unlike the two triangular solves it replaces) and
+// column dot products. B is positive semi-definite (M >= lambda K_ZZ), and the variance is
+// clamped at zero against round-off.
+//
+// The writer keeps B current without forming it again after every reward:
+//  * B = B0 + sum_i s_i u_i u_i^T, where B0 (m x m) is immutable and shared by every published
+//    scorer, and the u_i (at most fold_rank() of them) are appended in place to a column buffer
+//    that published scorers share too (each reads only the columns that existed when it was
+//    published, which the writer never changes). Publishing therefore copies no m x m matrix.
+//  * A rank-one change M +- v v^T (a reward learned, an observation forgotten) changes
+//    lambda M^-1 by -+ lambda x x^T / (1 +- v^T x), x = M^-1 v (Sherman-Morrison), i.e. adds
+//    u u^T with u = sqrt(lambda / (1 +- v^T x)) x and sign +-1 to B. x comes from the exact
+//    Cholesky factor, so errors do not compound from one update to the next.
+//  * When the buffer is full, B0 + U S U^T becomes the next B0 (O(m^2 r), once per r updates).
+//  * Every kExactEvery-th update, and whenever M or K_ZZ change otherwise (dictionary growth, a
+//    refit, a graph edit, a fallback refactor), B0 is formed again from the two factors
+//    (O(m^3)), and the corrections are dropped.
+// The schedule depends only on the sequence of updates, and snapshots store B0 and the
+// corrections, so a restored learner scores bit-identically to the one that saved it.
+#ifndef GRAPHBANDIT_CORE_LINALG_VARIANCE_FORM_H_
+#define GRAPHBANDIT_CORE_LINALG_VARIANCE_FORM_H_
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/kernel/multi_user_kernel.h"
+#include "core/storage/coding.h"
+
+namespace graphbandit {
+
+class VarianceForm {
+ public:
+  // Low-rank terms s_i u_i u_i^T: columns of `u` (m x fold rank) with signs.
+  struct Corrections {
+    Eigen::MatrixXd u;
+    Eigen::VectorXd sign;
+  };
+  // What a published scorer holds: shared, never modified for the columns [0, rank).
+  struct Snapshot {
+    std::shared_ptr<const Eigen::MatrixXd> base;  // B0, full symmetric; null: no regression
+    std::shared_ptr<const Corrections> corrections;
+    int rank = 0;
+    int size() const { return base == nullptr ? 0 : static_cast<int>(base->rows()); }
+  };
+
+  // Exact B0 = K_ZZ^-1 - lambda M^-1 from the lower Cholesky factors of K_ZZ and M (same size,
+  // possibly 0), dropping every correction.
+  void Rebuild(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
+               const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge);
+  void Clear();
+
+  // Records M <- M + sign v v^T, given x = M^-1 v and v^T x from the factor before the change.
+  // Returns false when 1 + sign v^T x is not positive (a downdate that round-off made
+  // infeasible): the caller must Rebuild from its factors.
+  bool RankOne(const Eigen::Ref<const Eigen::VectorXd>& x, double v_dot_x, double ridge,
+               double sign);
+  // Whether enough updates accumulated since the last exact rebuild that the owner should
+  // rebuild now (every kExactEvery updates or 8 m, whichever is more).
+  bool ExactDue() const;
+
+  Snapshot snapshot() const { return {base_, corrections_, rank_}; }
+  int size() const { return base_ == nullptr ? 0 : static_cast<int>(base_->rows()); }
+  int rank() const { return rank_; }
+  int fold_rank() const;
+
+  // Exact serialisation (core/storage/state_coding.h conventions).
+  void Save(storage::Encoder* out) const;
+  // Reads what Save wrote; `size` is the regression size the owner restored. False when
+  // malformed (the form is then unchanged).
+  bool Load(storage::Decoder* in, int size);
+
+  static constexpr int64_t kExactEvery = 1024;
+
+ private:
+  void Fold();
+
+  std::shared_ptr<const Eigen::MatrixXd> base_;
+  std::shared_ptr<Corrections> corrections_;
+  int rank_ = 0;
+  int64_t updates_since_exact_ = 0;
+};
+
+// Mean and standard deviation at `points` (all for `user`) through the form: the basis points
+// (d x m), their squared norms, their users, the weights M^-1 Gamma and the prior mean. Uses a
+// per-thread workspace that grows to the largest request seen and is then reused: no allocation
+// but for `mean` and `stddev` when their size changes.
+void ScoreWithVarianceForm(const MultiUserKernel& kernel,
+                           const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
+                           const Eigen::Ref<const Eigen::VectorXd>& basis_squared_norms,
+                           const std::vector<int32_t>& basis_users,
+                           const VarianceForm::Snapshot& form, const Eigen::VectorXd& weights,
+                           double prior_mean, int32_t user,
+                           const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
+                           Eigen::VectorXd* stddev);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_LINALG_VARIANCE_FORM_H_

@@ -1,0 +1,235 @@
+// The scoring form B = K_ZZ^-1 - lambda M^-1 (core/linalg/variance_form.h) against fresh dense
+// inverses after long sequences of rank-one updates and downdates, its copy-on-write sharing
+// with published scorers, its serialisation, and the Nystrom learner scored through it against
+// the projected regression computed directly from the observations.
+#include "core/linalg/variance_form.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/graph/green_function.h"
+#include "core/learner/nystrom_posterior.h"
+#include "tests/test_util.h"
+
+namespace graphbandit {
+namespace {
+
+using testing::RandomMatrix;
+using testing::RandomSpd;
+using testing::RelativeError;
+
+// B from a snapshot, materialised: B0 + U S U^T over the snapshot's columns.
+Eigen::MatrixXd Materialise(const VarianceForm::Snapshot& s) {
+  Eigen::MatrixXd b = *s.base;
+  if (s.rank > 0) {
+    const auto u = s.corrections->u.leftCols(s.rank);
+    b += u * s.corrections->sign.head(s.rank).asDiagonal() * u.transpose();
+  }
+  return b;
+}
+
+Eigen::MatrixXd Lower(const Eigen::MatrixXd& spd) { return spd.llt().matrixL(); }
+
+TEST(VarianceFormTest, UpdatesAndDowndatesMatchAFreshInverse) {
+  Rng rng(21);
+  const int m = 12;
+  const double ridge = 0.3;
+  const Eigen::MatrixXd kzz = RandomSpd(m, rng, 50.0);
+  Eigen::MatrixXd mm = ridge * kzz + RandomSpd(m, rng, 10.0);
+  VarianceForm form;
+  form.Rebuild(Lower(kzz), Lower(mm), ridge);
+  std::vector<Eigen::VectorXd> added;
+  int folds_seen = 0;
+  for (int step = 0; step < 300; ++step) {
+    // Every fourth step removes an earlier update (M stays positive definite).
+    const bool downdate = step % 4 == 3 && !added.empty();
+    Eigen::VectorXd v;
+    if (downdate) {
+      v = added.back();
+      added.pop_back();
+    } else {
+      v = RandomMatrix(m, 1, rng).col(0) * 0.5;
+      added.push_back(v);
+    }
+    const double sign = downdate ? -1.0 : 1.0;
+    const Eigen::VectorXd x = mm.llt().solve(v);
+    const int rank_before = form.rank();
+    ASSERT_TRUE(form.RankOne(x, v.dot(x), ridge, sign));
+    if (form.rank() <= rank_before) ++folds_seen;
+    mm += sign * v * v.transpose();
+    const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
+    ASSERT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9) << "step " << step;
+  }
+  EXPECT_GT(folds_seen, 10);  // the buffer filled and was folded into B0 many times
+  // A rebuild from the factors gives the same matrix.
+  VarianceForm fresh;
+  fresh.Rebuild(Lower(kzz), Lower(mm), ridge);
+  EXPECT_LT(RelativeError(Materialise(fresh.snapshot()), Materialise(form.snapshot())), 1e-9);
+}
+
+TEST(VarianceFormTest, PublishedSnapshotsNeverChange) {
+  Rng rng(5);
+  const int m = 20;
+  const double ridge = 0.1;
+  const Eigen::MatrixXd kzz = RandomSpd(m, rng, 20.0);
+  Eigen::MatrixXd mm = ridge * kzz + RandomSpd(m, rng, 10.0);
+  VarianceForm form;
+  form.Rebuild(Lower(kzz), Lower(mm), ridge);
+  std::vector<VarianceForm::Snapshot> published;
+  std::vector<Eigen::MatrixXd> seen;
+  for (int step = 0; step < 40; ++step) {
+    const Eigen::VectorXd v = RandomMatrix(m, 1, rng).col(0);
+    const Eigen::VectorXd x = mm.llt().solve(v);
+    ASSERT_TRUE(form.RankOne(x, v.dot(x), ridge, 1.0));
+    mm += v * v.transpose();
+    published.push_back(form.snapshot());
+    seen.push_back(Materialise(published.back()));
+  }
+  // Later updates appended to shared buffers and folded them: earlier snapshots read the same.
+  for (size_t i = 0; i < published.size(); ++i) {
+    EXPECT_EQ(Materialise(published[i]), seen[i]) << "snapshot " << i;
+  }
+}
+
+TEST(VarianceFormTest, SaveAndLoadRoundTripAndRejectDamage) {
+  Rng rng(8);
+  const int m = 9;
+  const Eigen::MatrixXd kzz = RandomSpd(m, rng, 20.0);
+  Eigen::MatrixXd mm = 0.2 * kzz + RandomSpd(m, rng, 10.0);
+  VarianceForm form;
+  form.Rebuild(Lower(kzz), Lower(mm), 0.2);
+  for (int step = 0; step < 6; ++step) {
+    const Eigen::VectorXd v = RandomMatrix(m, 1, rng).col(0);
+    const Eigen::VectorXd x = mm.llt().solve(v);
+    ASSERT_TRUE(form.RankOne(x, v.dot(x), 0.2, 1.0));
+    mm += v * v.transpose();
+  }
+  storage::Encoder out;
+  form.Save(&out);
+  const std::string bytes = out.Release();
+  VarianceForm loaded;
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(loaded.Load(&in, m));
+  EXPECT_TRUE(in.done());
+  EXPECT_EQ(loaded.rank(), form.rank());
+  EXPECT_EQ(Materialise(loaded.snapshot()), Materialise(form.snapshot()));
+  // The wrong size, and a truncated record, are refused.
+  storage::Decoder wrong(bytes);
+  EXPECT_FALSE(VarianceForm().Load(&wrong, m + 1));
+  storage::Decoder cut(absl::string_view(bytes).substr(0, bytes.size() - 9));
+  EXPECT_FALSE(VarianceForm().Load(&cut, m));
+}
+
+// The projected regression of nystrom_math.h, computed directly from the observations in the
+// window: the dictionary's points the regression covers, M and Gamma summed afresh.
+void DirectNystrom(const NystromPosterior& learner, const MultiUserKernel& kernel,
+                   const Eigen::MatrixXd& window_x, const std::vector<int32_t>& window_users,
+                   const Eigen::VectorXd& window_y, int32_t user, const Eigen::MatrixXd& q,
+                   Eigen::VectorXd* mean, Eigen::VectorXd* sd) {
+  const int mr = learner.regression_size();
+  const Eigen::MatrixXd z = learner.dictionary_points().leftCols(mr);
+  const std::vector<int32_t> zu(learner.dictionary_users().begin(),
+                                learner.dictionary_users().begin() + mr);
+  Eigen::MatrixXd kzz, kzs, kzq;
+  kernel.Cross(z, zu, z, zu.data(), &kzz);
+  kernel.Cross(z, zu, window_x, window_users.data(), &kzs);
+  kernel.CrossForUser(z, zu, user, q, &kzq);
+  const double ridge = learner.options().ridge;
+  const Eigen::MatrixXd mm = kzs * kzs.transpose() + ridge * kzz;
+  const Eigen::VectorXd gamma = kzs * window_y;
+  *mean = kzq.transpose() * mm.ldlt().solve(gamma);
+  const Eigen::VectorXd prior = kernel.Diagonal(user, q);
+  const Eigen::MatrixXd a = mm.ldlt().solve(kzq), b = kzz.ldlt().solve(kzq);
+  sd->resize(q.cols());
+  for (int j = 0; j < q.cols(); ++j) {
+    const double var = ridge * kzq.col(j).dot(a.col(j)) + prior(j) - kzq.col(j).dot(b.col(j));
+    (*sd)(j) = std::sqrt(std::max(0.0, var));
+  }
+}
+
+TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
+  UserGraph graph;
+  graph.EnsureUsers(6);
+  for (int u = 0; u + 1 < 6; ++u) graph.SetEdge(u, u + 1, 1.0);
+  const std::shared_ptr<const UserKernel> green = *GreenFunction::Build(graph, 0.5);
+  NystromOptions options;
+  options.ridge = 0.2;
+  options.kors_mu = 0.5;
+  options.max_dictionary_size = 25;
+  options.max_history = 150;  // a sliding window: every reward beyond it is a downdate
+  options.forget_evicted = true;
+  options.growth_batch_divisor = 4;
+  options.seed = 9;
+  const int dim = 3;
+  const ArmKernel arm(KernelType::kRbf, 1.1);
+  NystromPosterior learner(dim, arm, green, options);
+  const MultiUserKernel kernel(arm, green);
+  Rng rng(4);
+  std::vector<Eigen::VectorXd> xs;
+  std::vector<int32_t> us;
+  std::vector<double> ys;
+  const Eigen::MatrixXd probes = RandomMatrix(dim, 7, rng);
+  for (int t = 1; t <= 2600; ++t) {  // past VarianceForm::kExactEvery: folds and exact rebuilds
+    Eigen::VectorXd x = RandomMatrix(dim, 1, rng).col(0);
+    const int32_t u = static_cast<int32_t>(rng.UniformInt(6));
+    const double y = std::sin(x.sum()) + 0.1 * u + 0.05 * rng.Normal();
+    ASSERT_TRUE(learner.Observe(u, x, y).ok());
+    xs.push_back(x);
+    us.push_back(u);
+    ys.push_back(y);
+    if (t != 40 && t != 700 && t != 1500 && t != 2600) continue;
+    const int w = std::min<int>(t, 150);
+    Eigen::MatrixXd wx(dim, w);
+    Eigen::VectorXd wy(w);
+    std::vector<int32_t> wu(w);
+    for (int i = 0; i < w; ++i) {
+      wx.col(i) = xs[t - w + i];
+      wu[i] = us[t - w + i];
+      wy(i) = ys[t - w + i];
+    }
+    for (int32_t user : {0, 3, 5}) {
+      Eigen::VectorXd mean, sd, direct_mean, direct_sd;
+      learner.Freeze()->Score(user, probes, &mean, &sd);
+      DirectNystrom(learner, kernel, wx, wu, wy, user, probes, &direct_mean, &direct_sd);
+      EXPECT_LT(RelativeError(mean, direct_mean, 1e-3), 1e-6) << "t " << t << " user " << user;
+      EXPECT_LT(RelativeError(sd, direct_sd, 1e-3), 1e-6) << "t " << t << " user " << user;
+      Eigen::VectorXd live_mean, live_sd;
+      learner.Score(user, probes, &live_mean, &live_sd);
+      EXPECT_EQ(live_mean, mean);
+      EXPECT_EQ(live_sd, sd);
+    }
+  }
+  EXPECT_GT(learner.dictionary_size(), 10);
+}
+
+TEST(VarianceFormTest, FrozenScorersKeepTheirAnswersAndDecisionsShareThem) {
+  UserGraph graph;
+  graph.EnsureUsers(3);
+  graph.SetEdge(0, 1, 1.0);
+  const std::shared_ptr<const UserKernel> green = *GreenFunction::Build(graph, 0.5);
+  NystromOptions options;
+  options.max_dictionary_size = 40;
+  NystromPosterior learner(2, ArmKernel(KernelType::kRbf, 1.0), green, options);
+  Rng rng(2);
+  const Eigen::MatrixXd probes = RandomMatrix(2, 5, rng);
+  for (int t = 0; t < 60; ++t) {
+    ASSERT_TRUE(learner.Observe(t % 3, RandomMatrix(2, 1, rng).col(0), rng.Normal()).ok());
+  }
+  const std::shared_ptr<const Scorer> frozen = learner.Freeze();
+  EXPECT_EQ(learner.Freeze(), frozen);  // nothing learned: the same published scorer
+  Eigen::VectorXd mean, sd;
+  frozen->Score(1, probes, &mean, &sd);
+  for (int t = 0; t < 200; ++t) {
+    ASSERT_TRUE(learner.Observe(t % 3, RandomMatrix(2, 1, rng).col(0), rng.Normal()).ok());
+  }
+  EXPECT_NE(learner.Freeze(), frozen);
+  Eigen::VectorXd again_mean, again_sd;
+  frozen->Score(1, probes, &again_mean, &again_sd);
+  EXPECT_EQ(again_mean, mean);
+  EXPECT_EQ(again_sd, sd);
+}
+
+}  // namespace
+}  // namespace graphbandit
