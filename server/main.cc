@@ -39,6 +39,11 @@ ABSL_FLAG(std::string, config, "",
           "ServerConfig in protobuf text format (proto/graphbandit/v1/config.proto) declaring "
           "models. Without it the server hosts one model, 'default', with default settings.");
 ABSL_FLAG(int32_t, max_message_bytes, 8 << 20, "Largest gRPC message accepted or sent.");
+ABSL_FLAG(int32_t, waiter_threads, 32,
+          "Threads for the calls that wait: every ReportReward (for its record to be durable) and "
+          "SelectArm with min_model_version. Decisions without a wait run on gRPC's own threads.");
+ABSL_FLAG(int32_t, max_waiting_calls, 4096,
+          "Calls queued for --waiter_threads at most; more are refused with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long the whole shutdown may take: in-flight calls finish, then "
           "each model applies what it logged and writes a final snapshot. A model still busy "
@@ -77,7 +82,40 @@ std::string WithPort(const std::string& address, int port) {
 
 }  // namespace
 
+// A program built for a newer CPU than the one it runs on (GRAPHBANDIT_ARCH, CMakeLists.txt)
+// would die with SIGILL at its first wide vector instruction; this names what is missing
+// instead, as early as main can.
+std::string MissingCpuFeatures() {
+  std::string missing;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const auto need = [&](bool has, const char* name) {
+    if (!has) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
+  };
+#if defined(__AVX512F__)
+  need(__builtin_cpu_supports("avx512f"), "AVX-512F");
+#endif
+#if defined(__AVX2__)
+  need(__builtin_cpu_supports("avx2"), "AVX2");
+#endif
+#if defined(__FMA__)
+  need(__builtin_cpu_supports("fma"), "FMA");
+#endif
+#if defined(__AVX__)
+  need(__builtin_cpu_supports("avx"), "AVX");
+#endif
+#endif
+  return missing;
+}
+
 int main(int argc, char** argv) {
+  if (const std::string missing = MissingCpuFeatures(); !missing.empty()) {
+    std::fprintf(stderr,
+                 "graphbandit-server: this build needs CPU features this machine lacks (%s); "
+                 "rebuild with -DGRAPHBANDIT_ARCH=native (or portable)\n",
+                 missing.c_str());
+    return 1;
+  }
   // Block the shutdown signals before any thread starts, so that every thread inherits the
   // mask and only the sigwait below ever sees them (an early SIGTERM waits for us instead of
   // killing the process halfway through start-up).
@@ -102,6 +140,13 @@ int main(int argc, char** argv) {
       "[--tls_client_ca_file=PEM]]\n"
       "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]",
       {"server/main.cc"});
+  if (absl::GetFlag(FLAGS_waiter_threads) < 1 || absl::GetFlag(FLAGS_waiter_threads) > 4096 ||
+      absl::GetFlag(FLAGS_max_waiting_calls) < 1) {
+    std::fprintf(stderr,
+                 "graphbandit-server: --waiter_threads must be in [1, 4096] and "
+                 "--max_waiting_calls at least 1 (see --help)\n");
+    return graphbandit::kExitUsage;
+  }
 
   const std::string config_path = absl::GetFlag(FLAGS_config);
   auto engine_options =
@@ -167,6 +212,8 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.waiter_threads = absl::GetFlag(FLAGS_waiter_threads);
+  options.max_waiting_calls = absl::GetFlag(FLAGS_max_waiting_calls);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

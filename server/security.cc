@@ -62,7 +62,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   return grpc::SslServerCredentials(ssl);
 }
 
-grpc::Status BearerToken::Check(const grpc::ServerContext& context) const {
+grpc::Status BearerToken::Check(const grpc::ServerContextBase& context) const {
   if (!required()) return grpc::Status::OK;
   const auto& metadata = context.client_metadata();
   const auto found = metadata.find("authorization");

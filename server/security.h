@@ -46,7 +46,7 @@ class BearerToken {
 
   // OK, or UNAUTHENTICATED saying what was missing; the compare takes the same time wherever
   // the presented token first differs.
-  grpc::Status Check(const grpc::ServerContext& context) const;
+  grpc::Status Check(const grpc::ServerContextBase& context) const;
   grpc::Status CheckHeader(const std::string* header) const;  // nullptr: no header
 
  private:

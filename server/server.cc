@@ -30,8 +30,11 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   std::unique_ptr<GraphbanditServer> server(new GraphbanditServer());
   server->engine_ = std::move(engine);
   server->metrics_ = std::make_unique<ServerMetrics>(server->engine_.get());
+  server->waiters_ =
+      std::make_unique<WorkerPool>(options.waiter_threads, options.max_waiting_calls);
   server->bandit_ = std::make_unique<BanditServiceImpl>(
-      server->engine_.get(), server->metrics_.get(), BearerToken(options.bandit_token));
+      server->engine_.get(), server->metrics_.get(), server->waiters_.get(),
+      BearerToken(options.bandit_token));
   server->admin_ = std::make_unique<AdminServiceImpl>(server->engine_.get(), server->metrics_.get(),
                                                       BearerToken(options.admin_token));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -118,6 +121,7 @@ bool GraphbanditServer::Shutdown(absl::Duration grace) {
   engine_->BeginShutdown();  // calls waiting for a model version end now
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
+  waiters_.reset();  // every call it ran has finished (Wait returned)
   // The models get what is left of the grace, and at least a moment to stop an idle writer.
   const bool clean = engine_->Shutdown(std::max(deadline, absl::Now() + kMinModelStop));
   metrics_stopper.join();

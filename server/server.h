@@ -25,6 +25,10 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";         // port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
   int max_message_bytes = 8 << 20;
+  // Calls that wait (rewards for durability, decisions for min_model_version) run on this many
+  // threads, with at most max_waiting_calls queued for them (server/worker_pool.h).
+  int waiter_threads = 32;
+  int max_waiting_calls = 4096;
   TlsOptions tls;            // the gRPC port's transport security (plaintext by default)
   std::string admin_token;   // non-empty: AdminService calls need 'Bearer <admin_token>'
   std::string bandit_token;  // non-empty: BanditService calls need 'Bearer <bandit_token>'
@@ -53,6 +57,7 @@ class GraphbanditServer {
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<WorkerPool> waiters_;
   std::unique_ptr<BanditServiceImpl> bandit_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;

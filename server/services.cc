@@ -13,10 +13,10 @@ namespace {
 
 // A call whose deadline passed (or whose client went away) before we started is not worth
 // starting: the answer could not be delivered.
-bool Abandoned(grpc::ServerContext* context) { return context->IsCancelled(); }
+bool Abandoned(grpc::ServerContextBase* context) { return context->IsCancelled(); }
 
 // The client's deadline (InfiniteFuture when it set none).
-absl::Time Deadline(const grpc::ServerContext* context) {
+absl::Time Deadline(const grpc::ServerContextBase* context) {
   const auto deadline = context->deadline();
   if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100)) {
     return absl::InfiniteFuture();
@@ -25,7 +25,7 @@ absl::Time Deadline(const grpc::ServerContext* context) {
 }
 
 // What every BanditService call checks first: the token, then that the client still waits.
-grpc::Status Admit(const BearerToken& token, grpc::ServerContext* context) {
+grpc::Status Admit(const BearerToken& token, grpc::ServerContextBase* context) {
   if (grpc::Status denied = token.Check(*context); !denied.ok()) return denied;
   if (Abandoned(context)) return grpc::Status(grpc::StatusCode::CANCELLED, "call abandoned");
   return grpc::Status::OK;
@@ -57,9 +57,44 @@ v1::RewardOutcome ToProto(RewardOutcome outcome) {
 
 }  // namespace
 
-grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
-                                          const v1::SelectArmRequest* request,
-                                          v1::SelectArmResponse* response) {
+grpc::ServerUnaryReactor* BanditServiceImpl::OnPool(grpc::CallbackServerContext* context,
+                                                    const char* method,
+                                                    std::function<grpc::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const bool queued =
+      waiters_->Submit([reactor, call = std::move(call)] { reactor->Finish(call()); });
+  if (!queued) {
+    RpcRecorder rpc(metrics_, method);
+    reactor->Finish(rpc.Finish(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrFormat("the server has %d calls waiting (for durability or a model version), "
+                        "its limit; retry later",
+                        waiters_->max_queued()))));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BanditServiceImpl::SelectArm(grpc::CallbackServerContext* context,
+                                                       const v1::SelectArmRequest* request,
+                                                       v1::SelectArmResponse* response) {
+  if (request->min_model_version() > 0) {
+    return OnPool(context, "SelectArm", [=] { return DoSelectArm(context, request, response); });
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(DoSelectArm(context, request, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* BanditServiceImpl::ReportReward(grpc::CallbackServerContext* context,
+                                                          const v1::ReportRewardRequest* request,
+                                                          v1::ReportRewardResponse* response) {
+  return OnPool(context, "ReportReward",
+                [=] { return DoReportReward(context, request, response); });
+}
+
+grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
+                                            const v1::SelectArmRequest* request,
+                                            v1::SelectArmResponse* response) {
   RpcRecorder rpc(metrics_, "SelectArm");
   if (grpc::Status denied = Admit(token_, context); !denied.ok()) return rpc.Finish(denied);
   DecisionRequest decision_request;
@@ -104,9 +139,9 @@ grpc::Status BanditServiceImpl::SelectArm(grpc::ServerContext* context,
   return rpc.Finish(grpc::Status::OK);
 }
 
-grpc::Status BanditServiceImpl::ReportReward(grpc::ServerContext* context,
-                                             const v1::ReportRewardRequest* request,
-                                             v1::ReportRewardResponse* response) {
+grpc::Status BanditServiceImpl::DoReportReward(grpc::ServerContextBase* context,
+                                               const v1::ReportRewardRequest* request,
+                                               v1::ReportRewardResponse* response) {
   RpcRecorder rpc(metrics_, "ReportReward");
   if (grpc::Status denied = Admit(token_, context); !denied.ok()) return rpc.Finish(denied);
   RewardRequest reward_request;

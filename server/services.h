@@ -3,27 +3,49 @@
 #ifndef GRAPHBANDIT_SERVER_SERVICES_H_
 #define GRAPHBANDIT_SERVER_SERVICES_H_
 
+#include <functional>
+
 #include "core/model/engine.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "server/metrics.h"
 #include "server/security.h"
+#include "server/worker_pool.h"
 
 namespace graphbandit::server {
 
-class BanditServiceImpl final : public v1::BanditService::Service {
+// BanditService on gRPC's callback API: a SelectArm that needs no wait is answered on the
+// callback thread that received it (no hand-off, no thread per request); calls that wait (every
+// ReportReward for durability, a SelectArm with min_model_version) run on `waiters`, a fixed
+// pool, and are refused with RESOURCE_EXHAUSTED when its queue is full.
+class BanditServiceImpl final : public v1::BanditService::CallbackService {
  public:
   // Every method first checks `token` (an empty token admits every call).
-  BanditServiceImpl(Engine* engine, ServerMetrics* metrics, BearerToken token = {})
-      : engine_(engine), metrics_(metrics), token_(std::move(token)) {}
+  BanditServiceImpl(Engine* engine, ServerMetrics* metrics, WorkerPool* waiters,
+                    BearerToken token = {})
+      : engine_(engine), metrics_(metrics), waiters_(waiters), token_(std::move(token)) {}
 
-  grpc::Status SelectArm(grpc::ServerContext* context, const v1::SelectArmRequest* request,
-                         v1::SelectArmResponse* response) override;
-  grpc::Status ReportReward(grpc::ServerContext* context, const v1::ReportRewardRequest* request,
-                            v1::ReportRewardResponse* response) override;
+  grpc::ServerUnaryReactor* SelectArm(grpc::CallbackServerContext* context,
+                                      const v1::SelectArmRequest* request,
+                                      v1::SelectArmResponse* response) override;
+  grpc::ServerUnaryReactor* ReportReward(grpc::CallbackServerContext* context,
+                                         const v1::ReportRewardRequest* request,
+                                         v1::ReportRewardResponse* response) override;
+
+  // The calls themselves, on whichever thread runs them.
+  grpc::Status DoSelectArm(grpc::ServerContextBase* context, const v1::SelectArmRequest* request,
+                           v1::SelectArmResponse* response);
+  grpc::Status DoReportReward(grpc::ServerContextBase* context,
+                              const v1::ReportRewardRequest* request,
+                              v1::ReportRewardResponse* response);
 
  private:
+  // Runs `call` on the pool and finishes the reactor with its status.
+  grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* context, const char* method,
+                                   std::function<grpc::Status()> call);
+
   Engine* engine_;
   ServerMetrics* metrics_;
+  WorkerPool* waiters_;
   BearerToken token_;
 };
 

@@ -75,6 +75,7 @@ class CondVar {
   bool WaitFor(Mutex* mu, absl::Duration timeout, Predicate pred) {
     return WaitUntil(mu, absl::Now() + timeout, pred);
   }
+  void Signal() { cv_.notify_one(); }
   void SignalAll() { cv_.notify_all(); }
 
  private:
