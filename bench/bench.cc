@@ -13,6 +13,11 @@
 //                       default max_points observations (helper thread), and the rebuild of
 //                       the Nystrom posterior with the fitted values (writer thread, learning
 //                       paused meanwhile) after t observations, for each --refit_history.
+//  --mode=aging         Whether learning's cost stays flat as a model ages, memory caps on
+//                       (--aging_dictionary, --aging_history): --aging_events decisions, each
+//                       rewarded at once by closed-loop callers, and per checkpoint the mean and
+//                       p99 time from acknowledging a reward to publishing a state that learned
+//                       it over the preceding --aging_window rewards, with m and the rate.
 //
 // Each prints a table; figures come from one run, side by side.
 #include <sys/resource.h>
@@ -47,7 +52,8 @@
 #include "core/learner/nystrom_posterior.h"
 #include "core/model/engine.h"
 
-ABSL_FLAG(std::string, mode, "all", "reward_rate, durability, refit or all.");
+ABSL_FLAG(std::string, mode, "all",
+          "reward_rate, durability, refit, aging, or all (all but aging, which is long).");
 ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
           "--mode=refit: observations learned before the fit and the rebuild, one row each.");
 ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
@@ -57,6 +63,13 @@ ABSL_FLAG(int32_t, deciders, 2, "Closed-loop SelectArm callers.");
 ABSL_FLAG(int32_t, reporters, 4, "Closed-loop ReportReward callers in --mode=durability.");
 ABSL_FLAG(int32_t, candidates, 20, "Candidates per SelectArm.");
 ABSL_FLAG(int32_t, users, 50, "Distinct users.");
+ABSL_FLAG(int64_t, aging_events, 1'000'000, "--mode=aging: decisions (each rewarded) in all.");
+ABSL_FLAG(std::string, aging_checkpoints, "10000,100000,300000,1000000",
+          "--mode=aging: event counts at which a row is printed.");
+ABSL_FLAG(int64_t, aging_window, 5000, "--mode=aging: rewards each row averages over.");
+ABSL_FLAG(int32_t, aging_dictionary, 256, "--mode=aging: max_dictionary_size (memory cap).");
+ABSL_FLAG(int64_t, aging_history, 20000, "--mode=aging: max_history (memory cap).");
+ABSL_FLAG(int32_t, aging_candidates, 20, "--mode=aging: candidates per decision.");
 ABSL_FLAG(std::string, state_dir, "",
           "Where to keep the benchmark's state (a fresh directory under it; default: a temporary "
           "directory on the disk that holds /tmp).");
@@ -397,6 +410,116 @@ void RefitCost() {
       "were applied; applied: whether the server would apply it)\n\n");
 }
 
+// Mean and p99 (bucket bound) freshness between two readings, in milliseconds.
+std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
+                                          const FreshnessStats& after) {
+  const int64_t n = after.count - before.count;
+  if (n <= 0) return {std::nan(""), std::nan("")};
+  return {1e3 * (after.sum - before.sum) / static_cast<double>(n),
+          1e3 * FreshnessQuantile(before, after, 0.99)};
+}
+
+void Aging() {
+  const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "aging");
+  EngineOptions options;
+  options.state_dir = dir;
+  options.durability.sync = Durability::Sync::kOs;  // the writer's cost, not the disk's
+  ModelOptions model;
+  model.max_dictionary_size = absl::GetFlag(FLAGS_aging_dictionary);
+  model.max_history = absl::GetFlag(FLAGS_aging_history);
+  model.max_decisions = 200'000;
+  options.models = {model};
+  auto opened = Engine::Open(options);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "cannot open the engine: %s\n", opened.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::unique_ptr<Engine> engine = *std::move(opened);
+  Model* m = *engine->FindModel("");
+  std::vector<int64_t> checkpoints;
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_aging_checkpoints), ',')) {
+    int64_t c = 0;
+    if (!absl::SimpleAtoi(text, &c) || c <= 0) {
+      std::fprintf(stderr, "bad --aging_checkpoints entry \"%s\"\n", std::string(text).c_str());
+      std::exit(2);
+    }
+    checkpoints.push_back(c);
+  }
+  const int64_t events = absl::GetFlag(FLAGS_aging_events);
+  const int64_t window = absl::GetFlag(FLAGS_aging_window);
+  const int users = absl::GetFlag(FLAGS_users);
+  // Items with 8 features on a circle and noise: a task that fills a small dictionary.
+  Rng item_rng(3);
+  Items items;
+  for (int i = 0; i < 400; ++i) {
+    items.ids.push_back(absl::StrCat("item", i));
+    std::vector<double> f(8);
+    for (double& x : f) x = item_rng.Normal() * 0.6;
+    items.features.push_back(f);
+  }
+  const int candidates = absl::GetFlag(FLAGS_aging_candidates);
+  std::printf(
+      "Learning cost as the model ages (in-process, EK-UCB, max_dictionary_size %d, max_history "
+      "%lld, %d candidates, no fsync): per checkpoint, the %lld rewards before it\n",
+      model.max_dictionary_size, static_cast<long long>(model.max_history), candidates,
+      static_cast<long long>(window));
+  std::printf("%10s %8s %10s %16s %16s %12s\n", "events", "m", "history", "fresh mean ms",
+              "fresh p99 ms <=", "events/s");
+  std::atomic<int64_t> next{0};
+  std::mutex mu;
+  FreshnessStats window_start;
+  auto window_clock = Clock::now();
+  size_t checkpoint = 0;
+  const int threads = std::max(1, absl::GetFlag(FLAGS_deciders));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      Rng rng(100 + t);
+      for (;;) {
+        const int64_t i = next.fetch_add(1);
+        if (i >= events) return;
+        DecisionRequest request;
+        request.user_id = absl::StrCat("u", rng.UniformInt(users));
+        for (int c = 0; c < candidates; ++c) {
+          const size_t k = rng.UniformInt(items.ids.size());
+          request.candidates.push_back({items.ids[k], items.features[k]});
+        }
+        auto decision = engine->SelectArm(request);
+        if (decision.ok()) {
+          const size_t k = decision->arms[0].candidate_index;
+          double reward = 0.0;
+          for (double x : request.candidates[k].features) reward += x;
+          reward = std::tanh(reward) + 0.1 * rng.Normal();
+          engine->ReportReward({decision->event_id, reward, {}, ""}).IgnoreError();
+        }
+        const int64_t done = i + 1;
+        std::lock_guard<std::mutex> lock(mu);
+        if (checkpoint < checkpoints.size() && done == checkpoints[checkpoint] - window) {
+          m->WaitForWriter();
+          window_start = m->Stats().freshness;
+          window_clock = Clock::now();
+        }
+        if (checkpoint < checkpoints.size() && done == checkpoints[checkpoint]) {
+          m->WaitForWriter();
+          const ModelStats stats = m->Stats();
+          const auto [mean, p99] = FreshnessWindow(window_start, stats.freshness);
+          const double seconds = std::chrono::duration<double>(Clock::now() - window_clock).count();
+          std::printf("%10lld %8lld %10lld %16.3f %16.3f %12.0f\n", static_cast<long long>(done),
+                      static_cast<long long>(stats.view.dictionary_size),
+                      static_cast<long long>(stats.view.history_size), mean, p99,
+                      static_cast<double>(window) / seconds);
+          std::fflush(stdout);
+          ++checkpoint;
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  std::printf("\n");
+  engine.reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace graphbandit
 
 int main(int argc, char** argv) {
@@ -412,9 +535,10 @@ int main(int argc, char** argv) {
                  message.data());
   });
   const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "all") {
-    std::fprintf(stderr, "--mode must be reward_rate, durability, refit or all\n");
-    return 2;
+  if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "aging" &&
+      mode != "all") {
+    std::fprintf(stderr, "--mode must be reward_rate, durability, refit, aging or all\n");
+    return 64;
   }
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -423,5 +547,6 @@ int main(int argc, char** argv) {
   if (mode == "reward_rate" || mode == "all") graphbandit::RewardRate();
   if (mode == "durability" || mode == "all") graphbandit::DurabilityCost();
   if (mode == "refit" || mode == "all") graphbandit::RefitCost();
+  if (mode == "aging") graphbandit::Aging();  // long: not part of "all"
   return 0;
 }

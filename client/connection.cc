@@ -48,7 +48,7 @@ void Connection::Authorize(grpc::ClientContext* context, const std::string& serv
   }
 }
 
-absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
+absl::StatusOr<Connection> ConnectFromFlags(const std::string& target, int channel_index) {
   Connection connection;
   absl::StatusOr<std::string> bandit = ReadToken(absl::GetFlag(FLAGS_token_file), "token_file");
   if (!bandit.ok()) return bandit.status();
@@ -70,7 +70,10 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
     if (!server_name.empty()) {
       return absl::InvalidArgumentError("--tls_server_name needs TLS (--tls_ca_file)");
     }
-    connection.channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    grpc::ChannelArguments arguments;
+    if (channel_index >= 0) arguments.SetInt("graphbandit.channel_index", channel_index);
+    connection.channel =
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
     return connection;
   }
   grpc::SslCredentialsOptions ssl;  // an empty root bundle means the system's CAs
@@ -88,6 +91,7 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target) {
     ssl.pem_private_key = *std::move(key);
   }
   grpc::ChannelArguments arguments;
+  if (channel_index >= 0) arguments.SetInt("graphbandit.channel_index", channel_index);
   if (!server_name.empty()) arguments.SetSslTargetNameOverride(server_name);
   connection.channel = grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), arguments);
   return connection;

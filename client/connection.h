@@ -28,7 +28,9 @@ struct Connection {
 
 // Opens a channel to `target` as the connection flags say (--tls_ca_file, --tls_cert_file,
 // --tls_key_file, --tls_server_name, --token_file, --admin_token_file). Errors name the flag.
-absl::StatusOr<Connection> ConnectFromFlags(const std::string& target);
+// A channel_index >= 0 makes the channel's arguments unique, so that channels opened with
+// different indices never share a TCP connection (gRPC pools subchannels with equal arguments).
+absl::StatusOr<Connection> ConnectFromFlags(const std::string& target, int channel_index = -1);
 
 // The command line of a program whose own flags are defined in the file ending in
 // `program_file` (e.g. "client/cli.cc"), as every graphbandit program reads it

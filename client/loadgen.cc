@@ -1,0 +1,839 @@
+// graphbandit-loadgen: drives SelectArm (and ReportReward) at a server the way ghz and wrk drive
+// theirs, and says what the server sustained against the plain gRPC ceiling of the same machine.
+//
+//   closed loop (--mode=closed): --concurrency callers, each sending its next request when the
+//     previous one returned;
+//   open loop (--mode=open): requests at a fixed --rate on a schedule; a request's latency is
+//     measured from the time the schedule meant to send it, so a server (or a client) that falls
+//     behind shows as latency instead of as fewer requests (no coordinated omission).
+//
+// A run: connect --channels channels (each its own TCP connection); a baseline of
+// grpc.health.v1.Health/Check at the same concurrency (--baseline_seconds, closed loop), the
+// ceiling Q0 of the server's RPC path with no model work; --warmup_seconds of the workload,
+// discarded; then --duration_seconds (or --requests) measured. Every decision is rewarded with
+// probability --reward_ratio after --reward_delay_ms, by separate reward senders. Afterwards the
+// generator waits (at most --learn_wait_seconds) until the model has learned every ACCEPTED
+// reward, reads the model's dictionary size m and, from the server's /metrics (--metrics_url),
+// the freshness histogram of the measured interval.
+//
+// The report states SelectArm throughput as a ratio of Q0 and of the roofline
+// R = 1 / (1/Q0 + F/P), F = 2 C m^2 + 2 C m d the flops of one request and P the rate of an
+// Eigen (m x m)(m x C) product measured here in the same run on one core; latency percentiles
+// (p50/p90/p99/p99.9/max, nearest rank), status codes, rewards by outcome and freshness. It is
+// printed as text, and written as JSON (--report_json) and CSV (--report_csv, one row per RPC).
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/connection.h"
+#include "core/base/percentile.h"
+#include "core/base/random.h"
+#include "graphbandit/v1/bandit.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "HOST:PORT of the graphbandit server.");
+ABSL_FLAG(std::string, model, "", "Model to call; empty is the server's default model.");
+ABSL_FLAG(std::string, mode, "closed",
+          "closed (--concurrency callers back to back) or open (--rate requests per second).");
+ABSL_FLAG(int32_t, concurrency, 4,
+          "Closed loop: concurrent callers. Open loop: most requests in flight at once.");
+ABSL_FLAG(double, rate, 0, "Open loop: SelectArm requests per second (> 0).");
+ABSL_FLAG(double, duration_seconds, 10, "Length of the measured interval.");
+ABSL_FLAG(int64_t, requests, 0, "If > 0, end the measured interval after this many requests.");
+ABSL_FLAG(double, warmup_seconds, 2, "Workload run before measuring, then discarded.");
+ABSL_FLAG(double, baseline_seconds, 3,
+          "Closed-loop grpc.health.v1.Health/Check at --concurrency before the workload (the "
+          "ceiling Q0); 0 skips it.");
+ABSL_FLAG(int32_t, channels, 1, "gRPC channels (TCP connections); calls are spread over them.");
+ABSL_FLAG(int32_t, candidates, 50, "Candidates per SelectArm (C).");
+ABSL_FLAG(int32_t, dim, 16, "Features per candidate (d).");
+ABSL_FLAG(int32_t, context_dim, 0, "Context values per request.");
+ABSL_FLAG(int32_t, items, 1000, "Distinct items the candidates are drawn from.");
+ABSL_FLAG(int32_t, users, 200, "Distinct users.");
+ABSL_FLAG(int32_t, slate_size, 1, "Arms chosen per SelectArm.");
+ABSL_FLAG(double, reward_ratio, 1.0, "Fraction of decisions that get a ReportReward.");
+ABSL_FLAG(double, reward_delay_ms, 0, "Delay between a decision and its reward.");
+ABSL_FLAG(int32_t, reward_senders, 4, "Threads sending rewards.");
+ABSL_FLAG(int32_t, deadline_ms, 5000, "Deadline of every RPC.");
+ABSL_FLAG(double, learn_wait_seconds, 30,
+          "After the run, wait at most this long for the model to learn the accepted rewards.");
+ABSL_FLAG(std::string, metrics_url, "http://127.0.0.1:9464/metrics",
+          "The server's Prometheus endpoint, for the freshness histogram; empty skips it.");
+ABSL_FLAG(bool, roofline, true,
+          "Measure an Eigen (m x m)(m x C) product here after the run and report the roofline.");
+ABSL_FLAG(std::string, report_json, "", "Write the report as JSON to this file.");
+ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV (one row per RPC) to this file.");
+ABSL_FLAG(bool, progress, true, "Print a progress line to stderr every second.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the items, users, contexts and rewards.");
+
+namespace graphbandit::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace v1 = ::graphbandit::v1;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// One RPC kind's measurements in one phase.
+struct Tally {
+  std::vector<double> latencies;  // seconds, successful calls
+  std::map<std::string, int64_t> codes;
+  int64_t late_sends = 0;  // open loop: sent more than 1 ms after the schedule said
+  void Merge(const Tally& other) {
+    latencies.insert(latencies.end(), other.latencies.begin(), other.latencies.end());
+    for (const auto& [code, n] : other.codes) codes[code] += n;
+    late_sends += other.late_sends;
+  }
+  int64_t calls() const {
+    int64_t n = 0;
+    for (const auto& [code, count] : codes) n += count;
+    return n;
+  }
+  int64_t errors() const {
+    auto it = codes.find("OK");
+    return calls() - (it == codes.end() ? 0 : it->second);
+  }
+};
+
+std::string CodeName(grpc::StatusCode code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kNames[i] : absl::StrCat("CODE_", i);
+}
+
+// What a phase reports for one RPC.
+struct Summary {
+  std::string rpc;
+  double seconds = 0;
+  int64_t calls = 0, errors = 0, late_sends = 0;
+  double throughput = 0;  // successful calls per second
+  double p50 = NAN, p90 = NAN, p99 = NAN, p999 = NAN, max = NAN, mean = NAN;
+  std::map<std::string, int64_t> codes;
+};
+
+Summary Summarise(const std::string& rpc, Tally tally, double seconds) {
+  Summary s;
+  s.rpc = rpc;
+  s.seconds = seconds;
+  s.calls = tally.calls();
+  s.errors = tally.errors();
+  s.late_sends = tally.late_sends;
+  s.codes = tally.codes;
+  std::sort(tally.latencies.begin(), tally.latencies.end());
+  const auto& l = tally.latencies;
+  s.throughput = seconds > 0 ? static_cast<double>(l.size()) / seconds : 0;
+  if (!l.empty()) {
+    s.p50 = PercentileOfSorted(l, 0.5);
+    s.p90 = PercentileOfSorted(l, 0.9);
+    s.p99 = PercentileOfSorted(l, 0.99);
+    s.p999 = PercentileOfSorted(l, 0.999);
+    s.max = l.back();
+    double sum = 0;
+    for (double x : l) sum += x;
+    s.mean = sum / static_cast<double>(l.size());
+  }
+  return s;
+}
+
+// A pre-built ring of SelectArm requests (building messages would cost the client the CPU the
+// server needs on a small machine), with the candidates' features for the rewards.
+struct Workload {
+  std::vector<v1::SelectArmRequest> requests;
+  std::vector<std::vector<Eigen::VectorXd>> features;  // per request, per candidate
+  Eigen::VectorXd direction;                           // the rewards' hidden preference
+};
+
+Workload BuildWorkload(int ring) {
+  const int c = absl::GetFlag(FLAGS_candidates), d = absl::GetFlag(FLAGS_dim);
+  const int items = std::max(absl::GetFlag(FLAGS_items), c);
+  Rng rng(absl::GetFlag(FLAGS_seed));
+  std::vector<Eigen::VectorXd> pool(items);
+  for (auto& f : pool) {
+    f.resize(d);
+    for (int i = 0; i < d; ++i) f(i) = rng.Normal() * 0.5;
+  }
+  Workload w;
+  w.direction.resize(d);
+  for (int i = 0; i < d; ++i) w.direction(i) = rng.Normal();
+  w.direction /= std::max(w.direction.norm(), 1e-9);
+  for (int r = 0; r < ring; ++r) {
+    v1::SelectArmRequest request;
+    request.set_model(absl::GetFlag(FLAGS_model));
+    request.set_user_id(absl::StrCat("u", rng.UniformInt(absl::GetFlag(FLAGS_users))));
+    for (int i = 0; i < absl::GetFlag(FLAGS_context_dim); ++i) {
+      request.add_context(rng.Normal() * 0.5);
+    }
+    request.set_slate_size(static_cast<uint32_t>(absl::GetFlag(FLAGS_slate_size)));
+    std::vector<Eigen::VectorXd> chosen;
+    // C distinct items: a partial Fisher-Yates shuffle of the pool's indices.
+    std::vector<int> index(items);
+    for (int i = 0; i < items; ++i) index[i] = i;
+    for (int j = 0; j < c; ++j) {
+      std::swap(index[j], index[j + rng.UniformInt(items - j)]);
+      v1::Arm* arm = request.add_candidates();
+      arm->set_id(absl::StrCat("item", index[j]));
+      for (int i = 0; i < d; ++i) arm->add_features(pool[index[j]](i));
+      chosen.push_back(pool[index[j]]);
+    }
+    w.requests.push_back(std::move(request));
+    w.features.push_back(std::move(chosen));
+  }
+  return w;
+}
+
+struct PendingReward {
+  Clock::time_point due;
+  std::string event_id;
+  std::vector<std::pair<std::string, double>> arms;  // one entry: a single reward
+  bool operator>(const PendingReward& o) const { return due > o.due; }
+};
+
+class Generator {
+ public:
+  Generator(std::vector<Connection> channels, Workload workload)
+      : channels_(std::move(channels)), workload_(std::move(workload)) {
+    for (const Connection& c : channels_) {
+      bandit_.push_back(v1::BanditService::NewStub(c.channel));
+      admin_.push_back(v1::AdminService::NewStub(c.channel));
+      health_.push_back(grpc::health::v1::Health::NewStub(c.channel));
+    }
+  }
+
+  // grpc.health.v1 Check, closed loop at `concurrency` for `seconds`.
+  Summary Baseline(int concurrency, double seconds) {
+    std::vector<Tally> tallies(concurrency);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (int w = 0; w < concurrency; ++w) {
+      threads.emplace_back([&, w] {
+        auto& stub = *health_[w % health_.size()];
+        grpc::health::v1::HealthCheckRequest request;
+        grpc::health::v1::HealthCheckResponse response;
+        while (!stop.load(std::memory_order_relaxed)) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + Deadline());
+          const auto t0 = Clock::now();
+          const grpc::Status status = stub.Check(&context, request, &response);
+          Record(&tallies[w], status, Seconds(Clock::now() - t0));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop = true;
+    for (auto& t : threads) t.join();
+    Tally all;
+    for (const Tally& t : tallies) all.Merge(t);
+    return Summarise("grpc.health.v1.Health/Check", std::move(all), Seconds(Clock::now() - start));
+  }
+
+  // The workload for one phase; `measure` false discards what it saw (warm-up).
+  void RunPhase(double seconds, int64_t max_requests, bool measure) {
+    const bool open = absl::GetFlag(FLAGS_mode) == "open";
+    const int workers = std::max(1, absl::GetFlag(FLAGS_concurrency));
+    const double rate = absl::GetFlag(FLAGS_rate);
+    std::vector<Tally> tallies(workers);
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> stop{false};
+    const auto start = Clock::now();
+    const auto end =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    phase_started_ = start;
+    measuring_ = measure;
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(w) + (measure ? 0 : 1000));
+        for (;;) {
+          const int64_t i = next.fetch_add(1);
+          if (max_requests > 0 && i >= max_requests) break;
+          Clock::time_point intended = Clock::now();
+          if (open) {
+            intended = start + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(static_cast<double>(i) / rate));
+            if (intended >= end) break;
+            std::this_thread::sleep_until(intended);
+          } else if (stop.load(std::memory_order_relaxed) || Clock::now() >= end) {
+            break;
+          }
+          const auto sent = Clock::now();
+          if (open && sent - intended > std::chrono::milliseconds(1)) ++tallies[w].late_sends;
+          Decide(static_cast<size_t>(i), w, intended, &tallies[w], &rng);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    const double elapsed = Seconds(Clock::now() - start);
+    if (!measure) return;
+    Tally all;
+    for (const Tally& t : tallies) all.Merge(t);
+    select_ = Summarise("graphbandit.v1.BanditService/SelectArm", std::move(all),
+                        open ? seconds : elapsed);
+    measured_seconds_ = open ? seconds : elapsed;
+  }
+
+  // Reward senders: started before the phases, stopped (after sending what is queued) by
+  // StopRewards.
+  void StartRewards(int senders) {
+    for (int s = 0; s < senders; ++s) {
+      reward_threads_.emplace_back([this, s] {
+        auto& stub = *bandit_[s % bandit_.size()];
+        for (;;) {
+          PendingReward pending;
+          {
+            std::unique_lock<std::mutex> lock(reward_mu_);
+            for (;;) {
+              if (!rewards_.empty()) {
+                const auto due = rewards_.top().due;
+                if (due <= Clock::now()) break;
+                reward_cv_.wait_until(lock, due);
+                continue;
+              }
+              if (rewards_stopping_) return;
+              reward_cv_.wait(lock);
+            }
+            pending = rewards_.top();
+            rewards_.pop();
+          }
+          SendReward(stub, s, pending);
+        }
+      });
+    }
+  }
+
+  void StopRewards() {
+    {
+      std::lock_guard<std::mutex> lock(reward_mu_);
+      rewards_stopping_ = true;
+    }
+    reward_cv_.notify_all();
+    for (auto& t : reward_threads_) t.join();
+    reward_threads_.clear();
+  }
+
+  // One line per second on stderr while `running`.
+  void Progress(const std::atomic<bool>& running) {
+    int64_t last_decisions = 0, last_rewards = 0;
+    auto last = Clock::now();
+    while (running.load()) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      const auto now = Clock::now();
+      const int64_t d = decisions_.load(), r = rewards_sent_.load();
+      const double dt = Seconds(now - last);
+      std::fprintf(stderr, "[%6.1fs %s] SelectArm %8.0f/s  ReportReward %8.0f/s  errors %lld\n",
+                   Seconds(now - phase_started_.load()), measuring_ ? "measure" : "warm-up",
+                   static_cast<double>(d - last_decisions) / dt,
+                   static_cast<double>(r - last_rewards) / dt,
+                   static_cast<long long>(errors_.load()));
+      last_decisions = d;
+      last_rewards = r;
+      last = now;
+    }
+  }
+
+  absl::StatusOr<v1::ModelDescription> Describe() {
+    grpc::ClientContext context;
+    channels_[0].Authorize(&context, "graphbandit.v1.AdminService");
+    context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    v1::DescribeModelRequest request;
+    request.set_model(absl::GetFlag(FLAGS_model));
+    v1::ModelDescription response;
+    const grpc::Status status = admin_[0]->DescribeModel(&context, request, &response);
+    if (!status.ok()) {
+      return absl::UnavailableError(absl::StrCat("DescribeModel: ", status.error_message()));
+    }
+    return response;
+  }
+
+  const Summary& select() const { return select_; }
+  Summary RewardSummary() {
+    std::lock_guard<std::mutex> lock(tally_mu_);
+    return Summarise("graphbandit.v1.BanditService/ReportReward", reward_tally_, measured_seconds_);
+  }
+  std::map<std::string, int64_t> outcomes() {
+    std::lock_guard<std::mutex> lock(tally_mu_);
+    return outcomes_;
+  }
+  int64_t accepted_total() { return accepted_total_.load(); }
+
+ private:
+  static std::chrono::milliseconds Deadline() {
+    return std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms));
+  }
+
+  void Record(Tally* tally, const grpc::Status& status, double latency) {
+    ++tally->codes[CodeName(status.error_code())];
+    if (status.ok()) {
+      tally->latencies.push_back(latency);
+    } else {
+      errors_.fetch_add(1);
+    }
+  }
+
+  void Decide(size_t i, int worker, Clock::time_point intended, Tally* tally, Rng* rng) {
+    const size_t r = i % workload_.requests.size();
+    const size_t channel = (i + static_cast<size_t>(worker)) % bandit_.size();
+    grpc::ClientContext context;
+    channels_[channel].Authorize(&context, "graphbandit.v1.BanditService");
+    context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    v1::SelectArmResponse response;
+    const grpc::Status status =
+        bandit_[channel]->SelectArm(&context, workload_.requests[r], &response);
+    const double latency = Seconds(Clock::now() - intended);
+    Record(tally, status, latency);
+    decisions_.fetch_add(1, std::memory_order_relaxed);
+    if (!status.ok() || rng->Uniform() >= absl::GetFlag(FLAGS_reward_ratio)) return;
+    PendingReward pending;
+    pending.event_id = response.event_id();
+    pending.due =
+        Clock::now() +
+        std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double, std::milli>(absl::GetFlag(FLAGS_reward_delay_ms)));
+    for (const v1::RankedArm& arm : response.arms()) {
+      const size_t k = arm.candidate_index();
+      if (k >= workload_.features[r].size()) continue;
+      const double value =
+          0.5 + 0.4 * std::tanh(workload_.direction.dot(workload_.features[r][k]) * 2.0) +
+          0.05 * rng->Normal();
+      pending.arms.emplace_back(arm.arm_id(), value);
+    }
+    {
+      std::lock_guard<std::mutex> lock(reward_mu_);
+      rewards_.push(std::move(pending));
+    }
+    reward_cv_.notify_one();
+  }
+
+  void SendReward(v1::BanditService::Stub& stub, int sender, const PendingReward& pending) {
+    v1::ReportRewardRequest request;
+    request.set_model(absl::GetFlag(FLAGS_model));
+    request.set_event_id(pending.event_id);
+    if (pending.arms.size() == 1) {
+      request.set_reward(pending.arms[0].second);
+    } else {
+      for (const auto& [id, value] : pending.arms) {
+        v1::ArmReward* arm = request.add_arm_rewards();
+        arm->set_arm_id(id);
+        arm->set_reward(value);
+      }
+    }
+    grpc::ClientContext context;
+    channels_[sender % channels_.size()].Authorize(&context, "graphbandit.v1.BanditService");
+    context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    v1::ReportRewardResponse response;
+    const auto t0 = Clock::now();
+    const grpc::Status status = stub.ReportReward(&context, request, &response);
+    const double latency = Seconds(Clock::now() - t0);
+    rewards_sent_.fetch_add(1, std::memory_order_relaxed);
+    int64_t accepted = 0;
+    std::lock_guard<std::mutex> lock(tally_mu_);
+    if (measuring_) Record(&reward_tally_, status, latency);
+    if (!status.ok()) return;
+    auto count = [&](v1::RewardOutcome o) {
+      ++outcomes_[v1::RewardOutcome_Name(o)];
+      if (o == v1::ACCEPTED) ++accepted;
+    };
+    if (response.arm_outcomes_size() > 0) {
+      for (const auto& arm : response.arm_outcomes()) count(arm.outcome());
+    } else {
+      count(response.outcome());
+    }
+    accepted_total_.fetch_add(accepted);
+  }
+
+  std::vector<Connection> channels_;
+  Workload workload_;
+  std::vector<std::unique_ptr<v1::BanditService::Stub>> bandit_;
+  std::vector<std::unique_ptr<v1::AdminService::Stub>> admin_;
+  std::vector<std::unique_ptr<grpc::health::v1::Health::Stub>> health_;
+  Summary select_;
+  double measured_seconds_ = 0;
+  std::atomic<Clock::time_point> phase_started_{Clock::now()};
+  std::atomic<bool> measuring_{false};
+  std::atomic<int64_t> decisions_{0}, rewards_sent_{0}, errors_{0}, accepted_total_{0};
+
+  std::mutex reward_mu_;
+  std::condition_variable reward_cv_;
+  std::priority_queue<PendingReward, std::vector<PendingReward>, std::greater<PendingReward>>
+      rewards_;
+  bool rewards_stopping_ = false;
+  std::vector<std::thread> reward_threads_;
+
+  std::mutex tally_mu_;
+  Tally reward_tally_;
+  std::map<std::string, int64_t> outcomes_;
+};
+
+// GET http://HOST:PORT/PATH over HTTP/1.0 (the server's Prometheus endpoint); the body.
+absl::StatusOr<std::string> HttpGet(const std::string& url) {
+  const std::string prefix = "http://";
+  if (url.rfind(prefix, 0) != 0) return absl::InvalidArgumentError("--metrics_url needs http://");
+  const std::string rest = url.substr(prefix.size());
+  const size_t slash = rest.find('/');
+  const std::string hostport = rest.substr(0, slash);
+  const std::string path = slash == std::string::npos ? "/" : rest.substr(slash);
+  const size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos) return absl::InvalidArgumentError("--metrics_url needs a port");
+  std::string host = hostport.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), hostport.substr(colon + 1).c_str(), &hints, &found) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", host));
+  }
+  int fd = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  const bool connected = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  freeaddrinfo(found);
+  if (!connected) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", hostport));
+  }
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", hostport, "\r\n\r\n");
+  if (send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("cannot send the metrics request");
+  }
+  std::string response;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (body == std::string::npos) return absl::UnavailableError("no HTTP response");
+  return response.substr(body + 4);
+}
+
+// The freshness histogram of one model: upper bound -> cumulative count (+Inf included).
+std::map<double, double> FreshnessBuckets(const std::string& metrics, const std::string& model) {
+  std::map<double, double> buckets;
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, "graphbandit_state_freshness_seconds_bucket{")) continue;
+    if (!model.empty() && line.find(absl::StrCat("model=\"", model, "\"")) == line.npos) continue;
+    const size_t le = line.find("le=\"");
+    const size_t close_brace = line.rfind('}');
+    if (le == line.npos || close_brace == line.npos) continue;
+    const size_t le_end = line.find('"', le + 4);
+    const absl::string_view bound_text = line.substr(le + 4, le_end - le - 4);
+    double bound = 0, value = 0;
+    if (bound_text == "+Inf") {
+      bound = INFINITY;
+    } else if (!absl::SimpleAtod(bound_text, &bound)) {
+      continue;
+    }
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(line.substr(close_brace + 1)), &value))
+      continue;
+    buckets[bound] += value;
+  }
+  return buckets;
+}
+
+// Eigen's (m x m)(m x C) product on this thread: flops per second.
+double ProductRate(int m, int c) {
+  const Eigen::MatrixXd a = Eigen::MatrixXd::Random(m, m), b = Eigen::MatrixXd::Random(m, c);
+  Eigen::MatrixXd out(m, c);
+  double best = INFINITY;
+  const auto until = Clock::now() + std::chrono::milliseconds(600);
+  int reps = 0;
+  while (Clock::now() < until || reps < 5) {
+    const auto t0 = Clock::now();
+    out.noalias() = a * b;
+    best = std::min(best, Seconds(Clock::now() - t0));
+    ++reps;
+  }
+  return 2.0 * m * m * c / best;
+}
+
+std::string Ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
+
+void PrintSummary(const Summary& s) {
+  std::printf(
+      "%-40s %9lld calls %7lld errors %10.1f/s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s ms\n",
+      s.rpc.c_str(), static_cast<long long>(s.calls), static_cast<long long>(s.errors),
+      s.throughput, Ms(s.p50).c_str(), Ms(s.p90).c_str(), Ms(s.p99).c_str(), Ms(s.p999).c_str(),
+      Ms(s.max).c_str());
+  for (const auto& [code, n] : s.codes) {
+    if (code != "OK") std::printf("    %s: %lld\n", code.c_str(), static_cast<long long>(n));
+  }
+}
+
+std::string JsonSummary(const Summary& s) {
+  std::string codes;
+  for (const auto& [code, n] : s.codes) {
+    absl::StrAppend(&codes, codes.empty() ? "" : ", ", "\"", code, "\": ", n);
+  }
+  const auto num = [](double x) { return std::isfinite(x) ? absl::StrFormat("%.9g", x) : "null"; };
+  return absl::StrFormat(
+      "{\"rpc\": \"%s\", \"seconds\": %s, \"calls\": %d, \"errors\": %d, \"late_sends\": %d, "
+      "\"throughput_per_second\": %s, \"latency_seconds\": {\"p50\": %s, \"p90\": %s, \"p99\": %s, "
+      "\"p99_9\": %s, \"max\": %s, \"mean\": %s}, \"codes\": {%s}}",
+      s.rpc, num(s.seconds), s.calls, s.errors, s.late_sends, num(s.throughput), num(s.p50),
+      num(s.p90), num(s.p99), num(s.p999), num(s.max), num(s.mean), codes);
+}
+
+int Run() {
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode != "closed" && mode != "open") {
+    std::fprintf(stderr, "--mode must be closed or open\n");
+    return 64;
+  }
+  if (mode == "open" && !(absl::GetFlag(FLAGS_rate) > 0)) {
+    std::fprintf(stderr, "--mode=open needs --rate > 0\n");
+    return 64;
+  }
+  if (absl::GetFlag(FLAGS_candidates) < 1 || absl::GetFlag(FLAGS_dim) < 1 ||
+      absl::GetFlag(FLAGS_channels) < 1 || absl::GetFlag(FLAGS_concurrency) < 1 ||
+      absl::GetFlag(FLAGS_users) < 1 || absl::GetFlag(FLAGS_slate_size) < 1 ||
+      absl::GetFlag(FLAGS_slate_size) > absl::GetFlag(FLAGS_candidates)) {
+    std::fprintf(stderr,
+                 "--candidates, --dim, --channels, --concurrency, --users must be >= 1 and "
+                 "--slate_size in [1, --candidates]\n");
+    return 64;
+  }
+  std::vector<Connection> channels;
+  for (int i = 0; i < absl::GetFlag(FLAGS_channels); ++i) {
+    absl::StatusOr<Connection> c = ConnectFromFlags(absl::GetFlag(FLAGS_target), i);
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
+      return 64;
+    }
+    if (!c->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                      std::chrono::seconds(10))) {
+      std::fprintf(stderr, "cannot connect to %s\n", absl::GetFlag(FLAGS_target).c_str());
+      return 1;
+    }
+    channels.push_back(*std::move(c));
+  }
+  Generator generator(std::move(channels), BuildWorkload(512));
+  const absl::StatusOr<v1::ModelDescription> before = generator.Describe();
+  if (!before.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(before.status().message()).c_str());
+    return 1;
+  }
+  const std::string model = before->name();
+  const std::string metrics_url = absl::GetFlag(FLAGS_metrics_url);
+
+  Summary baseline;
+  if (absl::GetFlag(FLAGS_baseline_seconds) > 0) {
+    generator.Baseline(absl::GetFlag(FLAGS_concurrency), 0.5);  // warm-up
+    baseline =
+        generator.Baseline(absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_baseline_seconds));
+  }
+  std::atomic<bool> running{true};
+  std::thread progress;
+  if (absl::GetFlag(FLAGS_progress)) progress = std::thread([&] { generator.Progress(running); });
+  generator.StartRewards(std::max(1, absl::GetFlag(FLAGS_reward_senders)));
+  if (absl::GetFlag(FLAGS_warmup_seconds) > 0) {
+    generator.RunPhase(absl::GetFlag(FLAGS_warmup_seconds), 0, /*measure=*/false);
+  }
+  std::map<double, double> fresh_before;
+  if (!metrics_url.empty()) {
+    if (auto body = HttpGet(metrics_url); body.ok()) fresh_before = FreshnessBuckets(*body, model);
+  }
+  const int64_t accepted_before = generator.accepted_total();
+  const absl::StatusOr<v1::ModelDescription> measured_from = generator.Describe();
+  generator.RunPhase(absl::GetFlag(FLAGS_duration_seconds), absl::GetFlag(FLAGS_requests), true);
+  generator.StopRewards();  // sends every reward still due
+  running = false;
+  if (progress.joinable()) progress.join();
+
+  // Every reward ACCEPTED since the warm-up started is learned once the model has learned as
+  // many as it had before plus those (the generator is assumed to be the only client).
+  const int64_t accepted = generator.accepted_total();
+  const auto learn_deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(absl::GetFlag(FLAGS_learn_wait_seconds)));
+  absl::StatusOr<v1::ModelDescription> after = generator.Describe();
+  const auto learn_start = Clock::now();
+  while (after.ok() &&
+         static_cast<int64_t>(after->rewards_learned()) <
+             static_cast<int64_t>(before->rewards_learned()) + accepted &&
+         Clock::now() < learn_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = generator.Describe();
+  }
+  const double learn_wait = Seconds(Clock::now() - learn_start);
+  if (!after.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(after.status().message()).c_str());
+    return 1;
+  }
+  const int64_t learned = static_cast<int64_t>(after->rewards_learned()) -
+                          static_cast<int64_t>(before->rewards_learned());
+  double fresh_p99 = NAN, fresh_count = 0;
+  if (!metrics_url.empty()) {
+    if (auto body = HttpGet(metrics_url); body.ok()) {
+      std::map<double, double> fresh_after = FreshnessBuckets(*body, model);
+      fresh_count =
+          fresh_after.count(INFINITY) ? fresh_after[INFINITY] - fresh_before[INFINITY] : 0;
+      for (const auto& [bound, cumulative] : fresh_after) {
+        if (fresh_count > 0 && cumulative - fresh_before[bound] >= 0.99 * fresh_count) {
+          fresh_p99 = bound;
+          break;
+        }
+      }
+    }
+  }
+
+  const Summary& select = generator.select();  // stays valid: the generator outlives it
+  const Summary rewards = generator.RewardSummary();
+  const int c = absl::GetFlag(FLAGS_candidates),
+            d = absl::GetFlag(FLAGS_dim) + absl::GetFlag(FLAGS_context_dim);
+  const int64_t m = static_cast<int64_t>(after->dictionary_size());
+  const int64_t m_start =
+      measured_from.ok() ? static_cast<int64_t>(measured_from->dictionary_size()) : m;
+  const double flops = 2.0 * c * static_cast<double>(m * m) + 2.0 * c * static_cast<double>(m) * d;
+  const double product =
+      absl::GetFlag(FLAGS_roofline) && m > 0 ? ProductRate(static_cast<int>(m), c) : NAN;
+  const double q0 = baseline.throughput;
+  const double roofline = (q0 > 0 && product > 0) ? 1.0 / (1.0 / q0 + flops / product) : NAN;
+
+  std::printf(
+      "graphbandit-loadgen: %s loop, %s, %d channel(s), C = %d, d = %d, slate %d, "
+      "reward ratio %.2f after %.0f ms; model \"%s\" (%s), dictionary m = %lld "
+      "(%lld at the start of the measured interval)\n",
+      mode.c_str(),
+      mode == "open" ? absl::StrFormat("%.0f requests/s, at most %d in flight",
+                                       absl::GetFlag(FLAGS_rate), absl::GetFlag(FLAGS_concurrency))
+                           .c_str()
+                     : absl::StrFormat("%d callers", absl::GetFlag(FLAGS_concurrency)).c_str(),
+      absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
+      absl::GetFlag(FLAGS_reward_ratio), absl::GetFlag(FLAGS_reward_delay_ms), model.c_str(),
+      v1::Policy_Name(after->config().policy()).c_str(), static_cast<long long>(m),
+      static_cast<long long>(m_start));
+  if (baseline.calls > 0) PrintSummary(baseline);
+  PrintSummary(select);
+  if (mode == "open") {
+    std::printf("    sent more than 1 ms after their scheduled time: %lld\n",
+                static_cast<long long>(select.late_sends));
+  }
+  if (rewards.calls > 0) PrintSummary(rewards);
+  std::string outcome_text;
+  for (const auto& [name, n] : generator.outcomes()) {
+    absl::StrAppend(&outcome_text, outcome_text.empty() ? "" : ", ", name, " ", n);
+  }
+  std::printf("reward outcomes (warm-up included): %s\n",
+              outcome_text.empty() ? "none" : outcome_text.c_str());
+  std::printf("learned: %lld of %lld accepted rewards (waited %.2f s after the run)%s\n",
+              static_cast<long long>(learned), static_cast<long long>(accepted), learn_wait,
+              learned >= accepted ? "" : "  <-- NOT ALL LEARNED");
+  if (std::isfinite(fresh_p99) || fresh_count > 0) {
+    std::printf("freshness (server histogram, measured interval): %.0f rewards, p99 <= %g s\n",
+                fresh_count, fresh_p99);
+  }
+  if (q0 > 0) {
+    std::printf("SelectArm / health throughput: %.3f\n", select.throughput / q0);
+  }
+  if (std::isfinite(roofline)) {
+    std::printf(
+        "roofline: Q0 %.0f RPC/s, F %.3g flops per request (2Cm^2 + 2Cmd), P %.2f GFLOP/s "
+        "(Eigen product, one core) -> R = %.0f RPC/s; SelectArm / R = %.3f\n",
+        q0, flops, product / 1e9, roofline, select.throughput / roofline);
+  }
+  (void)accepted_before;
+
+  if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
+    std::ofstream out(path);
+    const auto num = [](double x) {
+      return std::isfinite(x) ? absl::StrFormat("%.9g", x) : "null";
+    };
+    out << absl::StrFormat(
+        "{\"mode\": \"%s\", \"concurrency\": %d, \"rate\": %s, \"channels\": %d, \"candidates\": "
+        "%d, "
+        "\"dim\": %d, \"slate_size\": %d, \"reward_ratio\": %s, \"reward_delay_ms\": %s, "
+        "\"model\": \"%s\", \"policy\": \"%s\", \"dictionary_size\": %d, "
+        "\"baseline\": %s, \"select\": %s, \"reward\": %s, \"accepted_rewards\": %d, "
+        "\"learned_rewards\": %d, \"freshness_p99_seconds_at_most\": %s, "
+        "\"select_over_health\": %s, \"flops_per_request\": %s, \"product_flops_per_second\": %s, "
+        "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s}\n",
+        mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
+        absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
+        num(absl::GetFlag(FLAGS_reward_ratio)), num(absl::GetFlag(FLAGS_reward_delay_ms)), model,
+        v1::Policy_Name(after->config().policy()), m,
+        baseline.calls > 0 ? JsonSummary(baseline) : "null", JsonSummary(select),
+        rewards.calls > 0 ? JsonSummary(rewards) : "null", accepted, learned, num(fresh_p99),
+        num(q0 > 0 ? select.throughput / q0 : NAN), num(flops), num(product), num(roofline),
+        num(std::isfinite(roofline) ? select.throughput / roofline : NAN));
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_report_csv); !path.empty()) {
+    std::ofstream out(path);
+    out << "rpc,mode,concurrency,rate,candidates,dim,dictionary_size,seconds,calls,errors,"
+           "throughput_per_second,p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,ratio_to_health,"
+           "ratio_to_roofline\n";
+    for (const Summary* s : std::initializer_list<const Summary*>{&baseline, &select, &rewards}) {
+      if (s->calls == 0) continue;
+      const bool is_select = s == &select;
+      out << absl::StrFormat(
+          "%s,%s,%d,%g,%d,%d,%d,%.3f,%d,%d,%.1f,%s,%s,%s,%s,%s,%s,%s\n", s->rpc, mode,
+          absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_rate), c, d, m, s->seconds,
+          s->calls, s->errors, s->throughput, Ms(s->p50), Ms(s->p90), Ms(s->p99), Ms(s->p999),
+          Ms(s->max), is_select && q0 > 0 ? absl::StrFormat("%.4f", s->throughput / q0) : "",
+          is_select && std::isfinite(roofline) ? absl::StrFormat("%.4f", s->throughput / roofline)
+                                               : "");
+    }
+  }
+  return select.errors == 0 && learned >= accepted ? 0 : 2;
+}
+
+}  // namespace
+}  // namespace graphbandit::client
+
+int main(int argc, char** argv) {
+  graphbandit::client::ParseCommandLine(
+      argc, argv, "client/loadgen.cc",
+      "graphbandit-loadgen: measures what a graphbandit server sustains. Closed loop (N callers)\n"
+      "or open loop (a fixed rate, latency from the scheduled send time); a health-check\n"
+      "baseline in the same run; warm-up; rewards after a delay; percentiles, status codes,\n"
+      "freshness and the roofline; JSON and CSV reports. Exit status: 0 when every SelectArm\n"
+      "succeeded and every accepted reward was learned, 2 otherwise, 1 when the server could\n"
+      "not be reached, 64 for a usage error.\n"
+      "  graphbandit-loadgen --mode=closed --concurrency=8 --candidates=50 --duration_seconds=20\n"
+      "  graphbandit-loadgen --mode=open --rate=1500 --reward_ratio=1 --report_json=run.json");
+  return graphbandit::client::Run();
+}
