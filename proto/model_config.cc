@@ -128,6 +128,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.min_gain_per_parameter =
       h.has_min_gain_per_parameter() ? h.min_gain_per_parameter() : d.refit.min_gain_per_parameter;
   o.refit.kors_mu_factor = h.has_kors_mu_factor() ? h.kors_mu_factor() : d.refit.kors_mu_factor;
+  o.refit.min_seconds_between = h.has_min_seconds_between_fits() ? h.min_seconds_between_fits()
+                                                                 : kServedMinSecondsBetweenFits;
   o.edge_list_file = c.graph().edge_list_file();
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
@@ -215,6 +217,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_min_change(o.refit.min_change);
     h->set_min_gain_per_parameter(o.refit.min_gain_per_parameter);
     h->set_kors_mu_factor(o.refit.kors_mu_factor);
+    h->set_min_seconds_between_fits(o.refit.min_seconds_between);
   }
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
   c.mutable_graph()->set_user_kernel(ToProto(kUserKernels, o.user_kernel));

@@ -1,5 +1,9 @@
 #include "core/fit/fit_worker.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 namespace graphbandit {
@@ -41,6 +45,11 @@ void FitWorker::Stop() {
 }
 
 void FitWorker::Loop() {
+  // Background work: when the cores are busy, decisions and learning go first. On Linux the
+  // nice value is per thread; elsewhere this is a no-op.
+#if defined(__linux__)
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kFitNice);
+#endif
   for (;;) {
     Job job;
     {

@@ -3,7 +3,10 @@
 // copy of the recent observations and of what the fit needs), goes on applying the log, and
 // picks the outcome up when `ready` tells it one is waiting; it then logs the fitted values and
 // applies them in log order (core/model/model.h). Stop() cancels a running fit (the optimiser
-// checks between likelihood evaluations) and joins the thread.
+// checks between likelihood evaluations) and joins the thread. The thread runs at nice
+// kFitNice: under a saturating load the fits wait for idle cycles (and land later in the log)
+// instead of taking a core from the decisions; when the machine has spare cycles they run at
+// full speed.
 #ifndef GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 #define GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 
@@ -21,6 +24,8 @@
 #include "core/graph/user_kernel.h"
 
 namespace graphbandit {
+
+inline constexpr int kFitNice = 19;
 
 class FitWorker {
  public:

@@ -38,6 +38,10 @@ absl::Status RefitOptions::Validate() const {
     return bad(
         absl::StrFormat("kors_mu_factor must be a finite number > 0, got %g", kors_mu_factor));
   }
+  if (!(min_seconds_between >= 0.0) || !(min_seconds_between <= kMaxSecondsBetweenFits)) {
+    return bad(absl::StrFormat("min_seconds_between_fits must lie in [0, %g], got %g",
+                               kMaxSecondsBetweenFits, min_seconds_between));
+  }
   return absl::OkStatus();
 }
 

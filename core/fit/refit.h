@@ -53,6 +53,9 @@ inline constexpr int kMaxPerDimensionLengthscales = 32;
 inline constexpr double kMaxRefitGrowth = 100.0;
 inline constexpr int kMaxRefitPoints = 2000;
 inline constexpr int kMaxRefitEvaluations = 10000;
+inline constexpr double kMaxSecondsBetweenFits = 86400.0;
+// The configuration's default of min_seconds_between_fits (proto/model_config.cc).
+inline constexpr double kServedMinSecondsBetweenFits = 30.0;
 
 struct RefitOptions {
   bool enabled = false;
@@ -81,6 +84,11 @@ struct RefitOptions {
   // starting factor, which a coarsening doubles. Not in the configuration (the simulator's
   // robustness-sensitivity preset varies it).
   double kors_mu_factor = 1.0;
+  // A served model starts a fit at most once per this many seconds of wall-clock time, however
+  // fast rewards arrive (FitScheduler): a fit costs seconds of CPU, and at thousands of rewards
+  // per second the reward-count schedule alone would keep one running all the time. 0: no
+  // bound (the simulator, which has no clock, always schedules by rewards alone).
+  double min_seconds_between = 0.0;
 
   absl::Status Validate() const;
 };

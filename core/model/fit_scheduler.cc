@@ -75,7 +75,13 @@ void FitScheduler::DecideFits(LearnedState* state) {
     FinishFit(*state, *std::move(outcome));
     if (hyperparameters_queued_) return;
   }
-  if (state->rewards_learned() >= state->next_fit_at() && !fitter_->busy()) StartFit(state);
+  if (state->rewards_learned() < state->next_fit_at() || fitter_->busy()) return;
+  // Due by rewards; also by the clock, when the configuration bounds how often fits start
+  // (the fit runs later, on the values then in use; replay applies the logged outcome).
+  const absl::Time now = absl::Now();
+  if (now - last_fit_started_ < absl::Seconds(options_.refit.min_seconds_between)) return;
+  last_fit_started_ = now;
+  StartFit(state);
 }
 
 void FitScheduler::StartFit(LearnedState* state) {

@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "core/base/sync.h"
 #include "core/fit/fit_worker.h"
 #include "core/model/learned_state.h"
@@ -74,6 +75,8 @@ class FitScheduler {
   // ... and that record holds one of the fits in flight until the writer has decided, with the
   // values it sets, whether a fit is due (AfterBatch).
   bool hyperparameters_queued_hold_ = false;
+  // When the last fit started (RefitOptions::min_seconds_between).
+  absl::Time last_fit_started_ = absl::InfinitePast();
 
   mutable Mutex stats_mu_;
   Stats stats_ ABSL_GUARDED_BY(stats_mu_);

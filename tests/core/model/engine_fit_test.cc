@@ -226,6 +226,33 @@ TEST(EngineTest, AFullDictionaryIsCoarsenedAndRecovered) {
   std::filesystem::remove_all(crashed);
 }
 
+// min_seconds_between bounds how often fits start by the clock, whatever the reward schedule:
+// with an hour between fits, rewards that make four more fits due start none of them.
+TEST(EngineTest, FitsStartAtMostOncePerConfiguredInterval) {
+  for (const double seconds : {0.0, 3600.0}) {
+    ModelOptions options;
+    options.refit.first_fit = 20;
+    options.refit.max_interval = 20;
+    options.refit.max_points = 100;
+    options.refit.max_evaluations = 5;
+    options.refit.min_seconds_between = seconds;
+    auto engine = OpenEngine({options}, "");
+    Model* model = *engine->FindModel("");
+    for (int batch = 0; batch < 5; ++batch) {
+      PlaySmoothTask(*engine, 20);  // one more fit due after each batch
+      model->WaitForFits();
+    }
+    const ModelStats stats = model->Stats();
+    const int64_t fits =
+        stats.fits_applied + stats.fits_unchanged + stats.fits_skipped + stats.fits_failed;
+    if (seconds == 0.0) {
+      EXPECT_EQ(fits, 5);
+    } else {
+      EXPECT_EQ(fits, 1);
+    }
+  }
+}
+
 // With fitting off every value is used as configured and no fit runs.
 TEST(EngineTest, FittingCanBeSwitchedOff) {
   ModelOptions options;
