@@ -61,7 +61,9 @@ ABSL_FLAG(std::string, model, "", "Model to call; empty is the server's default 
 ABSL_FLAG(std::string, mode, "closed",
           "closed (--concurrency callers back to back) or open (--rate requests per second).");
 ABSL_FLAG(int32_t, concurrency, 4,
-          "Closed loop: concurrent callers. Open loop: most requests in flight at once.");
+          "Closed loop: concurrent callers (each sends its next request when the previous one "
+          "returned). Open loop: most SelectArm calls in flight at once (a due request that "
+          "finds that many waits, and its latency counts from when it was due).");
 ABSL_FLAG(double, rate, 0, "Open loop: SelectArm requests per second (> 0).");
 ABSL_FLAG(double, duration_seconds, 10, "Length of the measured interval.");
 ABSL_FLAG(int64_t, requests, 0, "If > 0, end the measured interval after this many requests.");
@@ -78,7 +80,6 @@ ABSL_FLAG(int32_t, users, 200, "Distinct users.");
 ABSL_FLAG(int32_t, slate_size, 1, "Arms chosen per SelectArm.");
 ABSL_FLAG(double, reward_ratio, 1.0, "Fraction of decisions that get a ReportReward.");
 ABSL_FLAG(double, reward_delay_ms, 0, "Delay between a decision and its reward.");
-ABSL_FLAG(int32_t, reward_senders, 4, "Threads sending rewards.");
 ABSL_FLAG(int32_t, deadline_ms, 5000, "Deadline of every RPC.");
 ABSL_FLAG(double, learn_wait_seconds, 30,
           "After the run, wait at most this long for the model to learn the accepted rewards.");
@@ -229,6 +230,15 @@ struct PendingReward {
   bool operator>(const PendingReward& o) const { return due > o.due; }
 };
 
+// A Tally shared by the completion callbacks (gRPC's threads).
+struct SharedTally {
+  std::mutex mu;
+  Tally tally;
+};
+
+// Every call is asynchronous (gRPC's callback client API): the generator's own cost per call is
+// a few microseconds on gRPC's completion threads, not a blocked thread and two context switches,
+// so that on a small machine it takes as little as possible from the server it measures.
 class Generator {
  public:
   Generator(std::vector<Connection> channels, Workload workload)
@@ -242,104 +252,81 @@ class Generator {
 
   // grpc.health.v1 Check, closed loop at `concurrency` for `seconds`.
   Summary Baseline(int concurrency, double seconds) {
-    std::vector<Tally> tallies(concurrency);
-    std::atomic<bool> stop{false};
-    std::vector<std::thread> threads;
+    SharedTally tally;
     const auto start = Clock::now();
-    for (int w = 0; w < concurrency; ++w) {
-      threads.emplace_back([&, w] {
-        auto& stub = *health_[w % health_.size()];
-        grpc::health::v1::HealthCheckRequest request;
-        grpc::health::v1::HealthCheckResponse response;
-        while (!stop.load(std::memory_order_relaxed)) {
-          grpc::ClientContext context;
-          context.set_deadline(std::chrono::system_clock::now() + Deadline());
-          const auto t0 = Clock::now();
-          const grpc::Status status = stub.Check(&context, request, &response);
-          Record(&tallies[w], status, Seconds(Clock::now() - t0));
-        }
-      });
-    }
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    stop = true;
-    for (auto& t : threads) t.join();
-    Tally all;
-    for (const Tally& t : tallies) all.Merge(t);
-    return Summarise("grpc.health.v1.Health/Check", std::move(all), Seconds(Clock::now() - start));
+    const auto end = start + ToDuration(seconds);
+    Flight flight;
+    for (int w = 0; w < concurrency; ++w) CheckHealth(static_cast<size_t>(w), end, &tally, &flight);
+    flight.WaitIdle();
+    return Summarise("grpc.health.v1.Health/Check", std::move(tally.tally),
+                     Seconds(Clock::now() - start));
   }
 
   // The workload for one phase; `measure` false discards what it saw (warm-up).
   void RunPhase(double seconds, int64_t max_requests, bool measure) {
     const bool open = absl::GetFlag(FLAGS_mode) == "open";
-    const int workers = std::max(1, absl::GetFlag(FLAGS_concurrency));
+    const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
     const double rate = absl::GetFlag(FLAGS_rate);
-    std::vector<Tally> tallies(workers);
-    std::atomic<int64_t> next{0};
-    std::atomic<bool> stop{false};
-    const auto start = Clock::now();
-    const auto end =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    phase_started_ = start;
+    Phase phase;
+    phase.start = Clock::now();
+    phase.end = phase.start + ToDuration(seconds);
+    phase.max_requests = max_requests;
+    phase_started_ = phase.start;
     measuring_ = measure;
-    std::vector<std::thread> threads;
-    for (int w = 0; w < workers; ++w) {
-      threads.emplace_back([&, w] {
-        Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(w) + (measure ? 0 : 1000));
-        for (;;) {
-          const int64_t i = next.fetch_add(1);
-          if (max_requests > 0 && i >= max_requests) break;
-          Clock::time_point intended = Clock::now();
-          if (open) {
-            intended = start + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(static_cast<double>(i) / rate));
-            if (intended >= end) break;
-            std::this_thread::sleep_until(intended);
-          } else if (stop.load(std::memory_order_relaxed) || Clock::now() >= end) {
-            break;
-          }
-          const auto sent = Clock::now();
-          if (open && sent - intended > std::chrono::milliseconds(1)) ++tallies[w].late_sends;
-          Decide(static_cast<size_t>(i), w, intended, &tallies[w], &rng);
+    if (open) {
+      // The schedule: request i is due at start + i / rate. A request that finds `concurrency`
+      // calls in flight waits for one to finish; its latency still counts from when it was due.
+      for (int64_t i = 0;; ++i) {
+        if (max_requests > 0 && i >= max_requests) break;
+        const auto intended = phase.start + ToDuration(static_cast<double>(i) / rate);
+        if (intended >= phase.end) break;
+        std::this_thread::sleep_until(intended);
+        phase.flight.WaitBelow(concurrency);
+        if (Clock::now() - intended > std::chrono::milliseconds(1)) {
+          std::lock_guard<std::mutex> lock(phase.select.mu);
+          ++phase.select.tally.late_sends;
         }
-      });
+        Decide(static_cast<size_t>(i), intended, &phase, /*chain=*/false);
+      }
+    } else {
+      for (int w = 0; w < concurrency; ++w) {
+        const int64_t i = phase.issued.fetch_add(1);
+        if (max_requests > 0 && i >= max_requests) break;
+        Decide(static_cast<size_t>(i), Clock::now(), &phase, /*chain=*/true);
+      }
     }
-    for (auto& t : threads) t.join();
-    const double elapsed = Seconds(Clock::now() - start);
+    phase.flight.WaitIdle();
+    const double elapsed = Seconds(Clock::now() - phase.start);
     if (!measure) return;
-    Tally all;
-    for (const Tally& t : tallies) all.Merge(t);
-    select_ = Summarise("graphbandit.v1.BanditService/SelectArm", std::move(all),
+    select_ = Summarise("graphbandit.v1.BanditService/SelectArm", std::move(phase.select.tally),
                         open ? seconds : elapsed);
     measured_seconds_ = open ? seconds : elapsed;
   }
 
-  // Reward senders: started before the phases, stopped (after sending what is queued) by
-  // StopRewards.
-  void StartRewards(int senders) {
-    for (int s = 0; s < senders; ++s) {
-      reward_threads_.emplace_back([this, s] {
-        auto& stub = *bandit_[s % bandit_.size()];
-        for (;;) {
-          PendingReward pending;
-          {
-            std::unique_lock<std::mutex> lock(reward_mu_);
-            for (;;) {
-              if (!rewards_.empty()) {
-                const auto due = rewards_.top().due;
-                if (due <= Clock::now()) break;
-                reward_cv_.wait_until(lock, due);
-                continue;
-              }
-              if (rewards_stopping_) return;
-              reward_cv_.wait(lock);
+  // The reward timer (rewards with a delay): started before the phases, stopped (after sending
+  // what is queued and waiting for the answers) by StopRewards.
+  void StartRewards() {
+    reward_timer_ = std::thread([this] {
+      for (;;) {
+        PendingReward pending;
+        {
+          std::unique_lock<std::mutex> lock(reward_mu_);
+          for (;;) {
+            if (!rewards_.empty()) {
+              const auto due = rewards_.top().due;
+              if (due <= Clock::now()) break;
+              reward_cv_.wait_until(lock, due);
+              continue;
             }
-            pending = rewards_.top();
-            rewards_.pop();
+            if (rewards_stopping_) return;
+            reward_cv_.wait(lock);
           }
-          SendReward(stub, s, pending);
+          pending = rewards_.top();
+          rewards_.pop();
         }
-      });
-    }
+        SendReward(std::move(pending));
+      }
+    });
   }
 
   void StopRewards() {
@@ -348,8 +335,8 @@ class Generator {
       rewards_stopping_ = true;
     }
     reward_cv_.notify_all();
-    for (auto& t : reward_threads_) t.join();
-    reward_threads_.clear();
+    if (reward_timer_.joinable()) reward_timer_.join();
+    reward_flight_.WaitIdle();
   }
 
   // One line per second on stderr while `running`.
@@ -388,56 +375,132 @@ class Generator {
 
   const Summary& select() const { return select_; }
   Summary RewardSummary() {
-    std::lock_guard<std::mutex> lock(tally_mu_);
-    return Summarise("graphbandit.v1.BanditService/ReportReward", reward_tally_, measured_seconds_);
+    std::lock_guard<std::mutex> lock(reward_tally_.mu);
+    return Summarise("graphbandit.v1.BanditService/ReportReward", reward_tally_.tally,
+                     measured_seconds_);
   }
   std::map<std::string, int64_t> outcomes() {
-    std::lock_guard<std::mutex> lock(tally_mu_);
+    std::lock_guard<std::mutex> lock(reward_tally_.mu);
     return outcomes_;
   }
   int64_t accepted_total() { return accepted_total_.load(); }
 
  private:
+  // Calls in flight, and waiting for them.
+  struct Flight {
+    std::mutex mu;
+    std::condition_variable cv;
+    int64_t in_flight = 0;
+    void Add() {
+      std::lock_guard<std::mutex> lock(mu);
+      ++in_flight;
+    }
+    void Done() {
+      std::lock_guard<std::mutex> lock(mu);
+      --in_flight;
+      cv.notify_all();
+    }
+    void WaitBelow(int64_t limit) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return in_flight < limit; });
+    }
+    void WaitIdle() { WaitBelow(1); }
+  };
+
+  struct Phase {
+    Clock::time_point start, end;
+    int64_t max_requests = 0;
+    std::atomic<int64_t> issued{0};
+    SharedTally select;
+    Flight flight;
+  };
+
   static std::chrono::milliseconds Deadline() {
     return std::chrono::milliseconds(absl::GetFlag(FLAGS_deadline_ms));
   }
-
-  void Record(Tally* tally, const grpc::Status& status, double latency) {
-    ++tally->codes[CodeName(status.error_code())];
-    if (status.ok()) {
-      tally->latencies.push_back(latency);
-    } else {
-      errors_.fetch_add(1);
-    }
+  static Clock::duration ToDuration(double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
 
-  void Decide(size_t i, int worker, Clock::time_point intended, Tally* tally, Rng* rng) {
+  void Record(SharedTally* shared, const grpc::Status& status, double latency) {
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      ++shared->tally.codes[CodeName(status.error_code())];
+      if (status.ok()) shared->tally.latencies.push_back(latency);
+    }
+    if (!status.ok()) errors_.fetch_add(1);
+  }
+
+  void CheckHealth(size_t i, Clock::time_point end, SharedTally* tally, Flight* flight) {
+    struct Call {
+      grpc::ClientContext context;
+      grpc::health::v1::HealthCheckRequest request;
+      grpc::health::v1::HealthCheckResponse response;
+      Clock::time_point sent;
+    };
+    auto* call = new Call;
+    call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    call->sent = Clock::now();
+    flight->Add();
+    health_[i % health_.size()]->async()->Check(
+        &call->context, &call->request, &call->response,
+        [this, call, i, end, tally, flight](grpc::Status status) {
+          Record(tally, status, Seconds(Clock::now() - call->sent));
+          delete call;
+          if (Clock::now() < end) CheckHealth(i + 1, end, tally, flight);  // the chain goes on
+          flight->Done();
+        });
+  }
+
+  // SelectArm for ring entry i; `chain` (closed loop): the caller's next request follows.
+  void Decide(size_t i, Clock::time_point intended, Phase* phase, bool chain) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::SelectArmResponse response;
+    };
+    auto* call = new Call;
     const size_t r = i % workload_.requests.size();
-    const size_t channel = (i + static_cast<size_t>(worker)) % bandit_.size();
-    grpc::ClientContext context;
-    channels_[channel].Authorize(&context, "graphbandit.v1.BanditService");
-    context.set_deadline(std::chrono::system_clock::now() + Deadline());
-    v1::SelectArmResponse response;
-    const grpc::Status status =
-        bandit_[channel]->SelectArm(&context, workload_.requests[r], &response);
-    const double latency = Seconds(Clock::now() - intended);
-    Record(tally, status, latency);
-    decisions_.fetch_add(1, std::memory_order_relaxed);
-    if (!status.ok() || rng->Uniform() >= absl::GetFlag(FLAGS_reward_ratio)) return;
+    const size_t channel = i % bandit_.size();
+    channels_[channel].Authorize(&call->context, "graphbandit.v1.BanditService");
+    call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    phase->flight.Add();
+    bandit_[channel]->async()->SelectArm(
+        &call->context, &workload_.requests[r], &call->response,
+        [this, call, i, r, intended, phase, chain](grpc::Status status) {
+          Record(&phase->select, status, Seconds(Clock::now() - intended));
+          decisions_.fetch_add(1, std::memory_order_relaxed);
+          if (status.ok()) Reward(i, r, call->response);
+          delete call;
+          if (chain && Clock::now() < phase->end) {
+            const int64_t next = phase->issued.fetch_add(1);
+            if (phase->max_requests <= 0 || next < phase->max_requests) {
+              Decide(static_cast<size_t>(next), Clock::now(), phase, true);
+            }
+          }
+          phase->flight.Done();
+        });
+  }
+
+  // The reward for a decision (with probability --reward_ratio): now, or by the timer.
+  void Reward(size_t i, size_t r, const v1::SelectArmResponse& response) {
+    Rng rng(absl::GetFlag(FLAGS_seed) * 0x9E3779B97F4A7C15ULL + i);
+    if (rng.Uniform() >= absl::GetFlag(FLAGS_reward_ratio)) return;
     PendingReward pending;
     pending.event_id = response.event_id();
-    pending.due =
-        Clock::now() +
-        std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double, std::milli>(absl::GetFlag(FLAGS_reward_delay_ms)));
     for (const v1::RankedArm& arm : response.arms()) {
       const size_t k = arm.candidate_index();
       if (k >= workload_.features[r].size()) continue;
       const double value =
           0.5 + 0.4 * std::tanh(workload_.direction.dot(workload_.features[r][k]) * 2.0) +
-          0.05 * rng->Normal();
+          0.05 * rng.Normal();
       pending.arms.emplace_back(arm.arm_id(), value);
     }
+    const double delay_ms = absl::GetFlag(FLAGS_reward_delay_ms);
+    if (delay_ms <= 0) {
+      SendReward(std::move(pending));
+      return;
+    }
+    pending.due = Clock::now() + ToDuration(delay_ms / 1e3);
     {
       std::lock_guard<std::mutex> lock(reward_mu_);
       rewards_.push(std::move(pending));
@@ -445,41 +508,55 @@ class Generator {
     reward_cv_.notify_one();
   }
 
-  void SendReward(v1::BanditService::Stub& stub, int sender, const PendingReward& pending) {
-    v1::ReportRewardRequest request;
-    request.set_model(absl::GetFlag(FLAGS_model));
-    request.set_event_id(pending.event_id);
+  void SendReward(PendingReward pending) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::ReportRewardRequest request;
+      v1::ReportRewardResponse response;
+      Clock::time_point sent;
+    };
+    auto* call = new Call;
+    call->request.set_model(absl::GetFlag(FLAGS_model));
+    call->request.set_event_id(pending.event_id);
     if (pending.arms.size() == 1) {
-      request.set_reward(pending.arms[0].second);
+      call->request.set_reward(pending.arms[0].second);
     } else {
       for (const auto& [id, value] : pending.arms) {
-        v1::ArmReward* arm = request.add_arm_rewards();
+        v1::ArmReward* arm = call->request.add_arm_rewards();
         arm->set_arm_id(id);
         arm->set_reward(value);
       }
     }
-    grpc::ClientContext context;
-    channels_[sender % channels_.size()].Authorize(&context, "graphbandit.v1.BanditService");
-    context.set_deadline(std::chrono::system_clock::now() + Deadline());
-    v1::ReportRewardResponse response;
-    const auto t0 = Clock::now();
-    const grpc::Status status = stub.ReportReward(&context, request, &response);
-    const double latency = Seconds(Clock::now() - t0);
-    rewards_sent_.fetch_add(1, std::memory_order_relaxed);
-    int64_t accepted = 0;
-    std::lock_guard<std::mutex> lock(tally_mu_);
-    if (measuring_) Record(&reward_tally_, status, latency);
-    if (!status.ok()) return;
-    auto count = [&](v1::RewardOutcome o) {
-      ++outcomes_[v1::RewardOutcome_Name(o)];
-      if (o == v1::ACCEPTED) ++accepted;
-    };
-    if (response.arm_outcomes_size() > 0) {
-      for (const auto& arm : response.arm_outcomes()) count(arm.outcome());
-    } else {
-      count(response.outcome());
-    }
-    accepted_total_.fetch_add(accepted);
+    const size_t channel = static_cast<size_t>(rewards_sent_.fetch_add(1)) % bandit_.size();
+    channels_[channel].Authorize(&call->context, "graphbandit.v1.BanditService");
+    call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
+    call->sent = Clock::now();
+    reward_flight_.Add();
+    bandit_[channel]->async()->ReportReward(
+        &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
+          const double latency = Seconds(Clock::now() - call->sent);
+          if (measuring_) {
+            Record(&reward_tally_, status, latency);
+          } else if (!status.ok()) {
+            errors_.fetch_add(1);
+          }
+          if (status.ok()) {
+            int64_t accepted = 0;
+            std::lock_guard<std::mutex> lock(reward_tally_.mu);
+            auto count = [&](v1::RewardOutcome o) {
+              ++outcomes_[v1::RewardOutcome_Name(o)];
+              if (o == v1::ACCEPTED) ++accepted;
+            };
+            if (call->response.arm_outcomes_size() > 0) {
+              for (const auto& arm : call->response.arm_outcomes()) count(arm.outcome());
+            } else {
+              count(call->response.outcome());
+            }
+            accepted_total_.fetch_add(accepted);
+          }
+          delete call;
+          reward_flight_.Done();
+        });
   }
 
   std::vector<Connection> channels_;
@@ -498,11 +575,11 @@ class Generator {
   std::priority_queue<PendingReward, std::vector<PendingReward>, std::greater<PendingReward>>
       rewards_;
   bool rewards_stopping_ = false;
-  std::vector<std::thread> reward_threads_;
+  std::thread reward_timer_;
+  Flight reward_flight_;
 
-  std::mutex tally_mu_;
-  Tally reward_tally_;
-  std::map<std::string, int64_t> outcomes_;
+  SharedTally reward_tally_;
+  std::map<std::string, int64_t> outcomes_;  // guarded by reward_tally_.mu
 };
 
 // GET http://HOST:PORT/PATH over HTTP/1.0 (the server's Prometheus endpoint); the body.
@@ -669,7 +746,7 @@ int Run() {
   std::atomic<bool> running{true};
   std::thread progress;
   if (absl::GetFlag(FLAGS_progress)) progress = std::thread([&] { generator.Progress(running); });
-  generator.StartRewards(std::max(1, absl::GetFlag(FLAGS_reward_senders)));
+  generator.StartRewards();
   if (absl::GetFlag(FLAGS_warmup_seconds) > 0) {
     generator.RunPhase(absl::GetFlag(FLAGS_warmup_seconds), 0, /*measure=*/false);
   }
