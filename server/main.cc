@@ -89,7 +89,7 @@ std::string MissingCpuFeatures() {
   std::string missing;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  const auto need = [&](bool has, const char* name) {
+  [[maybe_unused]] const auto need = [&](bool has, const char* name) {
     if (!has) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
   };
 #if defined(__AVX512F__)
