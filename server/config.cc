@@ -95,6 +95,14 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     }
     options.durability.snapshot_every_records = static_cast<int64_t>(d.snapshot_every_records());
   }
+  if (d.has_max_queued_operations()) {
+    if (d.max_queued_operations() < 1 || d.max_queued_operations() > 10'000'000) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("durability.max_queued_operations is %d; it must be 1..10000000",
+                          d.max_queued_operations()));
+    }
+    options.durability.max_queued_operations = static_cast<int64_t>(d.max_queued_operations());
+  }
   return options;
 }
 

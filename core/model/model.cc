@@ -38,7 +38,8 @@ Model::Model(const ModelOptions& options, const Durability& durability,
       durability_(durability),
       dir_(std::move(dir)),
       recovery_(std::move(recovered.report)),
-      max_queued_(durability.snapshot_every_records > 0
+      max_queued_(durability.max_queued_operations > 0 ? durability.max_queued_operations
+                  : durability.snapshot_every_records > 0
                       ? std::max<int64_t>(durability.snapshot_every_records / 2, 64)
                       : 50'000),
       registry_(recovered.state->registry()),

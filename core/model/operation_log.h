@@ -56,6 +56,8 @@ struct Durability {
   absl::Duration group_commit_interval = absl::Milliseconds(2);
   // A snapshot (and a new log segment) after this many log records; 0 = only at shutdown.
   int64_t snapshot_every_records = 100'000;
+  // Back-pressure bound (Model::max_queued()); 0: half of snapshot_every_records, at least 64.
+  int64_t max_queued_operations = 0;
 };
 
 // What an operator is told about the log (ModelStats, health, metrics).

@@ -219,6 +219,17 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
   EXPECT_EQ(defaults->models[0].aggregation, Aggregation::kFirst);
   EXPECT_FALSE(defaults->models[0].default_reward.has_value());
 
+  EXPECT_EQ(defaults->durability.max_queued_operations, 0);  // derived from the cadence
+
+  auto bounded = ParseServerConfig("durability { max_queued_operations: 2000 }", "x");
+  ASSERT_TRUE(bounded.ok());
+  ASSERT_TRUE(ToEngineOptions(*bounded, "").ok());
+  EXPECT_EQ(ToEngineOptions(*bounded, "")->durability.max_queued_operations, 2000);
+  auto unbounded = ParseServerConfig("durability { max_queued_operations: 0 }", "x");
+  ASSERT_TRUE(unbounded.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*unbounded, "").status().message()),
+              HasSubstr("durability.max_queued_operations is 0; it must be 1..10000000"));
+
   auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
   ASSERT_TRUE(slow.ok());
   EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);

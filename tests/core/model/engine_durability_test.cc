@@ -491,42 +491,49 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
 // A reward that cannot be recorded before its deadline because the writer is behind is refused
 // with RESOURCE_EXHAUSTED, records nothing, and is accepted when retried later. A refused user
 // edit does not keep the user slots it reserved.
+// The bound is half the snapshot cadence (64 here) unless durability.max_queued_operations sets
+// it (10).
 TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
-  TempDir dir;
-  EngineOptions options = PersistentWithCadence100(dir.path());
-  options.models.emplace_back();
-  options.models.back().max_users = 8;
-  auto opened = Engine::Open(options);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  Engine* engine = opened->get();
-  Model* model = *engine->FindModel("");
-  const int64_t bound = model->max_queued();
-  ASSERT_TRUE(engine->SelectArm(OneArm("bp").View()).ok());
-  model->WaitForWriter();
-  WriterHold hold(model);
-  hold.Hold();
-  ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
-  ASSERT_TRUE(hold.WaitUntilHolding());
-  for (int i = 0; model->Stats().queued_operations < bound; ++i) {
-    ASSERT_TRUE(engine->SelectArm(OneArm("filler" + std::to_string(i)).View()).ok());
+  for (const int64_t configured : {int64_t{0}, int64_t{10}}) {
+    SCOPED_TRACE(configured);
+    TempDir dir;
+    EngineOptions options = PersistentWithCadence100(dir.path());
+    options.durability.max_queued_operations = configured;
+    options.models.emplace_back();
+    options.models.back().max_users = 8;
+    auto opened = Engine::Open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    Engine* engine = opened->get();
+    Model* model = *engine->FindModel("");
+    const int64_t bound = model->max_queued();
+    EXPECT_EQ(bound, configured > 0 ? configured : 64);
+    ASSERT_TRUE(engine->SelectArm(OneArm("bp").View()).ok());
+    model->WaitForWriter();
+    WriterHold hold(model);
+    hold.Hold();
+    ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+    ASSERT_TRUE(hold.WaitUntilHolding());
+    for (int i = 0; model->Stats().queued_operations < bound; ++i) {
+      ASSERT_TRUE(engine->SelectArm(OneArm("filler" + std::to_string(i)).View()).ok());
+    }
+    auto refused = engine->ReportRewardAt({"bp", 1.0, {}, ""}, absl::Now(),
+                                          absl::Now() + absl::Milliseconds(100));
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+    EXPECT_THAT(std::string(refused.status().message()), HasSubstr("behind in learning"));
+    const std::vector<std::string> many = {"n1", "n2", "n3", "n4", "n5", "n6", "n7"};
+    EXPECT_EQ(model->AddUsers(many, absl::Now() + absl::Milliseconds(100)).status().code(),
+              absl::StatusCode::kResourceExhausted);
+    EXPECT_EQ(model->Stats().writes_refused_behind, 2);
+    hold.Release();
+    auto accepted = engine->ReportReward({"bp", 1.0, {}, ""});
+    ASSERT_TRUE(accepted.ok()) << accepted.status();
+    EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
+    // The refused edit's slots were released: seven others fit beside the one user so far.
+    const std::vector<std::string> others = {"m1", "m2", "m3", "m4", "m5", "m6", "m7"};
+    auto added = model->AddUsers(others, absl::InfiniteFuture());
+    ASSERT_TRUE(added.ok()) << added.status();
+    EXPECT_EQ(added->added, 7);
   }
-  auto refused = engine->ReportRewardAt({"bp", 1.0, {}, ""}, absl::Now(),
-                                        absl::Now() + absl::Milliseconds(100));
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
-  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("behind in learning"));
-  const std::vector<std::string> many = {"n1", "n2", "n3", "n4", "n5", "n6", "n7"};
-  EXPECT_EQ(model->AddUsers(many, absl::Now() + absl::Milliseconds(100)).status().code(),
-            absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(model->Stats().writes_refused_behind, 2);
-  hold.Release();
-  auto accepted = engine->ReportReward({"bp", 1.0, {}, ""});
-  ASSERT_TRUE(accepted.ok()) << accepted.status();
-  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
-  // The refused edit's slots were released: seven others fit beside the one user so far.
-  const std::vector<std::string> others = {"m1", "m2", "m3", "m4", "m5", "m6", "m7"};
-  auto added = model->AddUsers(others, absl::InfiniteFuture());
-  ASSERT_TRUE(added.ok()) << added.status();
-  EXPECT_EQ(added->added, 7);
 }
 
 // A reward held back by back-pressure that arrived within its decision's window: the expiry
