@@ -1,10 +1,8 @@
 #include "core/fit/fit_worker.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <utility>
+
+#include "core/base/thread_priority.h"
 
 namespace graphbandit {
 
@@ -45,11 +43,7 @@ void FitWorker::Stop() {
 }
 
 void FitWorker::Loop() {
-  // Background work: when the cores are busy, decisions and learning go first. On Linux the
-  // nice value is per thread; elsewhere this is a no-op.
-#if defined(__linux__)
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kFitNice);
-#endif
+  SetThreadNice(kFitNice);  // background work: decisions and learning go first
   for (;;) {
     Job job;
     {
