@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/base/thread_priority.h"
 #include "server/malformed_requests.h"
 
 namespace graphbandit::server {
@@ -84,7 +85,10 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
   for (const std::string& model : server->engine_->ModelNames()) {
     health->SetServingStatus(model, true);
   }
-  server->health_watcher_ = std::thread([s = server.get()] { s->WatchModelHealth(); });
+  server->health_watcher_ = std::thread([s = server.get()] {
+    SetThreadName("gb-health");
+    s->WatchModelHealth();
+  });
   return server;
 }
 

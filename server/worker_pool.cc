@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/base/thread_priority.h"
+
 namespace graphbandit::server {
 
 WorkerPool::WorkerPool(int threads, int max_queued) : max_queued_(std::max(1, max_queued)) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    threads_.emplace_back([this] {
+      SetThreadName("gb-waiter");
+      Loop();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/base/random.h"
+#include "core/base/thread_priority.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -86,7 +87,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     absl::Duration shortest = absl::InfiniteDuration();
     for (const ModelOptions& m : options.models) shortest = std::min(shortest, m.reward_window);
     const absl::Duration period = std::clamp(shortest / 4, absl::Milliseconds(5), absl::Seconds(1));
-    engine->sweeper_ = std::thread([e = engine.get(), period] { e->SweeperLoop(period); });
+    engine->sweeper_ = std::thread([e = engine.get(), period] {
+      SetThreadName("gb-expiry");
+      e->SweeperLoop(period);
+    });
   }
   return engine;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
 #include "core/base/random.h"
+#include "core/base/thread_priority.h"
 #include "core/graph/edge_list.h"
 #include "core/learner/learner_factory.h"
 #include "core/model/ledger_records.h"
@@ -134,6 +135,7 @@ absl::Status Model::StartLog(uint64_t next_seq) {
 
 void Model::StartThreads() {
   writer_ = std::thread([this] {
+    SetThreadName("gb-writer");
     WriterLoop();
     writer_done_.Notify();
   });

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
+#include "core/base/thread_priority.h"
 #include "core/storage/fault_injection.h"
 
 namespace graphbandit {
@@ -54,9 +55,15 @@ void OperationLog::MarkSynced(uint64_t seq) {
 }
 
 void OperationLog::StartThreads() {
-  repairer_ = std::thread([this] { RepairLoop(); });
+  repairer_ = std::thread([this] {
+    SetThreadName("gb-log-repair");
+    RepairLoop();
+  });
   if (durability_.sync != Durability::Sync::kGroupCommit) return;
-  syncer_ = std::thread([this] { SyncerLoop(); });
+  syncer_ = std::thread([this] {
+    SetThreadName("gb-log-sync");
+    SyncerLoop();
+  });
 }
 
 void OperationLog::StopThreads() {
