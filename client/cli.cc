@@ -110,31 +110,8 @@ int UsageError(const std::string& message) {
   return kExitUsage;
 }
 
-std::string CodeName(grpc::StatusCode code) {
-  static constexpr const char* kNames[] = {"OK",
-                                           "CANCELLED",
-                                           "UNKNOWN",
-                                           "INVALID_ARGUMENT",
-                                           "DEADLINE_EXCEEDED",
-                                           "NOT_FOUND",
-                                           "ALREADY_EXISTS",
-                                           "PERMISSION_DENIED",
-                                           "RESOURCE_EXHAUSTED",
-                                           "FAILED_PRECONDITION",
-                                           "ABORTED",
-                                           "OUT_OF_RANGE",
-                                           "UNIMPLEMENTED",
-                                           "INTERNAL",
-                                           "UNAVAILABLE",
-                                           "DATA_LOSS",
-                                           "UNAUTHENTICATED"};
-  const int index = static_cast<int>(code);
-  if (index >= 0 && index < static_cast<int>(std::size(kNames))) return kNames[index];
-  return absl::StrCat("CODE_", index);
-}
-
 int RpcError(grpc::StatusCode code, const std::string& message) {
-  std::cerr << "error: " << CodeName(code) << ": " << message << "\n";
+  std::cerr << "error: " << graphbandit::client::StatusCodeName(code) << ": " << message << "\n";
   return kExitRpcError;
 }
 

@@ -4,6 +4,8 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <iterator>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -105,6 +107,29 @@ std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view pro
   }
   return ParseProgramCommandLine(argc, argv, program, usage,
                                  {std::string(program_file), "client/connection.cc"});
+}
+
+std::string StatusCodeName(grpc::StatusCode code) {
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  const int index = static_cast<int>(code);
+  if (index >= 0 && index < static_cast<int>(std::size(kNames))) return kNames[index];
+  return absl::StrCat("CODE_", index);
 }
 
 }  // namespace graphbandit::client

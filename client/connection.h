@@ -6,6 +6,7 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/support/status.h>
 
 #include <memory>
 #include <string>
@@ -38,6 +39,10 @@ absl::StatusOr<Connection> ConnectFromFlags(const std::string& target, int chann
 // flags and the connection flags. Returns the positional arguments, argv[0] first.
 std::vector<char*> ParseCommandLine(int argc, char** argv, absl::string_view program_file,
                                     absl::string_view usage);
+
+// The canonical name of a gRPC status code ("RESOURCE_EXHAUSTED"; "CODE_n" outside the known
+// range), as the command-line tools print and report it.
+std::string StatusCodeName(grpc::StatusCode code);
 
 }  // namespace graphbandit::client
 

@@ -50,6 +50,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "client/connection.h"
 #include "core/base/percentile.h"
 #include "core/base/random.h"
@@ -120,28 +121,6 @@ struct Tally {
     return calls() - (it == codes.end() ? 0 : it->second);
   }
 };
-
-std::string CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kNames[i] : absl::StrCat("CODE_", i);
-}
 
 // What a phase reports for one RPC.
 struct Summary {
@@ -339,6 +318,15 @@ class Generator {
     reward_flight_.WaitIdle();
   }
 
+  // The slowest SelectArm since the last progress line (microseconds), so that a stall shows
+  // when it happened, not only in the run's percentiles.
+  void NoteSlowest(double seconds) {
+    const int64_t micros = static_cast<int64_t>(seconds * 1e6);
+    int64_t seen = slowest_micros_.load(std::memory_order_relaxed);
+    while (micros > seen && !slowest_micros_.compare_exchange_weak(seen, micros)) {
+    }
+  }
+
   // One line per second on stderr while `running`.
   void Progress(const std::atomic<bool>& running) {
     int64_t last_decisions = 0, last_rewards = 0;
@@ -348,9 +336,12 @@ class Generator {
       const auto now = Clock::now();
       const int64_t d = decisions_.load(), r = rewards_sent_.load();
       const double dt = Seconds(now - last);
-      std::fprintf(stderr, "[%6.1fs %s] SelectArm %8.0f/s  ReportReward %8.0f/s  errors %lld\n",
+      const double slowest_ms = 1e-3 * static_cast<double>(slowest_micros_.exchange(0));
+      std::fprintf(stderr,
+                   "[%6.1fs %s] SelectArm %8.0f/s (slowest %7.1f ms)  ReportReward %8.0f/s  "
+                   "errors %lld\n",
                    Seconds(now - phase_started_.load()), measuring_ ? "measure" : "warm-up",
-                   static_cast<double>(d - last_decisions) / dt,
+                   static_cast<double>(d - last_decisions) / dt, slowest_ms,
                    static_cast<double>(r - last_rewards) / dt,
                    static_cast<long long>(errors_.load()));
       last_decisions = d;
@@ -425,7 +416,7 @@ class Generator {
   void Record(SharedTally* shared, const grpc::Status& status, double latency) {
     {
       std::lock_guard<std::mutex> lock(shared->mu);
-      ++shared->tally.codes[CodeName(status.error_code())];
+      ++shared->tally.codes[StatusCodeName(status.error_code())];
       if (status.ok()) shared->tally.latencies.push_back(latency);
     }
     if (!status.ok()) errors_.fetch_add(1);
@@ -467,8 +458,10 @@ class Generator {
     bandit_[channel]->async()->SelectArm(
         &call->context, &workload_.requests[r], &call->response,
         [this, call, i, r, intended, phase, chain](grpc::Status status) {
-          Record(&phase->select, status, Seconds(Clock::now() - intended));
+          const double latency = Seconds(Clock::now() - intended);
+          Record(&phase->select, status, latency);
           decisions_.fetch_add(1, std::memory_order_relaxed);
+          NoteSlowest(latency);
           if (status.ok()) Reward(i, r, call->response);
           delete call;
           if (chain && Clock::now() < phase->end) {
@@ -569,6 +562,7 @@ class Generator {
   std::atomic<Clock::time_point> phase_started_{Clock::now()};
   std::atomic<bool> measuring_{false};
   std::atomic<int64_t> decisions_{0}, rewards_sent_{0}, errors_{0}, accepted_total_{0};
+  std::atomic<int64_t> slowest_micros_{0};
 
   std::mutex reward_mu_;
   std::condition_variable reward_cv_;
@@ -912,5 +906,8 @@ int main(int argc, char** argv) {
       "not be reached, 64 for a usage error.\n"
       "  graphbandit-loadgen --mode=closed --concurrency=8 --candidates=50 --duration_seconds=20\n"
       "  graphbandit-loadgen --mode=open --rate=1500 --reward_ratio=1 --report_json=run.json");
+  // As in the server (server/main.cc): no lock-graph bookkeeping on every absl::Mutex acquisition
+  // in the measuring process, whose CPU the server shares on a small machine.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return graphbandit::client::Run();
 }

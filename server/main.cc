@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/base/command_line.h"
 #include "core/base/log.h"
@@ -124,6 +125,10 @@ int main(int argc, char** argv) {
   sigaddset(&shutdown_signals, SIGTERM);
   sigaddset(&shutdown_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  // Debian's Abseil is built with its debug checks, so every absl::Mutex acquisition (ours and
+  // gRPC's) would also update a process-wide lock graph, under a global lock, to detect
+  // lock-order cycles. The tests keep that check; a serving process does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Core's warnings (operations not applied, failed snapshots, a log that stopped being
   // durable) go to stderr like the server's own messages.
   graphbandit::SetLogSink([](absl::string_view message) {
