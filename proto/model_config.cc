@@ -130,6 +130,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.kors_mu_factor = h.has_kors_mu_factor() ? h.kors_mu_factor() : d.refit.kors_mu_factor;
   o.refit.min_seconds_between = h.has_min_seconds_between_fits() ? h.min_seconds_between_fits()
                                                                  : kServedMinSecondsBetweenFits;
+  o.refit.cpu_share = h.has_fit_cpu_share() ? h.fit_cpu_share() : kServedFitCpuShare;
   o.edge_list_file = c.graph().edge_list_file();
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
@@ -218,6 +219,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_min_gain_per_parameter(o.refit.min_gain_per_parameter);
     h->set_kors_mu_factor(o.refit.kors_mu_factor);
     h->set_min_seconds_between_fits(o.refit.min_seconds_between);
+    h->set_fit_cpu_share(o.refit.cpu_share);
   }
   c.mutable_graph()->set_edge_list_file(o.edge_list_file);
   c.mutable_graph()->set_user_kernel(ToProto(kUserKernels, o.user_kernel));

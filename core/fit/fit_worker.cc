@@ -1,5 +1,6 @@
 #include "core/fit/fit_worker.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/base/thread_priority.h"
@@ -7,7 +8,10 @@
 namespace graphbandit {
 
 FitWorker::FitWorker(std::function<void()> ready) : ready_(std::move(ready)) {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    SetThreadName("gb-fit");
+    Loop();
+  });
 }
 
 FitWorker::~FitWorker() { Stop(); }
@@ -42,8 +46,28 @@ void FitWorker::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::Duration FitPause(double evaluation_seconds, double cpu_share) {
+  if (!(cpu_share > 0.0) || cpu_share >= 1.0 || !(evaluation_seconds > 0.0)) {
+    return absl::ZeroDuration();
+  }
+  const double pause = evaluation_seconds * (1.0 / cpu_share - 1.0);
+  return std::min(absl::Seconds(pause), kMaxFitPause);
+}
+
+void FitWorker::Pause(absl::Duration pause) {
+  if (pause <= absl::ZeroDuration()) return;
+  MutexLock lock(&mu_);
+  cv_.WaitFor(&mu_, pause, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+  ++pauses_;
+}
+
+int64_t FitWorker::pauses() const {
+  MutexLock lock(&mu_);
+  return pauses_;
+}
+
 void FitWorker::Loop() {
-  SetThreadNice(kFitNice);  // background work: decisions and learning go first
+  SetThreadBackground();  // decisions and learning go first
   for (;;) {
     Job job;
     {
@@ -58,6 +82,11 @@ void FitWorker::Loop() {
     users.graph = job.graph.get();
     users.fixed = job.fixed_users;
     job.spec.cancel = &cancel_;
+    if (job.spec.cpu_share < 1.0) {
+      job.spec.after_evaluation = [this, share = job.spec.cpu_share](double seconds) {
+        Pause(FitPause(seconds, share));
+      };
+    }
     Outcome outcome{FitHyperparameters(job.data, users, job.start, job.spec), job.fitted_at};
     {
       MutexLock lock(&mu_);

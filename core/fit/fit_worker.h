@@ -3,14 +3,16 @@
 // copy of the recent observations and of what the fit needs), goes on applying the log, and
 // picks the outcome up when `ready` tells it one is waiting; it then logs the fitted values and
 // applies them in log order (core/model/model.h). Stop() cancels a running fit (the optimiser
-// checks between likelihood evaluations) and joins the thread. The thread runs at nice
-// kFitNice: under a saturating load the fits wait for idle cycles (and land later in the log)
-// instead of taking a core from the decisions; when the machine has spare cycles they run at
-// full speed.
+// checks between likelihood evaluations) and joins the thread. The thread is background
+// work (SetThreadBackground, Linux's SCHED_IDLE): under load the fits wait for idle cycles (and
+// land later in the log) instead of taking a core from the decisions; and a job whose
+// spec.cpu_share is below 1 pauses after each likelihood evaluation (FitPause), so that even on
+// an idle machine it uses at most that share of a core.
 #ifndef GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 #define GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/base/sync.h"
 #include "core/fit/hyperparameter_fit.h"
 #include "core/graph/user_graph.h"
@@ -25,7 +28,14 @@
 
 namespace graphbandit {
 
-inline constexpr int kFitNice = 19;
+// The longest pause after one likelihood evaluation (a fit of a large model at a small share
+// still makes progress every few seconds).
+inline constexpr absl::Duration kMaxFitPause = absl::Seconds(5);
+
+// The pause after an evaluation that took `evaluation_seconds`, so that the fit uses at most
+// `cpu_share` of the wall-clock time (RefitOptions::cpu_share): (1 / share - 1) times the
+// evaluation, at most kMaxFitPause; none at a share of 1.
+absl::Duration FitPause(double evaluation_seconds, double cpu_share);
 
 class FitWorker {
  public:
@@ -54,11 +64,15 @@ class FitWorker {
   bool Start(Job job) ABSL_LOCKS_EXCLUDED(mu_);
   // The finished job's outcome, once.
   std::optional<Outcome> Take() ABSL_LOCKS_EXCLUDED(mu_);
-  // Cancels a running fit and joins the thread; later Start() calls return false.
+  // Cancels a running fit and joins the thread (a pause ends at once); later Start() calls
+  // return false.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Pauses taken so far between likelihood evaluations (RefitOptions::cpu_share < 1).
+  int64_t pauses() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Loop();
+  void Pause(absl::Duration pause) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::function<void()> ready_;
   std::atomic<bool> cancel_{false};
@@ -68,6 +82,7 @@ class FitWorker {
   std::optional<Outcome> outcome_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t pauses_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -60,8 +60,13 @@ double Objective(unsigned n, const double* x, double* grad, void* data) {
   Hyperparameters h;
   FromFull(full, *p.spec, &h);
   Eigen::VectorXd gradient;
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<double> value =
       p.likelihood->Evaluate(h, grad != nullptr ? &gradient : nullptr, nullptr);
+  if (p.spec->after_evaluation) {
+    p.spec->after_evaluation(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   const double scale = 1.0 / p.likelihood->n();
   if (!value.ok() || !std::isfinite(*value)) {
     if (grad != nullptr) std::fill(grad, grad + n, 0.0);

@@ -34,6 +34,7 @@
 #include <Eigen/Dense>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,12 @@ struct FitSpec {
   double prior_log_sd = 3.0;
   // When set and it becomes true, the fit stops early and fails with Cancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // RefitOptions::cpu_share, for whoever runs the fit (FitWorker paces it; a direct call of
+  // FitHyperparameters does not).
+  double cpu_share = 1.0;
+  // When set, called after every likelihood evaluation with its wall-clock duration in
+  // seconds (FitWorker pauses there).
+  std::function<void(double)> after_evaluation;
 
   int groups() const { return static_cast<int>(fit_lengthscale.size()); }
 };

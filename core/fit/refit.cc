@@ -42,6 +42,9 @@ absl::Status RefitOptions::Validate() const {
     return bad(absl::StrFormat("min_seconds_between_fits must lie in [0, %g], got %g",
                                kMaxSecondsBetweenFits, min_seconds_between));
   }
+  if (!(cpu_share > 0.0) || !(cpu_share <= 1.0)) {
+    return bad(absl::StrFormat("fit_cpu_share must lie in (0, 1], got %g", cpu_share));
+  }
   return absl::OkStatus();
 }
 
@@ -87,6 +90,7 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   spec.fit_rho = options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse;
   spec.fit_prior_mean = options.fit_prior_mean;
   spec.max_evaluations = options.max_evaluations;
+  spec.cpu_share = options.cpu_share;
   return spec;
 }
 

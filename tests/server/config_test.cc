@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/fit/refit.h"
 
 namespace graphbandit::server {
 namespace {
@@ -111,6 +112,28 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   EXPECT_EQ(ToModelOptions(ToModelConfig(*k))->refit.kors_mu_factor, 10.0);
   EXPECT_THAT(std::string(ToModelOptions(factor->models(1)).status().message()),
               HasSubstr("kors_mu_factor"));
+  // A fit's share of a core: served default, read, written back, refused outside (0, 1].
+  auto share = ParseServerConfig(R"pb(
+                                   models { name: "default_share" }
+                                   models {
+                                     name: "half"
+                                     hyperparameters { fit_cpu_share: 0.5 }
+                                   }
+                                   models {
+                                     name: "zero"
+                                     hyperparameters { fit_cpu_share: 0 }
+                                   }
+                                 )pb",
+                                 "inline");
+  ASSERT_TRUE(share.ok()) << share.status();
+  EXPECT_EQ(ToModelOptions(share->models(0))->refit.cpu_share, kServedFitCpuShare);
+  auto half = ToModelOptions(share->models(1));
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_EQ(half->refit.cpu_share, 0.5);
+  EXPECT_EQ(ToModelConfig(*half).hyperparameters().fit_cpu_share(), 0.5);
+  EXPECT_EQ(ToModelOptions(ToModelConfig(*half))->refit.cpu_share, 0.5);
+  EXPECT_THAT(std::string(ToModelOptions(share->models(2)).status().message()),
+              HasSubstr("fit_cpu_share must lie in (0, 1], got 0"));
   // Fitting can be switched off; then every value is used as configured.
   auto off = ParseServerConfig(R"pb(
                                  models {

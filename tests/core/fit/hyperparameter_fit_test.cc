@@ -356,6 +356,15 @@ TEST(RefitSchedule, ValidationNamesTheFieldAndTheValue) {
   options.max_evaluations = 0;
   EXPECT_THAT(std::string(options.Validate().message()),
               ::testing::HasSubstr("max_evaluations must lie in 1..10000, got 0"));
+  for (double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    options = RefitOptions();
+    options.cpu_share = share;
+    EXPECT_THAT(std::string(options.Validate().message()),
+                ::testing::HasSubstr("fit_cpu_share must lie in (0, 1]"));
+  }
+  options = RefitOptions();
+  options.cpu_share = 1e-3;
+  EXPECT_TRUE(options.Validate().ok());
   // The schedule itself stays in range for any valid growth.
   options = RefitOptions();
   options.growth = 100.0;
