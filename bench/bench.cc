@@ -13,6 +13,11 @@
 //                       default max_points observations (helper thread), and the rebuild of
 //                       the Nystrom posterior with the fitted values (writer thread, learning
 //                       paused meanwhile) after t observations, for each --refit_history.
+//  --mode=ledger_snapshot  What a snapshot costs decisions: the ledger is captured under the
+//                       ledger lock (SelectArm and ReportReward wait that long), then encoded
+//                       without it. For each --ledger_sizes, a ledger of that many decisions
+//                       (one arm, d = 16, reward reported) and as many tombstones: the time
+//                       of each step.
 //  --mode=aging         Whether learning's cost stays flat as a model ages, memory caps on
 //                       (--aging_dictionary, --aging_history): --aging_events decisions, each
 //                       rewarded at once by closed-loop callers, and per checkpoint the mean and
@@ -50,10 +55,14 @@
 #include "core/graph/green_function.h"
 #include "core/learner/learner_factory.h"
 #include "core/learner/nystrom_posterior.h"
+#include "core/ledger/decision_ledger.h"
 #include "core/model/engine.h"
+#include "core/model/ledger_records.h"
 
 ABSL_FLAG(std::string, mode, "all",
           "reward_rate, durability, refit, aging, or all (all but aging, which is long).");
+ABSL_FLAG(std::string, ledger_sizes, "10000,100000,1000000",
+          "--mode=ledger_snapshot: decisions (and tombstones) in the ledger, one row each.");
 ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
           "--mode=refit: observations learned before the fit and the rebuild, one row each.");
 ABSL_FLAG(std::string, reward_rates, "0,100,500,2000,max",
@@ -419,6 +428,53 @@ std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
           1e3 * FreshnessQuantile(before, after, 0.99)};
 }
 
+// The ledger part of a snapshot (Model::TakeSnapshot encodes it under the ledger lock).
+void LedgerSnapshot() {
+  std::printf("== ledger snapshot: capture (under the ledger lock), then encode (without) ==\n");
+  std::printf("%10s %12s %10s %12s %10s\n", "decisions", "tombstones", "MB", "capture ms",
+              "encode ms");
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_ledger_sizes), ',')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 1) {
+      std::fprintf(stderr, "--ledger_sizes: bad size '%.*s'\n", static_cast<int>(text.size()),
+                   text.data());
+      std::exit(64);
+    }
+    DecisionLedger ledger(absl::Minutes(10), n, n, Aggregation::kFirst);
+    Rng rng(7);
+    const absl::Time start = absl::Now();
+    for (int64_t i = 0; i < n; ++i) {
+      auto entry = std::make_unique<LedgerEntry>();
+      entry->event_id = absl::StrCat("event-", i);
+      entry->user_id = absl::StrCat("user-", i % 1000);
+      entry->created = start;
+      LedgerArm arm;
+      arm.arm_id = absl::StrCat("arm-", i % 5000);
+      arm.features.resize(16);
+      for (double& f : arm.features) f = rng.Uniform();
+      entry->arms.push_back(std::move(arm));
+      entry->unreported = 1;
+      ChosenArm chosen;
+      chosen.arm_id = entry->arms[0].arm_id;
+      entry->decision.arms.push_back(chosen);
+      LedgerEntry* stored = ledger.Insert(std::move(entry));
+      ledger.Report(stored, 0, 1.0);
+      ledger.RestoreTombstone(Tombstone{absl::StrCat("closed-", i), ClosedAs::kCompleted, start});
+    }
+    using Ms = std::chrono::duration<double, std::milli>;
+    const auto t0 = std::chrono::steady_clock::now();
+    const LedgerCapture capture = ledger.Capture();
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::string encoded = EncodeLedger(capture);
+    const auto t2 = std::chrono::steady_clock::now();
+    std::printf("%10lld %12lld %10.1f %12.1f %10.1f\n", static_cast<long long>(ledger.size()),
+                static_cast<long long>(ledger.tombstones()),
+                static_cast<double>(encoded.size()) / 1e6, Ms(t1 - t0).count(),
+                Ms(t2 - t1).count());
+  }
+  std::printf("\n");
+}
+
 void Aging() {
   const std::string dir = FreshDir(absl::GetFlag(FLAGS_state_dir), "aging");
   EngineOptions options;
@@ -536,8 +592,9 @@ int main(int argc, char** argv) {
   });
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "aging" &&
-      mode != "all") {
-    std::fprintf(stderr, "--mode must be reward_rate, durability, refit, aging or all\n");
+      mode != "ledger_snapshot" && mode != "all") {
+    std::fprintf(stderr,
+                 "--mode must be reward_rate, durability, refit, aging, ledger_snapshot or all\n");
     return 64;
   }
   char host[256] = {};
@@ -547,6 +604,7 @@ int main(int argc, char** argv) {
   if (mode == "reward_rate" || mode == "all") graphbandit::RewardRate();
   if (mode == "durability" || mode == "all") graphbandit::DurabilityCost();
   if (mode == "refit" || mode == "all") graphbandit::RefitCost();
+  if (mode == "ledger_snapshot" || mode == "all") graphbandit::LedgerSnapshot();
   if (mode == "aging") graphbandit::Aging();  // long: not part of "all"
   return 0;
 }

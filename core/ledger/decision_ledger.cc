@@ -25,7 +25,7 @@ LedgerEntry* DecisionLedger::Find(const std::string& event_id) {
 
 const Tombstone* DecisionLedger::FindClosed(const std::string& event_id) const {
   auto it = tombstones_.find(event_id);
-  return it == tombstones_.end() ? nullptr : &*it->second;
+  return it == tombstones_.end() ? nullptr : it->second->get();
 }
 
 LedgerEntry* DecisionLedger::Insert(std::unique_ptr<LedgerEntry> entry) {
@@ -140,7 +140,7 @@ void DecisionLedger::Close(LedgerEntry* entry, ClosedAs how, absl::Time when) {
     if (how == ClosedAs::kExpired) ++expired_total_;
   }
   const std::string event_id = entry->event_id;
-  entries_.erase(event_id);  // destroys the entry
+  entries_.erase(event_id);  // destroys the entry, unless a capture still holds it
   RestoreTombstone(Tombstone{event_id, how, when});
 }
 
@@ -150,12 +150,28 @@ void DecisionLedger::RestoreTombstone(Tombstone tombstone) {
     tombstones_.erase(t);
   }
   if (tombstone_capacity_ <= 0) return;
-  tombstone_order_.push_back(std::move(tombstone));
-  tombstones_[tombstone_order_.back().event_id] = std::prev(tombstone_order_.end());
+  tombstone_order_.push_back(std::make_shared<const Tombstone>(std::move(tombstone)));
+  tombstones_[tombstone_order_.back()->event_id] = std::prev(tombstone_order_.end());
   while (static_cast<int64_t>(tombstone_order_.size()) > tombstone_capacity_) {
-    tombstones_.erase(tombstone_order_.front().event_id);
+    tombstones_.erase(tombstone_order_.front()->event_id);
     tombstone_order_.pop_front();
   }
+}
+
+LedgerCapture DecisionLedger::Capture() const {
+  LedgerCapture capture;
+  capture.aggregation = aggregation_;
+  capture.expired_total = expired_total_;
+  capture.entries.reserve(entries_.size());
+  capture.arm_rewards.reserve(entries_.size());
+  for (const LedgerEntry* entry : by_age_) {
+    capture.entries.push_back(entry->shared_from_this());
+    for (const LedgerArm& arm : entry->arms) {
+      capture.arm_rewards.push_back(LedgerCapture::ArmRewards{arm.reports, arm.aggregate});
+    }
+  }
+  capture.tombstones.assign(tombstone_order_.begin(), tombstone_order_.end());
+  return capture;
 }
 
 }  // namespace graphbandit

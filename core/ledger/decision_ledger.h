@@ -35,7 +35,10 @@ struct LedgerArm {
   double aggregate = 0.0;        // the combined reward (meaningful when reports > 0)
 };
 
-struct LedgerEntry {
+// Once inserted, only the ledger changes an entry, and only its reward state (each arm's
+// reports and aggregate, `unreported`) and its bookkeeping; what the decision was never
+// changes, so a snapshot can share the entry instead of copying it (LedgerCapture).
+struct LedgerEntry : std::enable_shared_from_this<LedgerEntry> {
   std::string event_id;
   uint64_t fingerprint = 0;  // of the request, to tell a retry from a reused id
   absl::Time created;
@@ -89,6 +92,22 @@ struct RewardJoin {
   std::string unknown_arm;               // non-empty: an arm id the decision did not return
 };
 
+// A consistent copy of a ledger for a snapshot. Taking it (DecisionLedger::Capture, under the
+// ledger lock) copies no string and no feature vector: the entries and tombstones are shared,
+// and only what can still change, each arm's reward state, is copied. Encoding it
+// (EncodeLedger) then needs no lock, however many decisions the ledger holds.
+struct LedgerCapture {
+  struct ArmRewards {
+    int reports = 0;
+    double aggregate = 0.0;
+  };
+  Aggregation aggregation = Aggregation::kFirst;
+  int64_t expired_total = 0;
+  std::vector<std::shared_ptr<const LedgerEntry>> entries;  // open decisions, oldest first
+  std::vector<ArmRewards> arm_rewards;  // the entries' arms in order, as they were at capture
+  std::vector<std::shared_ptr<const Tombstone>> tombstones;  // oldest first
+};
+
 class DecisionLedger {
  public:
   DecisionLedger(absl::Duration window, int64_t capacity, int64_t tombstone_capacity,
@@ -133,15 +152,8 @@ class DecisionLedger {
   int64_t tombstones() const { return static_cast<int64_t>(tombstones_.size()); }
   int64_t expired_total() const { return expired_total_; }
 
-  // For snapshots: entries oldest first, tombstones oldest first.
-  template <typename F>
-  void ForEachEntry(F&& f) const {
-    for (const LedgerEntry* entry : by_age_) f(*entry);
-  }
-  template <typename F>
-  void ForEachTombstone(F&& f) const {
-    for (const Tombstone& t : tombstone_order_) f(t);
-  }
+  // For snapshots: O(size) pointer copies, see LedgerCapture.
+  LedgerCapture Capture() const;
   void set_expired_total(int64_t n) { expired_total_ = n; }
   // Appends a tombstone (snapshot restore; Close uses it too), evicting the oldest beyond the cap.
   void RestoreTombstone(Tombstone tombstone);
@@ -151,13 +163,15 @@ class DecisionLedger {
   const int64_t capacity_;
   const int64_t tombstone_capacity_;
   const Aggregation aggregation_;
-  absl::flat_hash_map<std::string, std::unique_ptr<LedgerEntry>> entries_;
+  // Shared so that a capture keeps a closed entry alive until it is encoded.
+  absl::flat_hash_map<std::string, std::shared_ptr<LedgerEntry>> entries_;
   std::list<LedgerEntry*> by_age_;     // oldest first
   std::list<LedgerEntry*> completed_;  // first completed first (FIRST aggregation only)
   int64_t pending_ = 0;                // entries with an arm still unreported
   int64_t expired_total_ = 0;          // closed by their window with an arm unreported
-  std::list<Tombstone> tombstone_order_;
-  absl::flat_hash_map<std::string, std::list<Tombstone>::iterator> tombstones_;
+  std::list<std::shared_ptr<const Tombstone>> tombstone_order_;
+  absl::flat_hash_map<std::string, std::list<std::shared_ptr<const Tombstone>>::iterator>
+      tombstones_;
 };
 
 }  // namespace graphbandit

@@ -99,13 +99,24 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
   }
 }
 
-std::string EncodeLedger(const DecisionLedger& ledger) {
+std::string EncodeLedger(const LedgerCapture& ledger) {
+  // An upper bound of the size (varints at their longest), so that the buffer is allocated
+  // once: a ledger of a million decisions encodes to a few hundred megabytes.
+  size_t bound = 32 + 32 * ledger.tombstones.size();
+  for (const auto& e : ledger.entries) {
+    bound += 64 + e->event_id.size() + e->user_id.size() + 8 * e->context.size();
+    for (const LedgerArm& arm : e->arms) bound += 96 + arm.arm_id.size() + 8 * arm.features.size();
+  }
+  for (const auto& t : ledger.tombstones) bound += t->event_id.size();
   storage::Encoder out;
+  out.Reserve(bound);
   // Open decisions oldest first, then tombstones oldest first.
-  out.PutU8(static_cast<uint8_t>(ledger.aggregation()));
-  out.PutVarint64(static_cast<uint64_t>(ledger.expired_total()));
-  out.PutVarint64(static_cast<uint64_t>(ledger.size()));
-  ledger.ForEachEntry([&out](const LedgerEntry& e) {
+  out.PutU8(static_cast<uint8_t>(ledger.aggregation));
+  out.PutVarint64(static_cast<uint64_t>(ledger.expired_total));
+  out.PutVarint64(static_cast<uint64_t>(ledger.entries.size()));
+  size_t rewards = 0;  // index into ledger.arm_rewards
+  for (const auto& entry : ledger.entries) {
+    const LedgerEntry& e = *entry;
     out.PutString(e.event_id);
     out.PutFixed64(e.fingerprint);
     out.PutFixed64(static_cast<uint64_t>(ToMicros(e.created)));
@@ -116,10 +127,12 @@ std::string EncodeLedger(const DecisionLedger& ledger) {
     for (size_t a = 0; a < e.arms.size(); ++a) {
       const LedgerArm& arm = e.arms[a];
       const ChosenArm& chosen = e.decision.arms[a];
+      // The reward state as captured: the live entry's may have changed since.
+      const LedgerCapture::ArmRewards& state = ledger.arm_rewards[rewards++];
       out.PutString(arm.arm_id);
       out.PutDoubles(arm.features.data(), arm.features.size());
-      out.PutVarint64(static_cast<uint64_t>(arm.reports));
-      out.PutDouble(arm.aggregate);
+      out.PutVarint64(static_cast<uint64_t>(state.reports));
+      out.PutDouble(state.aggregate);
       out.PutVarint64(static_cast<uint32_t>(chosen.candidate_index));
       out.PutDouble(chosen.mean);
       out.PutDouble(chosen.stddev);
@@ -127,26 +140,26 @@ std::string EncodeLedger(const DecisionLedger& ledger) {
       out.PutU8(chosen.probability.has_value() ? 1 : 0);
       out.PutDouble(chosen.probability.value_or(0.0));
     }
-  });
-  out.PutVarint64(static_cast<uint64_t>(ledger.tombstones()));
-  ledger.ForEachTombstone([&out](const Tombstone& t) {
-    out.PutString(t.event_id);
-    out.PutU8(static_cast<uint8_t>(t.how));
-    out.PutFixed64(static_cast<uint64_t>(ToMicros(t.closed)));
-  });
+  }
+  out.PutVarint64(static_cast<uint64_t>(ledger.tombstones.size()));
+  for (const auto& t : ledger.tombstones) {
+    out.PutString(t->event_id);
+    out.PutU8(static_cast<uint8_t>(t->how));
+    out.PutFixed64(static_cast<uint64_t>(ToMicros(t->closed)));
+  }
   // The candidates of decisions whose policy learns from all of them (absent before they
   // existed, and when no such decision is open).
   int64_t with_candidates = 0;
-  ledger.ForEachEntry([&with_candidates](const LedgerEntry& e) {
-    if (e.decision.candidates != nullptr) ++with_candidates;
-  });
+  for (const auto& e : ledger.entries) {
+    if (e->decision.candidates != nullptr) ++with_candidates;
+  }
   if (with_candidates > 0) {
     out.PutVarint64(static_cast<uint64_t>(with_candidates));
-    ledger.ForEachEntry([&out](const LedgerEntry& e) {
-      if (e.decision.candidates == nullptr) return;
-      out.PutString(e.event_id);
-      PutCandidates(&out, *e.decision.candidates);
-    });
+    for (const auto& e : ledger.entries) {
+      if (e->decision.candidates == nullptr) continue;
+      out.PutString(e->event_id);
+      PutCandidates(&out, *e->decision.candidates);
+    }
   }
   return out.Release();
 }

@@ -1,7 +1,8 @@
 // The decision ledger's side of the log and of snapshots: a logged decision as a ledger entry,
 // the observations a reward or a closing decision teaches, replaying the ledger part of logged
 // operations, and the ledger's encoding at the end of a snapshot payload (the format is fixed:
-// existing snapshots must still load). Pure functions; the caller holds the ledger's lock.
+// existing snapshots must still load). Pure functions; the caller holds the ledger's lock, except
+// for EncodeLedger.
 #ifndef GRAPHBANDIT_CORE_MODEL_LEDGER_RECORDS_H_
 #define GRAPHBANDIT_CORE_MODEL_LEDGER_RECORDS_H_
 
@@ -37,7 +38,8 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
 
 // The ledger section of a snapshot payload: open decisions oldest first, then tombstones, then
 // (when any open decision has them) the decisions' candidates. It is the payload's last section.
-std::string EncodeLedger(const DecisionLedger& ledger);
+// Encodes a capture (DecisionLedger::Capture), so it needs no ledger lock.
+std::string EncodeLedger(const LedgerCapture& ledger);
 // Restores an empty ledger from that section (FAILED_PRECONDITION if it was written with another
 // aggregation rule; DATA_LOSS if malformed). Leaves `in` after the section.
 absl::Status DecodeLedger(storage::Decoder* in, const ModelOptions& options,

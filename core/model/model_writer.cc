@@ -129,7 +129,7 @@ absl::StatusOr<PreparedSnapshot> Model::BeginSnapshotLocked() {
     prepared.seq = next_seq_ - 1;
   }
   if (!dir_.has_value()) return prepared;
-  prepared.ledger = EncodeLedger(*ledger_);
+  prepared.ledger = ledger_->Capture();
   MutexLock lock(&queue_mu_);
   if (absl::Status s = log_->StartSegment(dir_->SegmentPath(prepared.seq + 1), prepared.seq);
       !s.ok()) {
@@ -146,17 +146,18 @@ absl::StatusOr<PreparedSnapshot> Model::CompleteSnapshotState(
   ApplyUpTo(prepared->seq);
   snapshots_.Taken();  // the records up to here are in this snapshot
   if (dir_.has_value()) {
-    // The learned state, then the ledger as copied in step 1.
+    // The learned state, then the ledger as captured in step 1.
     prepared->payload = state_->Save(prepared->seq);
-    prepared->payload.append(prepared->ledger);
+    prepared->payload.append(EncodeLedger(prepared->ledger));
   }
-  prepared->ledger.clear();
+  prepared->ledger = LedgerCapture();  // lets go of the closed decisions it kept alive
   return prepared;
 }
 
 absl::StatusOr<uint64_t> Model::TakeSnapshot() {
-  // Only the ledger is copied under the ledger lock (decisions and rewards wait that long);
-  // learning up to the snapshot point, serializing and writing happen without it.
+  // Only the ledger is captured under the ledger lock (decisions and rewards wait that long: a
+  // pointer copy per decision and per tombstone, LedgerCapture); learning up to the snapshot
+  // point, encoding and writing happen without it.
   absl::StatusOr<PreparedSnapshot> prepared;
   {
     MutexLock ledger(&ledger_mu_);

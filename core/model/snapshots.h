@@ -4,9 +4,10 @@
 // counters Stats reports.
 //
 // A snapshot is taken by the writer in three steps (Model): (1) under the ledger lock, note the
-// last logged sequence number, copy the ledger and start a new log segment; (2) without it,
-// apply what was logged up to that number and serialize the learned state; (3) write the file
-// (SnapshotWriter::Write). Decisions wait only for step 1.
+// last logged sequence number, capture the ledger (LedgerCapture: pointer copies) and start a
+// new log segment; (2) without it, apply what was logged up to that number and serialize the
+// learned state and the captured ledger; (3) write the file (SnapshotWriter::Write). Decisions
+// wait only for step 1.
 //
 // Threads: the applied-record count is the writer's (CountApplied, Due, Unsaved, Taken); Write
 // runs on the writer (or at shutdown, after it stopped); stats() on any thread (stats_mu_ is a
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/base/sync.h"
+#include "core/ledger/decision_ledger.h"
 #include "core/model/state_directory.h"
 
 namespace graphbandit {
@@ -28,8 +30,8 @@ namespace graphbandit {
 // A snapshot between its steps.
 struct PreparedSnapshot {
   uint64_t seq = 0;
-  std::string ledger;   // step 1
-  std::string payload;  // step 2: the learned state, then the ledger
+  LedgerCapture ledger;  // step 1
+  std::string payload;   // step 2: the learned state, then the ledger
 };
 
 class SnapshotWriter {

@@ -44,6 +44,9 @@ class Encoder {
   // `values` may be null only if n == 0.
   void PutDoubles(const double* values, size_t n);
 
+  // Allocates room for `n` more bytes at once.
+  void Reserve(size_t n) { buf_.reserve(buf_.size() + n); }
+
   const std::string& data() const { return buf_; }
   size_t size() const { return buf_.size(); }
   // Hands over the encoded bytes and leaves the encoder empty and reusable.
