@@ -428,7 +428,8 @@ std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
           1e3 * FreshnessQuantile(before, after, 0.99)};
 }
 
-// The ledger part of a snapshot (Model::TakeSnapshot encodes it under the ledger lock).
+// The ledger part of a snapshot (Model::TakeSnapshot captures it under the ledger lock and
+// encodes the capture after releasing it).
 void LedgerSnapshot() {
   std::printf("== ledger snapshot: capture (under the ledger lock), then encode (without) ==\n");
   std::printf("%10s %12s %10s %12s %10s\n", "decisions", "tombstones", "MB", "capture ms",

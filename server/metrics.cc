@@ -241,7 +241,8 @@ class ModelCollector : public prometheus::Collectable {
         {}};
     prometheus::MetricFamily fit_seconds{
         "graphbandit_hyperparameter_fit_seconds_total",
-        "Time spent fitting hyper-parameters on the helper thread.",
+        "Wall-clock time of hyper-parameter fits on the helper thread, including the pauses that "
+        "keep a fit to hyperparameters.fit_cpu_share of a core.",
         prometheus::MetricType::Counter,
         {}};
     for (size_t i = 0; i < names.size(); ++i) {

@@ -42,6 +42,11 @@ void FitWorker::Stop() {
     stop_ = true;
     cv_.SignalAll();
   }
+  {
+    MutexLock lock(&pause_mu_);
+    pause_stop_ = true;
+    pause_cv_.SignalAll();
+  }
   cancel_.store(true);
   if (thread_.joinable()) thread_.join();
 }
@@ -56,15 +61,15 @@ absl::Duration FitPause(double evaluation_seconds, double cpu_share) {
 
 void FitWorker::Pause(absl::Duration pause) {
   if (pause <= absl::ZeroDuration()) return;
-  MutexLock lock(&mu_);
-  cv_.WaitFor(&mu_, pause, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
-  ++pauses_;
+  pauses_.fetch_add(1);
+  // Its own lock: the writer takes mu_ after every batch (Take, busy), and this thread, idle
+  // class, may wait long for a core while it holds a lock.
+  MutexLock lock(&pause_mu_);
+  pause_cv_.WaitFor(&pause_mu_, pause,
+                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return pause_stop_; });
 }
 
-int64_t FitWorker::pauses() const {
-  MutexLock lock(&mu_);
-  return pauses_;
-}
+int64_t FitWorker::pauses() const { return pauses_.load(); }
 
 void FitWorker::Loop() {
   SetThreadBackground();  // decisions and learning go first

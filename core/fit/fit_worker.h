@@ -6,8 +6,8 @@
 // checks between likelihood evaluations) and joins the thread. The thread is background
 // work (SetThreadBackground, Linux's SCHED_IDLE): under load the fits wait for idle cycles (and
 // land later in the log) instead of taking a core from the decisions; and a job whose
-// spec.cpu_share is below 1 pauses after each likelihood evaluation (FitPause), so that even on
-// an idle machine it uses at most that share of a core.
+// spec.cpu_share is below 1 pauses after each likelihood evaluation of the optimiser
+// (FitPause), so that even on an idle machine it uses about that share of a core.
 #ifndef GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 #define GRAPHBANDIT_CORE_FIT_FIT_WORKER_H_
 
@@ -32,7 +32,7 @@ namespace graphbandit {
 // still makes progress every few seconds).
 inline constexpr absl::Duration kMaxFitPause = absl::Seconds(5);
 
-// The pause after an evaluation that took `evaluation_seconds`, so that the fit uses at most
+// The pause after an evaluation that took `evaluation_seconds`, so that the fit uses about
 // `cpu_share` of the wall-clock time (RefitOptions::cpu_share): (1 / share - 1) times the
 // evaluation, at most kMaxFitPause; none at a share of 1.
 absl::Duration FitPause(double evaluation_seconds, double cpu_share);
@@ -67,12 +67,12 @@ class FitWorker {
   // Cancels a running fit and joins the thread (a pause ends at once); later Start() calls
   // return false.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Pauses taken so far between likelihood evaluations (RefitOptions::cpu_share < 1).
-  int64_t pauses() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Pauses begun so far between likelihood evaluations (RefitOptions::cpu_share < 1).
+  int64_t pauses() const;
 
  private:
   void Loop();
-  void Pause(absl::Duration pause) ABSL_LOCKS_EXCLUDED(mu_);
+  void Pause(absl::Duration pause) ABSL_LOCKS_EXCLUDED(mu_, pause_mu_);
 
   std::function<void()> ready_;
   std::atomic<bool> cancel_{false};
@@ -82,7 +82,11 @@ class FitWorker {
   std::optional<Outcome> outcome_ ABSL_GUARDED_BY(mu_);
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t pauses_ ABSL_GUARDED_BY(mu_) = 0;
+  // Pauses between evaluations (Pause) wait on their own lock, never on mu_.
+  mutable Mutex pause_mu_;
+  CondVar pause_cv_;
+  bool pause_stop_ ABSL_GUARDED_BY(pause_mu_) = false;
+  std::atomic<int64_t> pauses_{0};
   std::thread thread_;
 };
 

@@ -91,12 +91,14 @@ struct RefitOptions {
   // per second the reward-count schedule alone would keep one running all the time. 0: no
   // bound (the simulator, which has no clock, always schedules by rewards alone).
   double min_seconds_between = 0.0;
-  // At most this share of one core's wall-clock time goes to a running fit: after each
-  // likelihood evaluation the fit pauses for (1 / cpu_share - 1) times that evaluation's
-  // duration (FitWorker). The fit thread already yields the CPU to every other thread
-  // (SetThreadBackground), but not what it shares with them while it runs: caches, memory
-  // bandwidth, a hyper-threaded or oversubscribed host core (measured on a 2-vCPU VM: scoring
-  // 16% slower while any other process ran on the second vCPU). 1: no pause (the simulator).
+  // About this share of one core's wall-clock time goes to a running fit: after each
+  // likelihood evaluation the optimiser asks for, the fit pauses for (1 / cpu_share - 1) times
+  // that evaluation's duration, at most kMaxFitPause (FitWorker). The set-up and the
+  // evaluations at the start and end of a fit are not followed by a pause. The fit thread already
+  // yields the CPU to every other thread (SetThreadBackground), but not what it shares with them
+  // while it runs: caches, memory bandwidth, a hyper-threaded or oversubscribed host core (measured
+  // on a 2-vCPU VM: scoring 16% slower while any other process ran on the second vCPU). 1: no pause
+  // (the simulator).
   double cpu_share = 1.0;
 
   absl::Status Validate() const;

@@ -37,7 +37,8 @@ struct LedgerArm {
 
 // Once inserted, only the ledger changes an entry, and only its reward state (each arm's
 // reports and aggregate, `unreported`) and its bookkeeping; what the decision was never
-// changes, so a snapshot can share the entry instead of copying it (LedgerCapture).
+// changes (restoring a snapshot sets `decision.candidates` after Insert, before any capture
+// can exist), so a snapshot can share the entry instead of copying it (LedgerCapture).
 struct LedgerEntry : std::enable_shared_from_this<LedgerEntry> {
   std::string event_id;
   uint64_t fingerprint = 0;  // of the request, to tell a retry from a reused id

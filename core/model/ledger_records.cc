@@ -100,14 +100,24 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
 }
 
 std::string EncodeLedger(const LedgerCapture& ledger) {
-  // An upper bound of the size (varints at their longest), so that the buffer is allocated
-  // once: a ledger of a million decisions encodes to a few hundred megabytes.
-  size_t bound = 32 + 32 * ledger.tombstones.size();
-  for (const auto& e : ledger.entries) {
-    bound += 64 + e->event_id.size() + e->user_id.size() + 8 * e->context.size();
-    for (const LedgerArm& arm : e->arms) bound += 96 + arm.arm_id.size() + 8 * arm.features.size();
-  }
+  // An upper bound of the size (every varint counted at its longest, 10 bytes), so that the
+  // buffer is allocated once: a ledger of a million decisions encodes to a few hundred
+  // megabytes.
+  constexpr size_t kVarint = 10;
+  size_t bound = 1 + 4 * kVarint + ledger.tombstones.size() * (kVarint + 1 + 8);
   for (const auto& t : ledger.tombstones) bound += t->event_id.size();
+  for (const auto& e : ledger.entries) {
+    bound += 5 * kVarint + 16 + e->event_id.size() + e->user_id.size() + 8 * e->context.size();
+    for (const LedgerArm& arm : e->arms) {
+      bound += 5 * kVarint + 5 * 8 + 1 + arm.arm_id.size() + 8 * arm.features.size();
+    }
+    if (e->decision.candidates != nullptr) {
+      bound += 2 * kVarint + e->event_id.size();
+      for (const std::vector<double>& features : e->decision.candidates->features) {
+        bound += kVarint + 8 * features.size() + 8;
+      }
+    }
+  }
   storage::Encoder out;
   out.Reserve(bound);
   // Open decisions oldest first, then tombstones oldest first.

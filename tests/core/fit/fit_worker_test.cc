@@ -64,12 +64,19 @@ TEST(FitWorker, StopEndsAPauseAtOnce) {
   FitWorker worker(nullptr);
   // At this share every pause is the cap (5 s): the fit is inside one almost all the time.
   ASSERT_TRUE(worker.Start(SmallJob(1e-6)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Wait (bounded) until the first pause has begun: the fit thread is idle class and may get
+  // little CPU on a busy machine.
+  for (int i = 0; i < 6000 && worker.pauses() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(worker.pauses(), 1);
   const auto started = std::chrono::steady_clock::now();
   worker.Stop();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // The pause had about kMaxFitPause to go: Stop woke it.
   EXPECT_LT(seconds, 0.5 * absl::ToDoubleSeconds(kMaxFitPause));
+  EXPECT_EQ(worker.pauses(), 1);
   EXPECT_FALSE(worker.Start(SmallJob(1.0)));  // stopped for good
 }
 

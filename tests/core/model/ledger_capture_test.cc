@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -40,10 +41,20 @@ std::unique_ptr<LedgerEntry> Entry(int i, int arms) {
   return entry;
 }
 
-// The same history for every ledger built with it: ten decisions, some rewarded (SUM: repeats
-// add up), four closed (tombstones).
+// The same history for every ledger built with it: ten decisions (one keeps its candidates, as
+// policies that learn from the whole decision do), some rewarded (SUM: repeats add up), four
+// closed (tombstones).
 void Fill(DecisionLedger* ledger) {
-  for (int i = 0; i < 10; ++i) ledger->Insert(Entry(i, 1 + i % 2));
+  for (int i = 0; i < 10; ++i) {
+    std::unique_ptr<LedgerEntry> entry = Entry(i, 1 + i % 2);
+    if (i == 5) {
+      auto candidates = std::make_shared<DecisionCandidates>();
+      candidates->features = {{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}};
+      candidates->probabilities = {0.25, 0.5, 0.25};
+      entry->decision.candidates = std::move(candidates);
+    }
+    ledger->Insert(std::move(entry));
+  }
   ledger->Report(ledger->Find(Entry(1, 1)->event_id), 0, 2.0);
   ledger->Report(ledger->Find(Entry(3, 1)->event_id), 1, -1.5);
   for (int i : {0, 4, 6, 8}) {
@@ -78,7 +89,7 @@ TEST(LedgerCaptureTest, EncodesTheLedgerAsItWasWhenCaptured) {
   EXPECT_EQ(encoded, EncodeLedger(twin.Capture()));
   EXPECT_NE(encoded, EncodeLedger(live.Capture()));
 
-  // And it restores to that ledger.
+  // And it restores to that ledger (DecodeLedger is the reader of every existing snapshot).
   ModelOptions options;
   options.aggregation = Aggregation::kSum;
   DecisionLedger restored(absl::Minutes(10), 100, kTombstones, Aggregation::kSum);
@@ -91,6 +102,11 @@ TEST(LedgerCaptureTest, EncodesTheLedgerAsItWasWhenCaptured) {
   EXPECT_EQ(entry->arms[0].reports, 1);
   EXPECT_EQ(entry->arms[0].aggregate, 2.0);
   EXPECT_NE(restored.Find(Entry(3, 1)->event_id), nullptr);
+  const LedgerEntry* with_candidates = restored.Find(Entry(5, 1)->event_id);
+  ASSERT_NE(with_candidates, nullptr);
+  ASSERT_NE(with_candidates->decision.candidates, nullptr);
+  EXPECT_EQ(with_candidates->decision.candidates->features[2], (std::vector<double>{5.0, 6.0}));
+  EXPECT_EQ(with_candidates->decision.candidates->probabilities[1], 0.5);
   EXPECT_EQ(restored.Find(Entry(42, 1)->event_id), nullptr);
   EXPECT_NE(restored.FindClosed(Entry(0, 1)->event_id), nullptr);
   EXPECT_EQ(restored.FindClosed("late"), nullptr);
