@@ -42,12 +42,12 @@ void FitWorker::Stop() {
     stop_ = true;
     cv_.SignalAll();
   }
+  cancel_.store(true);  // before ending a pause: the optimiser stops at its next check
   {
     MutexLock lock(&pause_mu_);
     pause_stop_ = true;
     pause_cv_.SignalAll();
   }
-  cancel_.store(true);
   if (thread_.joinable()) thread_.join();
 }
 

@@ -66,7 +66,7 @@ class FitWorker {
   std::optional<Outcome> Take() ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels a running fit and joins the thread (a pause ends at once); later Start() calls
   // return false.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_, pause_mu_);
   // Pauses begun so far between likelihood evaluations (RefitOptions::cpu_share < 1).
   int64_t pauses() const;
 
