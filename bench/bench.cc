@@ -23,6 +23,13 @@
 //                       rewarded at once by closed-loop callers, and per checkpoint the mean and
 //                       p99 time from acknowledging a reward to publishing a state that learned
 //                       it over the preceding --aging_window rewards, with m and the rate.
+//  --mode=growth        What dictionary growth costs the writer per reward: an EK_UCB learner as
+//                       the server builds one (cap --growth_dictionary, every observation
+//                       retained) learns --growth_events rewards twice from the same stream,
+//                       once scanning the history for a whole growth batch when it fills, once
+//                       spreading that scan over the following rewards; per row of
+//                       --growth_window rewards, m and the mean, p99 and largest time of one
+//                       Observe for each.
 //
 // Each prints a table; figures come from one run, side by side.
 #include <sys/resource.h>
@@ -60,7 +67,8 @@
 #include "core/model/ledger_records.h"
 
 ABSL_FLAG(std::string, mode, "all",
-          "reward_rate, durability, refit, aging, or all (all but aging, which is long).");
+          "reward_rate, durability, refit, aging, growth, ledger_snapshot, or all (all but aging "
+          "and growth, which are long).");
 ABSL_FLAG(std::string, ledger_sizes, "10000,100000,1000000",
           "--mode=ledger_snapshot: decisions (and tombstones) in the ledger, one row each.");
 ABSL_FLAG(std::string, refit_history, "1000,5000,20000",
@@ -79,6 +87,9 @@ ABSL_FLAG(int64_t, aging_window, 5000, "--mode=aging: rewards each row averages 
 ABSL_FLAG(int32_t, aging_dictionary, 256, "--mode=aging: max_dictionary_size (memory cap).");
 ABSL_FLAG(int64_t, aging_history, 20000, "--mode=aging: max_history (memory cap).");
 ABSL_FLAG(int32_t, aging_candidates, 20, "--mode=aging: candidates per decision.");
+ABSL_FLAG(int64_t, growth_events, 60000, "--mode=growth: rewards learned by each learner.");
+ABSL_FLAG(int64_t, growth_window, 10000, "--mode=growth: rewards per printed row.");
+ABSL_FLAG(int32_t, growth_dictionary, 1000, "--mode=growth: max_dictionary_size.");
 ABSL_FLAG(std::string, state_dir, "",
           "Where to keep the benchmark's state (a fresh directory under it; default: a temporary "
           "directory on the disk that holds /tmp).");
@@ -430,6 +441,111 @@ std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
 
 // The ledger part of a snapshot (Model::TakeSnapshot captures it under the ledger lock and
 // encodes the capture after releasing it).
+// The server's EK_UCB learner over 16 features and 3 friends, with rewards of RefitCost's kind;
+// `spread` chooses how a growth batch scans the history.
+struct GrowthRow {
+  int64_t m = 0;
+  double mean_us = 0, p99_us = 0, max_ms = 0;
+  int64_t dependent = 0, rebuilds = 0;  // so far: points refused as dependent, rebuilds
+};
+std::vector<GrowthRow> GrowthRun(bool spread, int64_t events, int64_t window, int dictionary) {
+  constexpr int kDim = 16, kUsers = 3;
+  UserGraph graph;
+  graph.EnsureUsers(kUsers);
+  for (int u = 0; u < kUsers; ++u) graph.SetEdge(u, (u + 1) % kUsers, 1.0);
+  ModelOptions model;
+  std::shared_ptr<const UserKernel> users = *GreenFunction::Build(graph, model.rho);
+  NystromOptions options;
+  options.ridge = options.kors_mu = model.ridge;
+  options.max_dictionary_size = dictionary;
+  options.growth_batch_divisor = kServedGrowthBatchDivisor;
+  options.spread_growth_scan = spread;
+  // Features on a 3-dimensional subspace, at length-scale 6.
+  NystromPosterior learner(kDim, ArmKernel(KernelType::kRbf, 1.0), users, options);
+  Rng rng(11);
+  Eigen::MatrixXd basis(kDim, 3);
+  for (int d = 0; d < kDim; ++d) {
+    for (int k = 0; k < 3; ++k) basis(d, k) = rng.Normal() / std::sqrt(3.0);
+  }
+  Eigen::MatrixXd units(kDim, 8), weights(3, 8);
+  for (int k = 0; k < 8; ++k) {
+    for (int d = 0; d < kDim; ++d) units(d, k) = rng.Normal() * 0.3;
+    for (int g = 0; g < 3; ++g) weights(g, k) = rng.Normal();
+  }
+  std::vector<GrowthRow> rows;
+  std::vector<double> times;
+  times.reserve(window);
+  Eigen::VectorXd x(kDim), z(3);
+  for (int64_t i = 1; i <= events; ++i) {
+    for (int k = 0; k < 3; ++k) z(k) = rng.Normal();
+    x = basis * z / 6.0;
+    const int32_t user = static_cast<int32_t>(rng.UniformInt(kUsers));
+    const Eigen::VectorXd hidden = (units.transpose() * x).array().tanh().matrix();
+    const double reward = weights.row(user).dot(hidden) + 0.3 * rng.Normal();
+    const auto started = Clock::now();
+    if (absl::Status s = learner.Observe(user, x, reward); !s.ok()) {
+      std::fprintf(stderr, "observe: %s\n", std::string(s.message()).c_str());
+      std::exit(1);
+    }
+    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - started).count());
+    if (i % window == 0 || i == events) {
+      GrowthRow row;
+      row.m = learner.dictionary_size();
+      row.dependent = learner.stats().skipped_dependent;
+      row.rebuilds = learner.stats().growth_rebuilds;
+      double sum = 0;
+      for (double t : times) sum += t;
+      row.mean_us = sum / static_cast<double>(times.size());
+      std::sort(times.begin(), times.end());
+      row.p99_us = times[static_cast<size_t>(0.99 * static_cast<double>(times.size() - 1))];
+      row.max_ms = times.back() / 1000.0;
+      rows.push_back(row);
+      times.clear();
+    }
+  }
+  return rows;
+}
+
+void GrowthCost() {
+  const int64_t events = absl::GetFlag(FLAGS_growth_events);
+  const int64_t window = absl::GetFlag(FLAGS_growth_window);
+  const int dictionary = absl::GetFlag(FLAGS_growth_dictionary);
+  if (events < 1 || window < 1 || dictionary < 1) {
+    std::fprintf(stderr, "--growth_events, --growth_window and --growth_dictionary must be >= 1\n");
+    std::exit(2);
+  }
+  std::printf(
+      "# growth cost: EK_UCB learner, 16 features (on a 3-dimensional subspace), 3 users, "
+      "dictionary cap %d, history "
+      "unbounded, batches of m/%d; time of one Observe (the writer's work for a reward)\n",
+      dictionary, kServedGrowthBatchDivisor);
+  const auto whole_started = Clock::now();
+  const std::vector<GrowthRow> whole = GrowthRun(false, events, window, dictionary);
+  const double whole_s = std::chrono::duration<double>(Clock::now() - whole_started).count();
+  const auto spread_started = Clock::now();
+  const std::vector<GrowthRow> spread = GrowthRun(true, events, window, dictionary);
+  const double spread_s = std::chrono::duration<double>(Clock::now() - spread_started).count();
+  std::printf("%9s | %6s %9s %9s %9s | %6s %9s %9s %9s\n", "rewards", "m", "mean us", "p99 us",
+              "max ms", "m", "mean us", "p99 us", "max ms");
+  std::printf("%9s | %36s | %36s\n", "", "whole pass when a batch fills",
+              "pass spread over rewards");
+  for (size_t r = 0; r < whole.size() && r < spread.size(); ++r) {
+    const int64_t at = std::min<int64_t>(static_cast<int64_t>(r + 1) * window, events);
+    std::printf("%9lld | %6lld %9.1f %9.1f %9.2f | %6lld %9.1f %9.1f %9.2f\n",
+                static_cast<long long>(at), static_cast<long long>(whole[r].m), whole[r].mean_us,
+                whole[r].p99_us, whole[r].max_ms, static_cast<long long>(spread[r].m),
+                spread[r].mean_us, spread[r].p99_us, spread[r].max_ms);
+  }
+  std::printf(
+      "total: whole pass %.2f s, spread %.2f s; points refused as dependent %lld and %lld, "
+      "rebuilds after a pending point M could not take %lld and %lld\n\n",
+      whole_s, spread_s, static_cast<long long>(whole.back().dependent),
+      static_cast<long long>(spread.back().dependent),
+      static_cast<long long>(whole.back().rebuilds),
+      static_cast<long long>(spread.back().rebuilds));
+  std::fflush(stdout);
+}
+
 void LedgerSnapshot() {
   std::printf("== ledger snapshot: capture (under the ledger lock), then encode (without) ==\n");
   std::printf("%10s %12s %10s %12s %10s\n", "decisions", "tombstones", "MB", "capture ms",
@@ -593,9 +709,10 @@ int main(int argc, char** argv) {
   });
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "reward_rate" && mode != "durability" && mode != "refit" && mode != "aging" &&
-      mode != "ledger_snapshot" && mode != "all") {
+      mode != "ledger_snapshot" && mode != "growth" && mode != "all") {
     std::fprintf(stderr,
-                 "--mode must be reward_rate, durability, refit, aging, ledger_snapshot or all\n");
+                 "--mode must be reward_rate, durability, refit, aging, growth, ledger_snapshot "
+                 "or all\n");
     return 64;
   }
   char host[256] = {};
@@ -606,6 +723,7 @@ int main(int argc, char** argv) {
   if (mode == "durability" || mode == "all") graphbandit::DurabilityCost();
   if (mode == "refit" || mode == "all") graphbandit::RefitCost();
   if (mode == "ledger_snapshot" || mode == "all") graphbandit::LedgerSnapshot();
-  if (mode == "aging") graphbandit::Aging();  // long: not part of "all"
+  if (mode == "aging") graphbandit::Aging();        // long: not part of "all"
+  if (mode == "growth") graphbandit::GrowthCost();  // long: not part of "all"
   return 0;
 }

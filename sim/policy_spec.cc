@@ -109,6 +109,7 @@ uint64_t LearnerSeed(uint64_t seed) {
 bool PolicySpec::served() const {
   const ResearchOptions defaults;
   return model.servable() && model.research.growth_batch_divisor == defaults.growth_batch_divisor &&
+         model.research.spread_growth_scan == defaults.spread_growth_scan &&
          model.research.batched_min_growth == defaults.batched_min_growth &&
          model.research.batched_bounded == defaults.batched_bounded &&
          model.research.semi_code_gamma == defaults.semi_code_gamma && !pooled && !intercept &&

@@ -489,6 +489,7 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   o.linear_intercept = false;  // the `intercept` field says whether a baseline has one
   o.refit.enabled = false;
   o.research.growth_batch_divisor = 0;
+  o.research.spread_growth_scan = false;
   o.research.batched_min_growth = 0.0;
   o.research.batched_bounded = false;
   spec.run_stream = true;

@@ -6,6 +6,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace graphbandit {
@@ -104,10 +105,16 @@ class HistoryBuffer {
   // entries, oldest first.
   template <typename F>
   void ForEachBlock(int64_t block, F&& f) const {
-    int64_t done = 0;
-    while (done < size_) {
+    ForEachBlockIn(0, size_, block, std::forward<F>(f));
+  }
+  // The same over entries [begin, end) (oldest first, 0 <= begin <= end <= size()); the runs
+  // split where the ring wraps and every `block` entries from `begin`.
+  template <typename F>
+  void ForEachBlockIn(int64_t begin, int64_t end, int64_t block, F&& f) const {
+    int64_t done = begin;
+    while (done < end) {
       const int64_t start = Physical(done);
-      const int64_t contiguous = std::min(size_ - done, Stored() - start);
+      const int64_t contiguous = std::min(end - done, Stored() - start);
       const int64_t len = std::min(block, contiguous);
       f(points_.middleCols(start, len), users_.data() + start, rewards_.data() + start, len);
       done += len;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -155,20 +156,28 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
     chol_m_.RankOneUpdate(kz.head(mr));
     gamma_ += (reward - options_.prior_mean) * kz.head(mr);
   }
+  // The points whose rows of M are being computed see this observation as it comes.
+  if (scan_.count > 0) ScanObservation(kz, reward, 1.0);
+  const int64_t oldest = history_.total() - history_.size();  // absolute index
   HistoryBuffer::Entry evicted;
   if (history_.Append(point, user, reward, &evicted)) {
     ++stats_.evicted;
-    if (options_.forget_evicted && mr > 0) {
+    // Whether a scan under way counted the evicted observation already.
+    const bool scanned = scan_.count > 0 && (oldest < scan_.next || oldest >= scan_.end);
+    if (options_.forget_evicted && (mr > 0 || scanned)) {
       // Sliding window: remove the oldest observation exactly (its row on today's dictionary).
       double unused = 0.0;
-      const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused).head(mr);
-      gamma_ -= (evicted.reward - options_.prior_mean) * old;
-      form_current = TrackRankOne(old, -1.0) && form_current;
-      if (!chol_m_.RankOneDowndate(old).ok()) {
-        ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
-        Eigen::MatrixXd kzz;
-        kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
-        if (absl::Status s = RefactorFromHistory(kzz); !s.ok()) return s;
+      const Eigen::VectorXd old = DictionaryColumn(evicted.user, evicted.point, &unused);
+      if (scanned) ScanObservation(old, evicted.reward, -1.0);
+      if (mr > 0) {
+        gamma_ -= (evicted.reward - options_.prior_mean) * old.head(mr);
+        form_current = TrackRankOne(old.head(mr), -1.0) && form_current;
+        if (!chol_m_.RankOneDowndate(old.head(mr)).ok()) {
+          ++stats_.downdate_failures;  // round-off; M is rebuilt from the window instead
+          Eigen::MatrixXd kzz;
+          kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz);
+          if (absl::Status s = RefactorFromHistory(kzz); !s.ok()) return s;
+        }
       }
     }
   }
@@ -176,7 +185,20 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
   // RefactorFromHistory above rebuilt the form already when it ran.
   if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
 
-  if (!accept) return absl::OkStatus();
+  if (accept) {
+    if (absl::Status s = AdmitAccepted(user, point, kz, k_ss, p); !s.ok()) return s;
+  }
+  if (scan_.count > 0 && options_.spread_growth_scan) {
+    AdvanceScan(ScanStep());
+    if (scan_.next >= scan_.end) return FinishScan();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::AdmitAccepted(int32_t user,
+                                             const Eigen::Ref<const Eigen::VectorXd>& point,
+                                             const Eigen::VectorXd& kz, double k_ss, double p) {
+  const int m = static_cast<int>(dictionary_size());
   ++stats_.kors_accepted;
   const int duplicate = FindDuplicate(user, point);
   if (duplicate >= 0) {
@@ -230,35 +252,103 @@ absl::Status NystromPosterior::AdmitPending(const Eigen::VectorXd& z, int32_t z_
   basis_users_.push_back(z_user);
   basis_weights_.push_back(1.0 / p);
   basis_by_hash_[PointHash(z_user, z)].push_back(m);
-  if (dictionary_size() - regression_size() >= GrowthBatch()) return FlushPendingDictionary();
+  const int waiting = static_cast<int>(dictionary_size()) - regression_size() - scan_.count;
+  // At the cap no batch would fill again: the last points join as they are.
+  if (waiting < GrowthBatch() && dictionary_size() < options_.max_dictionary_size) {
+    return absl::OkStatus();
+  }
+  if (!options_.spread_growth_scan) return FlushPendingDictionary();
+  if (scan_.count > 0) {
+    // The next batch filled before this one's pass ended: finish that pass now, so that at most
+    // two batches are ever pending.
+    AdvanceScan(std::numeric_limits<int64_t>::max());
+    if (absl::Status s = FinishScan(); !s.ok()) return s;
+  }
+  if (dictionary_size() > regression_size()) StartScan();
   return absl::OkStatus();
 }
 
 absl::Status NystromPosterior::FlushPendingDictionary() {
   frozen_.reset();
+  // At most twice: the batch being scanned, then the points waiting behind it.
+  while (scan_.count > 0 || dictionary_size() > regression_size()) {
+    if (scan_.count == 0) StartScan();
+    AdvanceScan(std::numeric_limits<int64_t>::max());
+    if (absl::Status s = FinishScan(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// The new rows of M = K_ZS K_SZ + lambda K_ZZ and of Gamma = K_ZS (Y - m0) for a batch of
+// pending points, over the retained history (EK §4.6 step 7, k rows at once): every pending
+// point, in one pass when the batch fills, or (spread_growth_scan) the oldest batch of them, over
+// the history retained now, a step per later observation.
+void NystromPosterior::StartScan() {
   const int mr = regression_size();
-  const int m = static_cast<int>(dictionary_size());
-  const int k = m - mr;
+  scan_.count = static_cast<int>(dictionary_size()) - mr;
+  scan_.end = history_.total();
+  scan_.next = scan_.end - history_.size();
+  scan_.rows.setZero(scan_.count, mr + scan_.count);
+  scan_.gamma.setZero(scan_.count);
+}
+
+void NystromPosterior::AdvanceScan(int64_t entries) {
+  const int64_t oldest = history_.total() - history_.size();
+  scan_.next = std::max(scan_.next, oldest);  // entries evicted before their turn are not seen
+  if (scan_.next >= scan_.end || entries <= 0) return;
+  const int64_t stop = scan_.next + std::min(entries, scan_.end - scan_.next);
+  const int k = scan_.count;
+  const int width = regression_size() + k;
+  std::vector<int32_t> prefix;
+  const std::vector<int32_t>* users = &basis_users_;
+  if (width < static_cast<int>(dictionary_size())) {  // points waiting behind this batch
+    prefix.assign(basis_users_.begin(), basis_users_.begin() + width);
+    users = &prefix;
+  }
+  history_.ForEachBlockIn(
+      scan_.next - oldest, stop - oldest, kHistoryBlock,
+      [&](const auto& block, const int32_t* block_users, const double* block_rewards, int64_t len) {
+        Eigen::MatrixXd k_bs;  // width x len
+        kernel_.Cross(basis_x_.view().leftCols(width), *users, block, block_users, &k_bs);
+        scan_.rows.noalias() += k_bs.bottomRows(k) * k_bs.transpose();
+        scan_.gamma.noalias() +=
+            k_bs.bottomRows(k) *
+            (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
+                .matrix();
+      });
+  scan_.next = stop;
+}
+
+void NystromPosterior::ScanObservation(const Eigen::Ref<const Eigen::VectorXd>& kz, double reward,
+                                       double sign) {
+  const int mr = regression_size();
+  const int k = scan_.count;
+  scan_.rows.noalias() += (sign * kz.segment(mr, k)) * kz.head(mr + k).transpose();
+  scan_.gamma += (sign * (reward - options_.prior_mean)) * kz.segment(mr, k);
+}
+
+int64_t NystromPosterior::ScanStep() const {
+  // Per history entry the pass costs about width (2 d + 2 k + 20) flops (the kernel column and
+  // the k rows), a rank-one update of M and of the scoring form about 4 width^2: a step of
+  // 2 width / (d + k + 10) entries keeps the pass near twice an update's cost per observation.
+  if (options_.growth_scan_step > 0) return options_.growth_scan_step;
+  const int64_t width = regression_size() + scan_.count;
+  return std::max<int64_t>(kMinGrowthScanStep, 2 * width / (dim_ + scan_.count + 10));
+}
+
+absl::Status NystromPosterior::FinishScan() {
+  frozen_.reset();
+  const int mr = regression_size();
+  const int k = scan_.count;
+  const int m = mr + k;
+  Eigen::MatrixXd rows = std::move(scan_.rows);
+  const Eigen::VectorXd gamma_new = std::move(scan_.gamma);
+  scan_ = GrowthScan();
   if (k == 0) return absl::OkStatus();
-  // The new rows of M = K_ZS K_SZ + lambda K_ZZ and of Gamma = K_ZS (Y - m0), over the retained
-  // history (which contains the observations learned while the points were pending): one pass
-  // over the history for the whole batch (EK §4.6 step 7, k rows at once).
-  Eigen::MatrixXd rows = Eigen::MatrixXd::Zero(k, m);
-  Eigen::VectorXd gamma_new = Eigen::VectorXd::Zero(k);
-  history_.ForEachBlock(kHistoryBlock, [&](const auto& block, const int32_t* block_users,
-                                           const double* block_rewards, int64_t len) {
-    Eigen::MatrixXd k_bs;  // m x len
-    kernel_.Cross(basis_x_.view(), basis_users_, block, block_users, &k_bs);
-    rows.noalias() += k_bs.bottomRows(k) * k_bs.transpose();
-    gamma_new.noalias() +=
-        k_bs.bottomRows(k) *
-        (Eigen::Map<const Eigen::VectorXd>(block_rewards, len).array() - options_.prior_mean)
-            .matrix();
-  });
   Eigen::MatrixXd kzz_new;  // k x m
-  const std::vector<int32_t> new_users(basis_users_.begin() + mr, basis_users_.end());
-  kernel_.Cross(basis_x_.view().rightCols(k), new_users, basis_x_.view(), basis_users_.data(),
-                &kzz_new);
+  const std::vector<int32_t> new_users(basis_users_.begin() + mr, basis_users_.begin() + m);
+  kernel_.Cross(basis_x_.view().middleCols(mr, k), new_users, basis_x_.view().leftCols(m),
+                basis_users_.data(), &kzz_new);
   rows += options_.ridge * kzz_new;
   for (int j = 0; j < k; ++j) {
     const int index = mr + j;
@@ -269,6 +359,7 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
                      1e-3 * options_.ridge * residual)
              .ok()) {
       // Round-off made a pending point dependent: rebuild the whole state without such points.
+      ++stats_.growth_rebuilds;
       return Readmit(/*thin=*/false);
     }
   }
@@ -295,6 +386,7 @@ void NystromPosterior::RebuildHashIndex() {
 }
 
 absl::Status NystromPosterior::Readmit(bool thin, double guard) {
+  scan_ = GrowthScan();  // every point joins the regression below
   basis_snapshot_.reset();
   frozen_.reset();
   weights_dirty_ = true;
@@ -403,6 +495,7 @@ absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
 }
 
 absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
+  scan_ = GrowthScan();  // M covers every dictionary point from here
   const int m = static_cast<int>(dictionary_size());
   Eigen::MatrixXd m_matrix = options_.ridge * kzz;
   AccumulateHistory(kernel_, basis_x_.view(), basis_users_, history_, &m_matrix, &gamma_,
@@ -442,15 +535,18 @@ std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
   return frozen_;
 }
 
-// Payload, version 2: rng, u8 force_accept, counts kors_accepted merged_duplicates
-// skipped_dependent skipped_full evicted downdate_failures thinned refits, history, columns
+// Payload, version 4: rng, u8 force_accept, counts kors_accepted merged_duplicates
+// skipped_dependent skipped_full evicted downdate_failures thinned refits growth_rebuilds
+// (since 4), history, columns
 // basis_x, users basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky
-// chol_kors, vector gamma. Not stored: the weights M^-1 Gamma (recomputed lazily from chol_m and
-// gamma, bit-identically), the duplicate index (rebuilt from the dictionary in order), the basis
-// snapshot shared with frozen scorers.
+// chol_kors, vector gamma, variance form (version 3), growth scan (version 4: count scanning,
+// and when it is not 0: count next, count end, matrix rows, vector gamma). Not stored: the weights
+// M^-1 Gamma (recomputed lazily from chol_m and gamma, bit-identically), the duplicate index
+// (rebuilt from the dictionary in order), the basis snapshot shared with frozen scorers.
 namespace {
-// 1: without the thinned and refits counts; 2: without the variance form (rebuilt on load).
-constexpr uint8_t kNystromStateVersion = 3;
+// 1: without the thinned and refits counts; 2: without the variance form (rebuilt on load);
+// 3: without the growth scan (none under way) and the growth_rebuilds count.
+constexpr uint8_t kNystromStateVersion = 4;
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
@@ -459,7 +555,7 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   s.PutU8(force_accept_ ? 1 : 0);
   for (int64_t count : {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
                         stats_.skipped_full, stats_.evicted, stats_.downdate_failures,
-                        stats_.thinned, stats_.refits}) {
+                        stats_.thinned, stats_.refits, stats_.growth_rebuilds}) {
     PutCount(&s, count);
   }
   PutHistory(&s, history_);
@@ -471,6 +567,13 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   PutCholesky(&s, chol_kors_);
   PutVector(&s, gamma_);
   form_.Save(&s);
+  PutCount(&s, scan_.count);
+  if (scan_.count > 0) {
+    PutCount(&s, scan_.next);
+    PutCount(&s, scan_.end);
+    PutMatrix(&s, scan_.rows);
+    PutVector(&s, scan_.gamma);
+  }
   PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
 }
 
@@ -500,6 +603,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
       if (!GetCount(&d, count)) return malformed("statistics");
     }
   }
+  if (version >= 4 && !GetCount(&d, &stats.growth_rebuilds)) return malformed("statistics");
   HistoryBuffer history(dim_, options_.max_history);
   if (!GetHistory(&d, &history)) return malformed("history");
   GrowableColumns basis_x(dim_);
@@ -520,9 +624,9 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   // A factor's storage never exceeds max(8, twice the largest size it ever had).
   const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
   CholeskyFactor chol_m, chol_zz, chol_kors;
-  // M covers the dictionary but for the points still pending: at most a growth batch.
+  // M covers the dictionary but for the points still pending: at most two growth batches.
   if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() > m ||
-      m - chol_m.size() > kMaxGrowthBatch) {
+      m - chol_m.size() > 2 * kMaxGrowthBatch) {
     return malformed("factor of M");
   }
   if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
@@ -535,6 +639,23 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   if (!GetVector(&d, &gamma) || gamma.size() != chol_m.size()) return malformed("Gamma");
   VarianceForm form;
   if (version >= 3 && !form.Load(&d, chol_m.size())) return malformed("variance form");
+  GrowthScan scan;
+  if (version >= 4) {
+    int64_t count = 0;
+    if (!GetCount(&d, &count) || count > m - chol_m.size() || count > kMaxGrowthBatch) {
+      return malformed("growth scan");
+    }
+    scan.count = static_cast<int>(count);
+    if (scan.count > 0) {
+      const int64_t width = chol_m.size() + scan.count;
+      if (!GetCount(&d, &scan.next) || !GetCount(&d, &scan.end) || scan.next > scan.end ||
+          scan.end > history.total() || !GetMatrix(&d, &scan.rows) ||
+          scan.rows.rows() != scan.count || scan.rows.cols() != width ||
+          !GetVector(&d, &scan.gamma) || scan.gamma.size() != scan.count) {
+        return malformed("growth scan");
+      }
+    }
+  }
   if (!d.done()) return malformed("trailing bytes");
 
   rng_.set_state(rng_state);
@@ -554,6 +675,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   basis_snapshot_.reset();
   frozen_.reset();
   form_ = std::move(form);
+  scan_ = std::move(scan);
   if (version < 3) RebuildForm();
   return absl::OkStatus();
 }

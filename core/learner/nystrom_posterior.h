@@ -30,7 +30,9 @@
 // The first observation always seeds the dictionary (EK's initialisation).
 //
 // Memory: the history (t points) plus O(m^2). K_ZS is not stored; the border a growth step
-// needs is recomputed from the history in blocked matrix products, O(t m d) per growth.
+// needs is recomputed from the history in blocked matrix products, O(t m d) per growth batch.
+// With spread_growth_scan that pass is spread over the observations that follow (a few history
+// entries each, about the cost of one rank-one update), so that no single reward pays for it.
 #ifndef GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
 #define GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
 
@@ -76,9 +78,20 @@ struct NystromOptions {
   // are learned on the dictionary without them. 0: every point at once (EK Algorithm 2, the
   // papers' presets).
   int growth_batch_divisor = 0;
+  // Spread each batch's pass over the history across the observations that follow: a pending
+  // batch scans the history retained when it filled, ScanStep() entries per observation, and
+  // adds each later observation's terms as it arrives, then joins the regression. The result is
+  // the same projected regression (in exact arithmetic) over the observations the batch saw;
+  // with forget_evicted, those evicted meanwhile are taken out again. Should the next batch
+  // fill first, the scan is finished at once. false: the whole pass when the batch fills.
+  bool spread_growth_scan = false;
+  // History entries a spread pass visits per observation; 0: ScanStep()'s cost-based choice.
+  int64_t growth_scan_step = 0;
 };
 
 inline constexpr int kMaxGrowthBatch = 16;
+// A spread scan visits at least this many history entries per observation.
+inline constexpr int64_t kMinGrowthScanStep = 16;
 inline constexpr double kMaxReadmitGuard = 1e-2;
 
 // Counters describing how the dictionary evolved.
@@ -91,6 +104,9 @@ struct NystromStats {
   int64_t downdate_failures = 0;  // forgetting fell back to refactoring from the history
   int64_t thinned = 0;            // dictionary points dropped by a refit's KORS re-admission
   int64_t refits = 0;             // hyper-parameter refits applied
+  // Pending points that could not join M (round-off made them dependent): the state was
+  // rebuilt from the history without them.
+  int64_t growth_rebuilds = 0;
 };
 
 class NystromPosterior final : public Learner {
@@ -130,6 +146,10 @@ class NystromPosterior final : public Learner {
   int regression_size() const { return chol_m_.size(); }
   // Computes the pending points' rows of M and Gamma now.
   absl::Status FlushPendingDictionary();
+  // Pending points whose spread pass over the history is under way (0: none), and the history
+  // entries that pass has still to visit.
+  int scanning() const { return scan_.count; }
+  int64_t scan_remaining() const { return scan_.count > 0 ? scan_.end - scan_.next : 0; }
   const NystromStats& stats() const { return stats_; }
   const NystromOptions& options() const { return options_; }
   const MultiUserKernel& kernel() const { return kernel_; }
@@ -152,11 +172,21 @@ class NystromPosterior final : public Learner {
   // K_Z(s) for one point.
   Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                    double* k_ss) const;
+  // An observation KORS accepted: merged into an identical dictionary point, refused, or
+  // admitted (AdmitPending).
+  absl::Status AdmitAccepted(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                             const Eigen::VectorXd& kz, double k_ss, double p);
   // Adds `point` (just appended to the history) to the dictionary with weight 1/p, pending
   // until the batch is full.
   absl::Status AdmitPending(const Eigen::VectorXd& point, int32_t user, const Eigen::VectorXd& kz,
                             double k_ss, double p);
   int GrowthBatch() const;
+  // The spread pass over the history for the oldest pending points (GrowthScan below).
+  void StartScan();
+  void AdvanceScan(int64_t entries);
+  void ScanObservation(const Eigen::Ref<const Eigen::VectorXd>& kz, double reward, double sign);
+  int64_t ScanStep() const;
+  absl::Status FinishScan();
   // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
   absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
   // Re-admits the dictionary in order under the current kernel (dropping points whose residual
@@ -195,6 +225,18 @@ class NystromPosterior final : public Learner {
   CholeskyFactor chol_zz_;    // K_ZZ
   CholeskyFactor chol_kors_;  // K_ZZ + mu W^-1
   Eigen::VectorXd gamma_;     // K_ZS Y
+
+  // Pending dictionary points [mr, mr + count) whose rows of M and Gamma are being computed:
+  // the retained history in [next, end) (absolute observation indices) is still to be visited;
+  // observations from `end` on were added as they arrived. Other pending points wait for it.
+  struct GrowthScan {
+    int count = 0;
+    int64_t next = 0;
+    int64_t end = 0;
+    Eigen::MatrixXd rows;   // count x (mr + count): their rows of K_ZS K_SZ so far
+    Eigen::VectorXd gamma;  // count: their entries of K_ZS (Y - m0) so far
+  };
+  GrowthScan scan_;
 
   mutable Eigen::VectorXd weights_;
   mutable bool weights_dirty_ = true;

@@ -66,6 +66,9 @@ struct ResearchOptions {
   LkGpOptions lk;
   // EK policies: 0 grows the dictionary point by point, as the EK paper does.
   int growth_batch_divisor = kServedGrowthBatchDivisor;
+  // EK policies: spread a batch's pass over the history across the rewards that follow
+  // (NystromOptions::spread_growth_scan); false scans it all when the batch fills, as the paper.
+  bool spread_growth_scan = true;
   // BATCHED_NYSTROM_UCB: 0 re-draws whenever the paper's rule says so.
   double batched_min_growth = kServedBatchedMinGrowth;
   // BATCHED_NYSTROM_UCB: false leaves the dictionary unbounded, as the paper does.

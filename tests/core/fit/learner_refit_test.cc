@@ -306,6 +306,77 @@ TEST(BatchedGrowth, EqualsPointByPointGrowthOnceFlushed) {
   }
 }
 
+// A batch's pass over the history spread across later rewards (spread_growth_scan) ends in the
+// same regression as the whole pass at once and as point-by-point growth: with every
+// observation retained, the rows of M sum the same terms, in another order.
+TEST(BatchedGrowth, SpreadScanEqualsTheWholePassOnceFlushed) {
+  Rng rng(53);
+  const UserGraph graph = SmallGraph();
+  auto users = *GreenFunction::Build(graph, 0.2);
+  NystromOptions immediate;
+  immediate.ridge = immediate.kors_mu = 0.05;
+  immediate.max_dictionary_size = 150;
+  NystromOptions spread = immediate;
+  spread.growth_batch_divisor = 4;
+  spread.spread_growth_scan = true;
+  spread.growth_scan_step = 4;  // passes that last many observations
+  NystromPosterior a(3, ArmKernel(KernelType::kRbf, 1.0), users, immediate);
+  NystromPosterior c(3, ArmKernel(KernelType::kRbf, 1.0), users, spread);
+  // Saved in the middle of a late scan, a copy continues bit-identically.
+  NystromPosterior copy(3, ArmKernel(KernelType::kRbf, 1.0), users, spread);
+  bool copied = false;
+  const Eigen::MatrixXd x = RandomMatrix(3, 600, rng);
+  int most_scanning = 0;
+  int64_t most_remaining = 0;
+  int64_t most_pending = 0;
+  for (int i = 0; i < 600; ++i) {
+    if (!copied && i >= 150 && c.scanning() > 0 && c.scan_remaining() > 0) {
+      storage::Encoder saved;
+      c.SaveState(&saved);
+      const std::string bytes = saved.Release();
+      storage::Decoder in(bytes);
+      ASSERT_TRUE(copy.LoadState(&in).ok());
+      copied = true;
+    }
+    const int32_t u = static_cast<int32_t>(i % 8);
+    const double y = std::sin(x(0, i)) + 0.1 * rng.Normal();
+    ASSERT_TRUE(a.Observe(u, x.col(i), y).ok());
+    ASSERT_TRUE(c.Observe(u, x.col(i), y).ok());
+    if (copied) {
+      ASSERT_TRUE(copy.Observe(u, x.col(i), y).ok());
+    }
+    ASSERT_EQ(a.dictionary_size(), c.dictionary_size());
+    most_scanning = std::max(most_scanning, c.scanning());
+    most_remaining = std::max(most_remaining, c.scan_remaining());
+    most_pending = std::max<int64_t>(most_pending, c.dictionary_size() - c.regression_size());
+    ASSERT_LE(c.dictionary_size() - c.regression_size(), 2 * kMaxGrowthBatch);
+  }
+  // Scans were under way across several observations, with points waiting behind them.
+  EXPECT_GT(most_scanning, 1);
+  EXPECT_GT(most_remaining, 4 * spread.growth_scan_step);
+  EXPECT_GT(most_pending, most_scanning);
+  EXPECT_EQ(a.dictionary_points(), c.dictionary_points());
+  ASSERT_TRUE(copied);
+  const Eigen::MatrixXd q = RandomMatrix(3, 6, rng);
+  {
+    Eigen::VectorXd m1, s1, m2, s2;
+    copy.Score(2, q, &m1, &s1);
+    c.Score(2, q, &m2, &s2);
+    EXPECT_EQ(m1, m2);
+    EXPECT_EQ(s1, s2);
+  }
+  ASSERT_TRUE(c.FlushPendingDictionary().ok());
+  EXPECT_EQ(c.regression_size(), c.dictionary_size());
+  EXPECT_EQ(c.scanning(), 0);
+  for (int32_t user : {0, 4, 7, kUnknownUser}) {
+    Eigen::VectorXd ma, sa, mc, sc;
+    a.Score(user, q, &ma, &sa);
+    c.Score(user, q, &mc, &sc);
+    EXPECT_LT(RelativeError(mc, ma), 1e-8) << "user " << user;
+    EXPECT_LT(RelativeError(sc, sa), 1e-8) << "user " << user;
+  }
+}
+
 // At its cap the dictionary stops growing, observations are still learned through their
 // projection, and a rebuild with a coarser KORS mu (what a model does when its dictionary is
 // full) frees room.

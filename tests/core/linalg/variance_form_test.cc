@@ -149,7 +149,14 @@ void DirectNystrom(const NystromPosterior& learner, const MultiUserKernel& kerne
   }
 }
 
-TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
+class NystromWindowTest : public ::testing::TestWithParam<bool> {};
+
+// Short enough that the dictionary is still growing when observations start to leave it.
+constexpr int kWindow = 30;
+
+// With and without spreading each growth batch's pass over the history (where observations
+// leave the window while the pass is under way).
+TEST_P(NystromWindowTest, ScoresMatchTheDirectRegressionOverALongRun) {
   UserGraph graph;
   graph.EnsureUsers(6);
   for (int u = 0; u + 1 < 6; ++u) graph.SetEdge(u, u + 1, 1.0);
@@ -157,10 +164,12 @@ TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
   NystromOptions options;
   options.ridge = 0.2;
   options.kors_mu = 0.5;
-  options.max_dictionary_size = 25;
-  options.max_history = 150;  // a sliding window: every reward beyond it is a downdate
+  options.max_dictionary_size = 150;
+  options.max_history = kWindow;  // a sliding window: every reward beyond it is a downdate
   options.forget_evicted = true;
   options.growth_batch_divisor = 4;
+  options.spread_growth_scan = GetParam();
+  options.growth_scan_step = 3;  // a pass outlasts many evictions from the window
   options.seed = 9;
   const int dim = 3;
   const ArmKernel arm(KernelType::kRbf, 1.1);
@@ -170,17 +179,21 @@ TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
   std::vector<Eigen::VectorXd> xs;
   std::vector<int32_t> us;
   std::vector<double> ys;
-  const Eigen::MatrixXd probes = RandomMatrix(dim, 7, rng);
+  const Eigen::MatrixXd base_probes = RandomMatrix(dim, 7, rng);
+  int scanning = 0;  // observations after which a spread pass was under way, window full
   for (int t = 1; t <= 2600; ++t) {  // past VarianceForm::kExactEvery: folds and exact rebuilds
     Eigen::VectorXd x = RandomMatrix(dim, 1, rng).col(0);
+    x(0) += 0.01 * t;  // drifting: the dictionary keeps growing into new regions
     const int32_t u = static_cast<int32_t>(rng.UniformInt(6));
     const double y = std::sin(x.sum()) + 0.1 * u + 0.05 * rng.Normal();
     ASSERT_TRUE(learner.Observe(u, x, y).ok());
     xs.push_back(x);
     us.push_back(u);
     ys.push_back(y);
-    if (t != 40 && t != 700 && t != 1500 && t != 2600) continue;
-    const int w = std::min<int>(t, 150);
+    if (t > kWindow && learner.scanning() > 0) ++scanning;
+    // Often while the dictionary grows, then past the exact rebuilds.
+    if (!(t <= 600 && t % 25 == 0) && t != 700 && t != 1500 && t != 2600) continue;
+    const int w = std::min<int>(t, kWindow);
     Eigen::MatrixXd wx(dim, w);
     Eigen::VectorXd wy(w);
     std::vector<int32_t> wu(w);
@@ -189,6 +202,8 @@ TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
       wu[i] = us[t - w + i];
       wy(i) = ys[t - w + i];
     }
+    Eigen::MatrixXd probes = base_probes;  // where the recent observations are
+    probes.row(0).array() += 0.01 * t;
     for (int32_t user : {0, 3, 5}) {
       Eigen::VectorXd mean, sd, direct_mean, direct_sd;
       learner.Freeze()->Score(user, probes, &mean, &sd);
@@ -202,7 +217,19 @@ TEST(VarianceFormTest, NystromScoresMatchTheDirectRegressionOverALongRun) {
     }
   }
   EXPECT_GT(learner.dictionary_size(), 10);
+  // Rows of M computed over the wrong observations show as a pending point M cannot take,
+  // which rebuilds everything from the window and would hide the error from the checks above.
+  EXPECT_EQ(learner.stats().growth_rebuilds, 0);
+  EXPECT_EQ(learner.stats().downdate_failures, 0);
+  if (GetParam()) {
+    EXPECT_GT(scanning, 20);
+  } else {
+    EXPECT_EQ(scanning, 0);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(GrowthScan, NystromWindowTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Spread" : "WholePass"; });
 
 TEST(VarianceFormTest, FrozenScorersKeepTheirAnswersAndDecisionsShareThem) {
   UserGraph graph;
