@@ -446,7 +446,8 @@ std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
 struct GrowthRow {
   int64_t m = 0;
   double mean_us = 0, p99_us = 0, max_ms = 0;
-  int64_t dependent = 0, rebuilds = 0;  // so far: points refused as dependent, rebuilds
+  // So far: points refused as dependent, rebuilds from the history, pending points dropped.
+  int64_t dependent = 0, rebuilds = 0, dropped = 0;
 };
 std::vector<GrowthRow> GrowthRun(bool spread, int64_t events, int64_t window, int dictionary) {
   constexpr int kDim = 16, kUsers = 3;
@@ -493,6 +494,7 @@ std::vector<GrowthRow> GrowthRun(bool spread, int64_t events, int64_t window, in
       row.m = learner.dictionary_size();
       row.dependent = learner.stats().skipped_dependent;
       row.rebuilds = learner.stats().growth_rebuilds;
+      row.dropped = learner.stats().dropped_pending;
       double sum = 0;
       for (double t : times) sum += t;
       row.mean_us = sum / static_cast<double>(times.size());
@@ -537,12 +539,13 @@ void GrowthCost() {
                 spread[r].mean_us, spread[r].p99_us, spread[r].max_ms);
   }
   std::printf(
-      "total: whole pass %.2f s, spread %.2f s; points refused as dependent %lld and %lld, "
-      "rebuilds after a pending point M could not take %lld and %lld\n\n",
+      "total: whole pass %.2f s, spread %.2f s; points refused as dependent %lld and %lld; a "
+      "pending point M could not take: rebuilds from the history %lld and %lld, pending "
+      "points dropped %lld and %lld\n\n",
       whole_s, spread_s, static_cast<long long>(whole.back().dependent),
       static_cast<long long>(spread.back().dependent),
-      static_cast<long long>(whole.back().rebuilds),
-      static_cast<long long>(spread.back().rebuilds));
+      static_cast<long long>(whole.back().rebuilds), static_cast<long long>(spread.back().rebuilds),
+      static_cast<long long>(whole.back().dropped), static_cast<long long>(spread.back().dropped));
   std::fflush(stdout);
 }
 

@@ -237,7 +237,8 @@ absl::Status NystromPosterior::AdmitPending(const Eigen::VectorXd& z, int32_t z_
                                             const Eigen::VectorXd& kz, double k_ss, double p) {
   const int m = static_cast<int>(dictionary_size());
   // K_ZZ grows first: its Schur complement is z's Nystrom residual, which the guard checks.
-  if (!chol_zz_.Append(kz, k_ss, options_.min_relative_residual * k_ss).ok()) {
+  const double guard = std::max(options_.min_relative_residual, admit_guard_);
+  if (!chol_zz_.Append(kz, k_ss, guard * k_ss).ok()) {
     ++stats_.skipped_dependent;
     return absl::OkStatus();
   }
@@ -350,6 +351,7 @@ absl::Status NystromPosterior::FinishScan() {
   kernel_.Cross(basis_x_.view().middleCols(mr, k), new_users, basis_x_.view().leftCols(m),
                 basis_users_.data(), &kzz_new);
   rows += options_.ridge * kzz_new;
+  int joined = k;
   for (int j = 0; j < k; ++j) {
     const int index = mr + j;
     const double residual = chol_zz_.matrix()(index, index) * chol_zz_.matrix()(index, index);
@@ -358,18 +360,43 @@ absl::Status NystromPosterior::FinishScan() {
              .Append(rows.row(j).head(index).transpose(), rows(j, index),
                      1e-3 * options_.ridge * residual)
              .ok()) {
-      // Round-off made a pending point dependent: rebuild the whole state without such points.
-      ++stats_.growth_rebuilds;
-      return Readmit(/*thin=*/false);
+      if (!options_.spread_growth_scan) {
+        // Round-off made a pending point dependent: rebuild the whole state without such
+        // points (the papers' presets).
+        ++stats_.growth_rebuilds;
+        return Readmit(/*thin=*/false);
+      }
+      // Served: drop this point and every point pending after it instead, O(m) rather than a
+      // rebuild from the history (O(t m^2), seconds on a long history). They are KORS draws
+      // that M cannot tell apart from the points it has; KORS may draw their like again.
+      // Points that close to the span would fail the same way: refuse them from now on (the
+      // guard only rises, to kMaxReadmitGuard at most), rather than admit and drop them.
+      const double k_ss = kernel_.Diagonal(basis_users_[index], basis_x_.col(index))(0);
+      admit_guard_ = std::min(kMaxReadmitGuard, std::max(admit_guard_, 4.0 * residual / k_ss));
+      joined = j;
+      DropPendingFrom(index);
+      break;
     }
   }
-  gamma_.conservativeResize(m);
-  gamma_.tail(k) = gamma_new;
+  gamma_.conservativeResize(mr + joined);
+  gamma_.tail(joined) = gamma_new.head(joined);
   weights_dirty_ = true;
   basis_snapshot_.reset();
   frozen_.reset();
   RebuildForm();  // M and the covered block of K_ZZ grew
   return absl::OkStatus();
+}
+
+void NystromPosterior::DropPendingFrom(int index) {
+  const int m = static_cast<int>(dictionary_size());
+  stats_.dropped_pending += m - index;
+  basis_x_.Truncate(index);
+  basis_users_.resize(index);
+  basis_weights_.resize(index);
+  RebuildHashIndex();
+  chol_zz_.Truncate(index);
+  chol_kors_.Truncate(index);
+  scan_ = GrowthScan();
 }
 
 absl::Status NystromPosterior::SetGraph(const UserGraph& /*graph*/,
@@ -537,10 +564,10 @@ std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
 
 // Payload, version 4: rng, u8 force_accept, counts kors_accepted merged_duplicates
 // skipped_dependent skipped_full evicted downdate_failures thinned refits growth_rebuilds
-// (since 4), history, columns
-// basis_x, users basis_users, doubles basis_weights, cholesky chol_m, cholesky chol_zz, cholesky
-// chol_kors, vector gamma, variance form (version 3), growth scan (version 4: count scanning,
-// and when it is not 0: count next, count end, matrix rows, vector gamma). Not stored: the weights
+// dropped_pending (the last two since 4), history, columns basis_x, users basis_users, doubles
+// basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors, vector gamma, variance
+// form (since 3), double admission guard (since 4), growth scan (since 4: count scanning and,
+// when it is not 0, count next, count end, matrix rows, vector gamma). Not stored: the weights
 // M^-1 Gamma (recomputed lazily from chol_m and gamma, bit-identically), the duplicate index
 // (rebuilt from the dictionary in order), the basis snapshot shared with frozen scorers.
 namespace {
@@ -553,9 +580,10 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   storage::Encoder s;
   PutRngState(&s, rng_.state());
   s.PutU8(force_accept_ ? 1 : 0);
-  for (int64_t count : {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
-                        stats_.skipped_full, stats_.evicted, stats_.downdate_failures,
-                        stats_.thinned, stats_.refits, stats_.growth_rebuilds}) {
+  for (int64_t count :
+       {stats_.kors_accepted, stats_.merged_duplicates, stats_.skipped_dependent,
+        stats_.skipped_full, stats_.evicted, stats_.downdate_failures, stats_.thinned,
+        stats_.refits, stats_.growth_rebuilds, stats_.dropped_pending}) {
     PutCount(&s, count);
   }
   PutHistory(&s, history_);
@@ -567,6 +595,7 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   PutCholesky(&s, chol_kors_);
   PutVector(&s, gamma_);
   form_.Save(&s);
+  s.PutDouble(admit_guard_);
   PutCount(&s, scan_.count);
   if (scan_.count > 0) {
     PutCount(&s, scan_.next);
@@ -603,7 +632,11 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
       if (!GetCount(&d, count)) return malformed("statistics");
     }
   }
-  if (version >= 4 && !GetCount(&d, &stats.growth_rebuilds)) return malformed("statistics");
+  if (version >= 4) {
+    for (int64_t* count : {&stats.growth_rebuilds, &stats.dropped_pending}) {
+      if (!GetCount(&d, count)) return malformed("statistics");
+    }
+  }
   HistoryBuffer history(dim_, options_.max_history);
   if (!GetHistory(&d, &history)) return malformed("history");
   GrowableColumns basis_x(dim_);
@@ -640,6 +673,11 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   VarianceForm form;
   if (version >= 3 && !form.Load(&d, chol_m.size())) return malformed("variance form");
   GrowthScan scan;
+  double admit_guard = 0.0;
+  if (version >= 4 &&
+      (!d.GetDouble(&admit_guard) || !(admit_guard >= 0.0 && admit_guard <= kMaxReadmitGuard))) {
+    return malformed("admission guard");
+  }
   if (version >= 4) {
     int64_t count = 0;
     if (!GetCount(&d, &count) || count > m - chol_m.size() || count > kMaxGrowthBatch) {
@@ -676,6 +714,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   frozen_.reset();
   form_ = std::move(form);
   scan_ = std::move(scan);
+  admit_guard_ = admit_guard;
   if (version < 3) RebuildForm();
   return absl::OkStatus();
 }

@@ -37,6 +37,7 @@
 #define GRAPHBANDIT_CORE_LEARNER_NYSTROM_POSTERIOR_H_
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -83,7 +84,10 @@ struct NystromOptions {
   // adds each later observation's terms as it arrives, then joins the regression. The result is
   // the same projected regression (in exact arithmetic) over the observations the batch saw;
   // with forget_evicted, those evicted meanwhile are taken out again. Should the next batch
-  // fill first, the scan is finished at once. false: the whole pass when the batch fills.
+  // fill first, the scan is finished at once. Also: a pending point that round-off keeps out of
+  // M is dropped with the points pending after it (instead of rebuilding the state from the
+  // history, O(t m^2)), and admission then refuses points that close to the span. false: the
+  // whole pass when the batch fills, and a rebuild (the papers' presets).
   bool spread_growth_scan = false;
   // History entries a spread pass visits per observation; 0: ScanStep()'s cost-based choice.
   int64_t growth_scan_step = 0;
@@ -104,9 +108,9 @@ struct NystromStats {
   int64_t downdate_failures = 0;  // forgetting fell back to refactoring from the history
   int64_t thinned = 0;            // dictionary points dropped by a refit's KORS re-admission
   int64_t refits = 0;             // hyper-parameter refits applied
-  // Pending points that could not join M (round-off made them dependent): the state was
-  // rebuilt from the history without them.
-  int64_t growth_rebuilds = 0;
+  // A pending point could not join M (round-off made it dependent on the points M has)...
+  int64_t growth_rebuilds = 0;  // ...and the state was rebuilt from the history without it
+  int64_t dropped_pending = 0;  // ...and it and the points pending after it were dropped
 };
 
 class NystromPosterior final : public Learner {
@@ -150,6 +154,8 @@ class NystromPosterior final : public Learner {
   // entries that pass has still to visit.
   int scanning() const { return scan_.count; }
   int64_t scan_remaining() const { return scan_.count > 0 ? scan_.end - scan_.next : 0; }
+  // The relative residual a point needs to join the dictionary now.
+  double admission_guard() const { return std::max(options_.min_relative_residual, admit_guard_); }
   const NystromStats& stats() const { return stats_; }
   const NystromOptions& options() const { return options_; }
   const MultiUserKernel& kernel() const { return kernel_; }
@@ -187,6 +193,8 @@ class NystromPosterior final : public Learner {
   void ScanObservation(const Eigen::Ref<const Eigen::VectorXd>& kz, double reward, double sign);
   int64_t ScanStep() const;
   absl::Status FinishScan();
+  // Removes dictionary points [index, m), all pending, from the dictionary and its factors.
+  void DropPendingFrom(int index);
   // M = K_ZS K_SZ + lambda K_ZZ and Gamma = K_ZS (Y - prior mean) over the retained history.
   absl::Status RefactorFromHistory(const Eigen::MatrixXd& kzz);
   // Re-admits the dictionary in order under the current kernel (dropping points whose residual
@@ -237,6 +245,9 @@ class NystromPosterior final : public Learner {
     Eigen::VectorXd gamma;  // count: their entries of K_ZS (Y - m0) so far
   };
   GrowthScan scan_;
+  // Relative residual below which admission refuses a point (at least min_relative_residual):
+  // raised above the residual of each pending point M could not take (spread_growth_scan).
+  double admit_guard_ = 0.0;
 
   mutable Eigen::VectorXd weights_;
   mutable bool weights_dirty_ = true;

@@ -23,6 +23,8 @@ class GrowableColumns {
     storage_.col(cols_++) = column;
   }
   void Clear() { cols_ = 0; }
+  // Keeps the first n columns.
+  void Truncate(int n) { cols_ = n < cols_ ? n : cols_; }
   // Keeps only the listed columns, in the given order.
   template <typename IndexRange>
   void Select(const IndexRange& keep) {
