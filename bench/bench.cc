@@ -368,6 +368,7 @@ void RefitCost() {
     NystromOptions options;
     options.ridge = options.kors_mu = model.ridge;
     options.growth_batch_divisor = kServedGrowthBatchDivisor;
+    options.spread_growth_scan = ResearchOptions().spread_growth_scan;
     NystromPosterior learner(kDim, ArmKernel(KernelType::kRbf, 1.0), users, options);
     FeatureScaling scaling{0, kDim, 1.0, 1.0, Eigen::VectorXd()};
     Rng rng(7);
@@ -439,10 +440,8 @@ std::pair<double, double> FreshnessWindow(const FreshnessStats& before,
           1e3 * FreshnessQuantile(before, after, 0.99)};
 }
 
-// The ledger part of a snapshot (Model::TakeSnapshot captures it under the ledger lock and
-// encodes the capture after releasing it).
 // The server's EK_UCB learner over 16 features and 3 friends, with rewards of RefitCost's kind;
-// `spread` chooses how a growth batch scans the history.
+// `spread` chooses the served growth (spread_growth_scan) or the papers' (whole pass, rebuild).
 struct GrowthRow {
   int64_t m = 0;
   double mean_us = 0, p99_us = 0, max_ms = 0;
@@ -549,6 +548,8 @@ void GrowthCost() {
   std::fflush(stdout);
 }
 
+// The ledger part of a snapshot (Model::TakeSnapshot captures it under the ledger lock and
+// encodes the capture after releasing it).
 void LedgerSnapshot() {
   std::printf("== ledger snapshot: capture (under the ledger lock), then encode (without) ==\n");
   std::printf("%10s %12s %10s %12s %10s\n", "decisions", "tombstones", "MB", "capture ms",

@@ -282,8 +282,8 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
 
 // The new rows of M = K_ZS K_SZ + lambda K_ZZ and of Gamma = K_ZS (Y - m0) for a batch of
 // pending points, over the retained history (EK §4.6 step 7, k rows at once): every pending
-// point, in one pass when the batch fills, or (spread_growth_scan) the oldest batch of them, over
-// the history retained now, a step per later observation.
+// point, in one pass when the batch fills (or, with spread_growth_scan, over the history
+// retained now, a step per later observation).
 void NystromPosterior::StartScan() {
   const int mr = regression_size();
   scan_.count = static_cast<int>(dictionary_size()) - mr;
@@ -331,7 +331,7 @@ void NystromPosterior::ScanObservation(const Eigen::Ref<const Eigen::VectorXd>& 
 int64_t NystromPosterior::ScanStep() const {
   // Per history entry the pass costs about width (2 d + 2 k + 20) flops (the kernel column and
   // the k rows), a rank-one update of M and of the scoring form about 4 width^2: a step of
-  // 2 width / (d + k + 10) entries keeps the pass near twice an update's cost per observation.
+  // 2 width / (d + k + 10) entries keeps the pass near one update's cost per observation.
   if (options_.growth_scan_step > 0) return options_.growth_scan_step;
   const int64_t width = regression_size() + scan_.count;
   return std::max<int64_t>(kMinGrowthScanStep, 2 * width / (dim_ + scan_.count + 10));
@@ -375,6 +375,7 @@ absl::Status NystromPosterior::FinishScan() {
       admit_guard_ = std::min(kMaxReadmitGuard, std::max(admit_guard_, 4.0 * residual / k_ss));
       joined = j;
       DropPendingFrom(index);
+      if (joined == 0) return absl::OkStatus();  // M, Gamma and the form are unchanged
       break;
     }
   }
@@ -414,6 +415,7 @@ void NystromPosterior::RebuildHashIndex() {
 
 absl::Status NystromPosterior::Readmit(bool thin, double guard) {
   scan_ = GrowthScan();  // every point joins the regression below
+  admit_guard_ = 0.0;    // a new kernel or graph: round-off is learned afresh
   basis_snapshot_.reset();
   frozen_.reset();
   weights_dirty_ = true;
@@ -657,9 +659,10 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   // A factor's storage never exceeds max(8, twice the largest size it ever had).
   const int64_t max_capacity = std::max<int64_t>(8, 2 * max_m);
   CholeskyFactor chol_m, chol_zz, chol_kors;
-  // M covers the dictionary but for the points still pending: at most two growth batches.
+  // M covers the dictionary but for the points still pending: at most a growth batch, or
+  // (version 4) a batch being scanned and fewer than a batch waiting behind it.
   if (!GetCholesky(&d, max_capacity, &chol_m) || chol_m.size() > m ||
-      m - chol_m.size() > 2 * kMaxGrowthBatch) {
+      m - chol_m.size() > (version >= 4 ? 2 * kMaxGrowthBatch - 1 : kMaxGrowthBatch)) {
     return malformed("factor of M");
   }
   if (!GetCholesky(&d, max_capacity, &chol_zz) || chol_zz.size() != m) {
@@ -684,6 +687,8 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
       return malformed("growth scan");
     }
     scan.count = static_cast<int>(count);
+    // Points waiting behind the scan: fewer than a batch (the next batch starts the scan).
+    if (m - chol_m.size() - scan.count >= kMaxGrowthBatch) return malformed("growth scan");
     if (scan.count > 0) {
       const int64_t width = chol_m.size() + scan.count;
       if (!GetCount(&d, &scan.next) || !GetCount(&d, &scan.end) || scan.next > scan.end ||

@@ -63,7 +63,8 @@ struct NystromOptions {
   uint64_t seed = 1;  // KORS coin flips
   // Bounded memory: keep only the last max_history observations (0 = all). They are what a
   // growing dictionary's new row is computed from. Evicted observations either stay in the
-  // regression as they were (a new dictionary point never sees them: they count with zeros in
+  // regression as they were (a new dictionary point never sees them, unless a spread growth pass
+  // had counted them before they left: they count with zeros in
   // its coordinates), or, with forget_evicted, are removed from it exactly (rank-one downdate),
   // which makes the posterior a sliding-window regression for drifting rewards.
   int64_t max_history = 0;
@@ -148,7 +149,8 @@ class NystromPosterior final : public Learner {
   double kors_mu() const override { return options_.kors_mu; }
   // Dictionary points the regression covers (dictionary_size() minus the pending ones).
   int regression_size() const { return chol_m_.size(); }
-  // Computes the pending points' rows of M and Gamma now.
+  // Computes the pending points' rows of M and Gamma now (with spread_growth_scan, points that
+  // round-off keeps out of M are dropped instead).
   absl::Status FlushPendingDictionary();
   // Pending points whose spread pass over the history is under way (0: none), and the history
   // entries that pass has still to visit.
