@@ -71,7 +71,18 @@ void FitScheduler::DecideFits(LearnedState* state) {
     }
   }
   if (fitter_ == nullptr) return;
-  if (std::optional<FitWorker::Outcome> outcome = fitter_->Take()) {
+  std::optional<FitWorker::Outcome> outcome = fitter_->Take();
+  // However it ends, a finished fit stays in flight until this returns: past the decision below
+  // whether the next fit starts (WaitForFits must never see none in flight between the two), and
+  // past the queueing of an applied fit's record (which WaitForFits then waits to see applied).
+  struct Landed {
+    Host* host;
+    bool landed;
+    ~Landed() {
+      if (landed) host->AddFitsInFlight(-1);
+    }
+  } landed{host_, outcome.has_value()};
+  if (outcome.has_value()) {
     FinishFit(*state, *std::move(outcome));
     if (hyperparameters_queued_) return;
   }
@@ -103,12 +114,6 @@ void FitScheduler::StartFit(LearnedState* state) {
 }
 
 void FitScheduler::FinishFit(const LearnedState& state, FitWorker::Outcome outcome) {
-  // However it ends, this fit is no longer in flight once this returns (an applied fit's record
-  // is queued by then, so WaitForFits also waits for it to be applied).
-  struct Landed {
-    Host* host;
-    ~Landed() { host->AddFitsInFlight(-1); }
-  } landed{host_};
   if (!outcome.result.ok()) {
     MutexLock lock(&stats_mu_);
     if (outcome.result.status().code() == absl::StatusCode::kFailedPrecondition) {

@@ -1,0 +1,97 @@
+// The fit scheduler (core/model/fit_scheduler.h) driven directly, with a host that records the
+// count of fits in flight as the scheduler changes it.
+#include "core/model/fit_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "core/base/random.h"
+
+namespace graphbandit {
+namespace {
+
+class RecordingHost : public FitScheduler::Host {
+ public:
+  absl::Status LogHyperparameters(HyperparametersOp op) override {
+    logged.push_back(std::move(op));
+    Add(+1);
+    return absl::OkStatus();
+  }
+  void AddFitsInFlight(int delta) override { Add(delta); }
+
+  int in_flight = 0;
+  std::vector<int> counts;  // after every change
+  std::vector<HyperparametersOp> logged;
+
+ private:
+  void Add(int delta) {
+    in_flight += delta;
+    counts.push_back(in_flight);
+  }
+};
+
+void Learn(LearnedState* state, Rng* rng, int rewards) {
+  for (int i = 0; i < rewards; ++i) {
+    ObserveOp observe;
+    observe.event_id = absl::StrCat("e", state->rewards_learned());
+    observe.arm_id = "a";
+    observe.user = absl::StrCat("u", i % 3);
+    observe.features = {10.0 * rng->Normal(), 10.0 * rng->Normal()};
+    observe.reward = std::sin(observe.features[0] / 8.0) + 0.1 * rng->Normal();
+    RewardOp reward;
+    reward.event_id = observe.event_id;
+    reward.learn.push_back(std::move(observe));
+    EdgeEditResult ignored;
+    ASSERT_TRUE(state->Apply(reward, &ignored).ok());
+  }
+}
+
+// WaitForFits returns once no fit is in flight (and the writer decided after its last batch).
+// When a fit lands and the next one is already due, the count must not touch 0 between the two:
+// a waiter woken there would return while a fit that changes the model is about to start.
+TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  // Every fit is judged not worth applying, so that the next one starts in the same decision.
+  options.refit.min_gain_per_parameter = 1e9;
+  auto state = LearnedState::Create(options);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EdgeEditResult ignored;
+  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
+  ASSERT_TRUE((*state)->refits());
+
+  RecordingHost host;
+  absl::Notification* ready = nullptr;
+  absl::Notification first_ready;
+  ready = &first_ready;
+  FitScheduler scheduler(options, &host, [&ready] {
+    if (ready != nullptr && !ready->HasBeenNotified()) ready->Notify();
+  });
+  Rng rng(5);
+  Learn(state->get(), &rng, 20);
+  scheduler.AfterBatch(state->get());
+  ASSERT_EQ(host.in_flight, 1);  // the first fit started
+  const int64_t next = (*state)->next_fit_at();
+  ASSERT_GT(next, 20);
+
+  // The next fit falls due while the first is still running (one batch learns past it).
+  Learn(state->get(), &rng, static_cast<int>(next - 20));
+  ASSERT_TRUE(first_ready.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  host.counts.clear();
+  scheduler.AfterBatch(state->get());
+  EXPECT_TRUE(host.logged.empty());
+  EXPECT_EQ(scheduler.stats().unchanged, 1);
+  EXPECT_EQ(host.in_flight, 1);  // the second fit started
+  for (int count : host.counts) EXPECT_GT(count, 0) << "a moment with no fit in flight";
+  EXPECT_EQ((*state)->next_fit_at(), NextFitAfter(next, options.refit));
+  scheduler.Stop();
+}
+
+}  // namespace
+}  // namespace graphbandit
