@@ -15,7 +15,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
-  libbenchmark-dev
+  libbenchmark-dev libnats-dev nats-server   # JetStream: the replicated log (cluster mode)
   curl python3 python3-grpcio python3-protobuf openssl prometheus
   clang clang-format   # the format and thread_safety checks (tests/CMakeLists.txt, label lint)
 )
