@@ -10,7 +10,7 @@
 // can be retried with the same id without storing the record twice.
 //
 // Threads: Append may be called from any number of threads at once. A Reader is used by one
-// thread at a time.
+// thread at a time, and is destroyed before the JetStreamLog that made it.
 #ifndef GRAPHBANDIT_SERVER_CLUSTER_JETSTREAM_LOG_H_
 #define GRAPHBANDIT_SERVER_CLUSTER_JETSTREAM_LOG_H_
 
