@@ -92,10 +92,7 @@ void Print(const char* log, int writers, const Figures& f) {
 Figures LocalLog(int writers, int appends, const std::string& payload, const std::string& dir) {
   Mutex mu;
   uint64_t last = 0;
-  OperationLog log("logbench", Durability{}, [&] {
-    MutexLock lock(&mu);
-    return last;
-  });
+  OperationLog log("logbench", Durability{});
   const std::string path = absl::StrCat(dir, "/graphbandit-logbench-", ::getpid(), ".log");
   if (absl::Status s = log.StartSegment(path, 0); !s.ok()) {
     std::fprintf(stderr, "local log: %s\n", std::string(s.message()).c_str());
@@ -161,11 +158,11 @@ int Main() {
     }
     stream = *std::move(opened);
   }
-  std::printf("graphbandit-logbench: %d appends of %d bytes per run; local log in %s%s\n",
-              appends, payload_bytes, absl::GetFlag(FLAGS_dir).c_str(),
+  std::printf("graphbandit-logbench: %d appends of %d bytes per run; local log in %s%s\n", appends,
+              payload_bytes, absl::GetFlag(FLAGS_dir).c_str(),
               stream ? "; JetStream stream GB_logbench, 3 replicas" : "; no JetStream");
-  std::printf("%-22s %7s %12s %9s %9s %9s %8s\n", "log", "writers", "appends/s", "p50 ms",
-              "p99 ms", "max ms", "failed");
+  std::printf("%-22s %7s %12s %9s %9s %9s %8s\n", "log", "writers", "appends/s", "p50 ms", "p99 ms",
+              "max ms", "failed");
   const std::string run = absl::StrFormat("%d-%d", ::getpid(), absl::ToUnixMillis(absl::Now()));
   for (int writers : writer_counts) {
     Print("local, fdatasync", writers,

@@ -59,8 +59,7 @@ Model::Model(const ModelOptions& options, const Durability& durability,
     reserved_users_.erase(id);
   });
   if (dir_.has_value()) {
-    log_ =
-        std::make_unique<OperationLog>(options_.name, durability_, [this] { return LastLogged(); });
+    log_ = std::make_unique<OperationLog>(options_.name, durability_);
   }
 }
 

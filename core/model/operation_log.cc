@@ -37,11 +37,8 @@ std::string ReasonFor(int err) {
 
 }  // namespace
 
-OperationLog::OperationLog(std::string model_name, Durability durability,
-                           std::function<uint64_t()> last_logged)
-    : model_name_(std::move(model_name)),
-      durability_(durability),
-      last_logged_(std::move(last_logged)) {}
+OperationLog::OperationLog(std::string model_name, Durability durability)
+    : model_name_(std::move(model_name)), durability_(durability) {}
 
 OperationLog::~OperationLog() { StopThreads(); }
 
@@ -49,6 +46,7 @@ void OperationLog::MarkSynced(uint64_t seq) {
   {
     MutexLock lock(&writer_mu_);
     appended_seq_ = seq;
+    written_seq_.store(seq, std::memory_order_release);
   }
   MutexLock lock(&sync_mu_);
   synced_seq_ = seq;
@@ -113,6 +111,25 @@ int OperationLog::SyncFdLocked() {
   return 0;
 }
 
+int OperationLog::SyncOutsideLock() {
+  if (sync_fd_ < 0) return EBADF;
+  if (const int injected = InjectedLogFault(LogIo::kSync, ""); injected != 0) return injected;
+  // The descriptor stays open meanwhile: whoever closes or replaces it waits for syncing_.
+  const int fd = sync_fd_;
+  syncing_ = true;
+  sync_mu_.Unlock();
+  const int err = ::fdatasync(fd) != 0 ? errno : 0;
+  sync_mu_.Lock();
+  syncing_ = false;
+  sync_cv_.SignalAll();
+  if (err == 0) ++syncs_;
+  return err;
+}
+
+void OperationLog::AwaitNoSyncLocked() {
+  sync_cv_.Wait(&sync_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !syncing_; });
+}
+
 void OperationLog::SyncedLocked(uint64_t seq) {
   synced_seq_ = std::max(synced_seq_, seq);
   MutexLock copies(&copies_mu_);
@@ -136,6 +153,7 @@ absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_l
   if (!writer.ok()) return writer.status();
   MutexLock lock(&writer_mu_);
   MutexLock sync(&sync_mu_);
+  AwaitNoSyncLocked();  // the old segment's descriptor is closed below
   auto abandon = [&](absl::Status status) {
     (*writer)->Close().IgnoreError();
     if (!existed) ::unlink(path.c_str());  // empty and new; the records stay in the old one
@@ -155,6 +173,7 @@ absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_l
   writer_ = *std::move(writer);
   path_ = path;
   appended_seq_ = last_logged;
+  written_seq_.store(last_logged, std::memory_order_release);
   sync_fd_ = writer_->fd();
   MutexLock copies(&copies_mu_);
   synced_size_ = writer_->size();
@@ -195,6 +214,7 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
     return sync_error_;
   }
   ++appended_seq_;
+  written_seq_.store(appended_seq_, std::memory_order_release);
   if (durability_.sync == Durability::Sync::kOs) {
     // Durable as far as this policy promises once written: nothing to keep for a repair.
     MutexLock sync(&sync_mu_);
@@ -214,15 +234,23 @@ absl::Status OperationLog::WaitDurable(uint64_t seq, absl::Time deadline) {
   // Under OS, a record is as durable as promised once its append returned.
   if (durability_.sync == Durability::Sync::kOs) return absl::OkStatus();
   if (durability_.sync == Durability::Sync::kEveryRecord) {
-    const uint64_t target = last_logged_();
     MutexLock lock(&sync_mu_);
+    // One fdatasync covers every record written before it: while another caller's sync runs,
+    // wait for it (it may cover this record) instead of starting another.
+    sync_cv_.Wait(&sync_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return synced_seq_ >= seq || !sync_error_.ok() || !syncing_;
+    });
     if (synced_seq_ >= seq) return absl::OkStatus();  // on disk, whatever happened since
     if (!sync_error_.ok()) return sync_error_;        // never trust a sync retried after a failure
-    // One fdatasync covers every record written before it: concurrent callers share it.
-    if (const int err = SyncFdLocked(); err != 0) {
+    // Everything written by now, not only this record: the callers waiting behind this sync
+    // find theirs covered when it ends.
+    const uint64_t target = written_seq_.load(std::memory_order_acquire);
+    if (const int err = SyncOutsideLock(); err != 0) {
       FailLocked("fdatasync", err, /*tail_intact=*/false);
       return sync_error_;
     }
+    // Another caller's write or sync failed meanwhile: this sync's success is not trusted.
+    if (!sync_error_.ok()) return sync_error_;
     SyncedLocked(target);
     return absl::OkStatus();
   }
@@ -248,8 +276,8 @@ void OperationLog::SyncerLoop() {
                        [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
       if (stop_) return;
     }
-    const uint64_t target = last_logged_();
     MutexLock lock(&sync_mu_);
+    const uint64_t target = written_seq_.load(std::memory_order_acquire);
     if (target > synced_seq_ && sync_fd_ >= 0 && sync_error_.ok()) {
       if (const int err = SyncFdLocked(); err != 0) {
         FailLocked("fdatasync", err, /*tail_intact=*/false);
@@ -264,6 +292,7 @@ void OperationLog::SyncerLoop() {
 absl::Status OperationLog::RepairLocked() {
   if (sync_error_.ok()) return absl::OkStatus();
   if (closed_ || path_.empty()) return sync_error_;
+  AwaitNoSyncLocked();  // the writer's descriptor is closed below
   // The poisoned writer is dropped: its file may end in a partial record.
   if (writer_ != nullptr) writer_->Close().IgnoreError();
   writer_.reset();
@@ -381,6 +410,7 @@ void OperationLog::Close(uint64_t last_logged) {
   MutexLock lock(&writer_mu_);
   if (closed_) return;
   MutexLock sync(&sync_mu_);
+  AwaitNoSyncLocked();  // the writer's descriptor is closed below
   // A degraded log gets one last chance: what it holds was applied, so it should be kept.
   if (!sync_error_.ok()) {
     if (absl::Status s = RepairLocked(); !s.ok()) {

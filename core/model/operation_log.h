@@ -21,8 +21,7 @@
 // threads; the syncer and the repairer are this class's own threads. Lock order: the model's
 // queue lock, then writer_mu_, then sync_mu_, then the leaf locks copies_mu_ and error_mu_ (an
 // append takes writer_mu_ and copies_mu_ only, so it never waits for another caller's fdatasync,
-// and while degraded it takes no lock but error_mu_). `last_logged` (the model's) takes the queue
-// lock, so it is called with none of this class's locks held.
+// and while degraded it takes no lock but error_mu_).
 #ifndef GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 #define GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 
@@ -79,9 +78,7 @@ class OperationLog {
   static constexpr absl::Duration kFirstRepairInterval = absl::Milliseconds(100);
   static constexpr absl::Duration kMaxRepairInterval = absl::Seconds(5);
 
-  // `last_logged` returns the sequence number of the last record appended so far.
-  OperationLog(std::string model_name, Durability durability,
-               std::function<uint64_t()> last_logged);
+  OperationLog(std::string model_name, Durability durability);
   ~OperationLog();  // stops the syncer; does not sync (Close does)
   OperationLog(const OperationLog&) = delete;
   OperationLog& operator=(const OperationLog&) = delete;
@@ -137,25 +134,34 @@ class OperationLog {
   void SyncedLocked(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // fdatasync of the current segment (with the test hook); the errno, or 0.
   int SyncFdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // The same, with sync_mu_ released during the fdatasync (syncing_ set meanwhile), so that
+  // callers whose records it covers are not queued on the mutex behind it: on a shared mutex
+  // that does not queue fairly, one caller could wait out many other callers' syncs.
+  int SyncOutsideLock() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // Waits until no SyncOutsideLock is running (before closing or replacing the descriptor).
+  void AwaitNoSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   absl::Status RepairLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_, sync_mu_);
   void SyncerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
   void RepairLoop() ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
   const std::string model_name_;
   const Durability durability_;
-  const std::function<uint64_t()> last_logged_;
 
   // Lock order: writer_mu_, then sync_mu_.
   Mutex writer_mu_;
   std::unique_ptr<storage::LogWriter> writer_ ABSL_GUARDED_BY(writer_mu_);  // null once closed
   std::string path_ ABSL_GUARDED_BY(writer_mu_);                            // the current segment's
   uint64_t appended_seq_ ABSL_GUARDED_BY(writer_mu_) = 0;
+  // appended_seq_, stored once its record is written: a sync started after reading it covers
+  // every record up to it. Read under sync_mu_ alone (which cannot take writer_mu_).
+  std::atomic<uint64_t> written_seq_{0};
   bool closed_ ABSL_GUARDED_BY(writer_mu_) = false;
 
   mutable Mutex sync_mu_;
   CondVar sync_cv_;
   int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
+  bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;  // a SyncOutsideLock is running
 
   mutable Mutex copies_mu_;                               // leaf
   uint64_t synced_size_ ABSL_GUARDED_BY(copies_mu_) = 0;  // the segment's size at synced_seq_

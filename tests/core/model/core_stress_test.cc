@@ -7,7 +7,9 @@
 // (learned == accepted, also after a restart), decisions never fail, and the published version
 // only grows as seen by each reader.
 //
-// usage: core_stress_test [ROUNDS]   (bounded: the reward stream stops after ROUNDS rewards)
+// usage: core_stress_test [ROUNDS [SYNC]]   (bounded: the reward streams stop after ROUNDS rewards
+// in all; SYNC is group_commit, the default, or every_record: then the reward streams' waits for
+// their fdatasync race each other and the snapshots' segment rotations)
 #include <unistd.h>
 
 #include <atomic>
@@ -57,10 +59,10 @@ Arms MakeArms() {
   return arms;
 }
 
-EngineOptions Options(const std::string& dir) {
+EngineOptions Options(const std::string& dir, Durability::Sync sync) {
   EngineOptions options;
   options.state_dir = dir;
-  options.durability.sync = Durability::Sync::kGroupCommit;
+  options.durability.sync = sync;
   options.durability.group_commit_interval = absl::Milliseconds(1);
   options.durability.snapshot_every_records = 150;  // snapshots race with everything else
   ModelOptions model;
@@ -77,13 +79,20 @@ EngineOptions Options(const std::string& dir) {
 int main(int argc, char** argv) {
   using namespace graphbandit;
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 1500;
+  const std::string sync_name = argc > 2 ? argv[2] : "group_commit";
+  if (sync_name != "group_commit" && sync_name != "every_record") {
+    std::fprintf(stderr, "SYNC must be group_commit or every_record, got %s\n", sync_name.c_str());
+    return 2;
+  }
+  const Durability::Sync sync =
+      sync_name == "every_record" ? Durability::Sync::kEveryRecord : Durability::Sync::kGroupCommit;
   char pattern[] = "/tmp/graphbandit-stress.XXXXXX";
   const std::string dir = mkdtemp(pattern);
   const Arms arms = MakeArms();
   int64_t accepted_total = 0;
   int64_t learned_at_end = 0;
   {
-    auto opened = Engine::Open(Options(dir));
+    auto opened = Engine::Open(Options(dir, sync));
     if (!opened.ok()) {
       std::fprintf(stderr, "open: %s\n", opened.status().ToString().c_str());
       return 1;
@@ -138,32 +147,35 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
       }
     });
-    // The reward stream: one writer of rewards, the way an event pipeline reports them.
-    std::thread rewards([&] {
-      for (int r = 0; r < rounds; ++r) {
-        const std::string user = absl::StrCat("user", r % 10);  // the request only views it
-        DecisionRequest request = arms.Request(user, 1);
-        const std::string event_id = absl::StrCat("r", r);
-        request.event_id = event_id;
-        auto decision = engine.SelectArm(request);
-        if (!decision.ok()) {
-          ++thread_failures;
-          continue;
+    // The reward streams: three writers of rewards, the way event pipelines report them.
+    constexpr int kStreams = 3;
+    std::vector<std::thread> rewards;
+    for (int stream = 0; stream < kStreams; ++stream)
+      rewards.emplace_back([&, stream] {
+        for (int r = stream; r < rounds; r += kStreams) {
+          const std::string user = absl::StrCat("user", r % 10);  // the request only views it
+          DecisionRequest request = arms.Request(user, 1);
+          const std::string event_id = absl::StrCat("r", r);
+          request.event_id = event_id;
+          auto decision = engine.SelectArm(request);
+          if (!decision.ok()) {
+            ++thread_failures;
+            continue;
+          }
+          if (r % 5 == 4) {  // some decisions never get a reward: the default is learned at expiry
+            ++unrewarded;
+            continue;
+          }
+          auto result = engine.ReportReward({event_id, 0.1 * (r % 7), {}, ""});
+          if (!result.ok()) {
+            std::fprintf(stderr, "ReportReward: %s\n", result.status().ToString().c_str());
+            ++thread_failures;
+            continue;
+          }
+          if (result->outcome == RewardOutcome::kAccepted) ++accepted;
         }
-        if (r % 5 == 4) {  // some decisions never get a reward: the default is learned at expiry
-          ++unrewarded;
-          continue;
-        }
-        auto result = engine.ReportReward({event_id, 0.1 * (r % 7), {}, ""});
-        if (!result.ok()) {
-          std::fprintf(stderr, "ReportReward: %s\n", result.status().ToString().c_str());
-          ++thread_failures;
-          continue;
-        }
-        if (result->outcome == RewardOutcome::kAccepted) ++accepted;
-      }
-    });
-    rewards.join();
+      });
+    for (auto& t : rewards) t.join();
     done = true;
     for (auto& t : threads) t.join();
     // Close everything still open (default rewards) and let the writer finish.
@@ -191,7 +203,7 @@ int main(int argc, char** argv) {
   }
   {
     // A restart recovers exactly the learned count.
-    auto reopened = Engine::Open(Options(dir));
+    auto reopened = Engine::Open(Options(dir, sync));
     Check(reopened.ok(), "reopen");
     if (reopened.ok()) {
       Model* model = *(*reopened)->FindModel("");
