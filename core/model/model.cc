@@ -548,15 +548,25 @@ bool Model::ReserveUsers(const std::vector<std::string>& ids, std::vector<std::s
   for (const std::string& id : ids) {
     if (registry_->Find(id) < 0 && !reserved_users_.contains(id)) unseen.insert(id);
   }
-  if (registry_->size() + static_cast<int64_t>(reserved_users_.size() + unseen.size()) >
-      options_.max_users) {
-    return false;
-  }
+  if (!UsersFitLocked(static_cast<int64_t>(unseen.size()))) return false;
   for (const std::string& id : unseen) {
     reserved_users_.insert(id);
     fresh->push_back(id);
   }
   return true;
+}
+
+bool Model::UsersFitLocked(int64_t more) const {
+  if (registry_->size() + static_cast<int64_t>(reserved_users_.size()) + more <=
+      options_.max_users) {
+    return true;
+  }
+  // The reserved ids not registered yet, counted before the registry's size is read: an id the
+  // writer registers in between is then counted twice (a refusal that a retry resolves), never
+  // not at all.
+  int64_t pending = 0;
+  for (const std::string& id : reserved_users_) pending += registry_->Find(id) < 0 ? 1 : 0;
+  return registry_->size() + pending + more <= options_.max_users;
 }
 
 void Model::ReleaseUsers(const std::vector<std::string>& ids) {

@@ -291,6 +291,10 @@ class Model : private FitScheduler::Host {
   // ids newly reserved, to be released with ReleaseUsers if the edit is not logged.
   bool ReserveUsers(const std::vector<std::string>& ids, std::vector<std::string>* fresh)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Whether `more` users beyond the registered and reserved ones fit under max_users. A user the
+  // writer has just registered stays reserved until its callback releases the slot: counted
+  // twice there, so a refusal is checked again counting such users once.
+  bool UsersFitLocked(int64_t more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   void ReleaseUsers(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // ---- the writer thread (model_writer.cc) ----

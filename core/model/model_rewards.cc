@@ -133,7 +133,7 @@ absl::Status Model::CheckRewardCapacityLocked(const LedgerEntry& entry, size_t r
         options_.name, rewards_held_, options_.exact_max_observations));
   }
   if (registry_->Find(entry.user_id) < 0 && !reserved_users_.contains(entry.user_id)) {
-    if (registry_->size() + static_cast<int64_t>(reserved_users_.size()) + 1 > options_.max_users) {
+    if (!UsersFitLocked(1)) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("model \"%s\" has reached its limit of %d users (limits.max_users)",
                           options_.name, options_.max_users));
