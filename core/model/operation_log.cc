@@ -195,6 +195,11 @@ absl::Status OperationLog::Append(uint8_t type, absl::string_view payload) {
     }
     if (large) {
       MutexLock sync(&sync_mu_);
+      // Not beside a WaitDurable's sync of the same file: if that one failed, this one's success
+      // proves nothing (the kernel reports a writeback error once), so wait for its outcome and
+      // never sync after a failure.
+      AwaitNoSyncLocked();
+      if (!sync_error_.ok()) return sync_error_;
       if (const int err = SyncFdLocked(); err != 0) {
         FailLocked("fdatasync", err, /*tail_intact=*/false);
         return sync_error_;

@@ -19,9 +19,12 @@
 // Threads: Append, StartSegment and Close are called by the model with its queue lock held (the
 // log order is the order in which sequence numbers are assigned); WaitDurable by request
 // threads; the syncer and the repairer are this class's own threads. Lock order: the model's
-// queue lock, then writer_mu_, then sync_mu_, then the leaf locks copies_mu_ and error_mu_ (an
-// append takes writer_mu_ and copies_mu_ only, so it never waits for another caller's fdatasync,
-// and while degraded it takes no lock but error_mu_).
+// queue lock, then writer_mu_, then sync_mu_, then the leaf locks copies_mu_ and error_mu_. An
+// append takes writer_mu_ and copies_mu_ only, so it does not wait for another caller's
+// fdatasync, except when the copies kept for a repair pass kMaxUnsyncedBytes (it syncs then)
+// or a write fails; while degraded it takes no lock but error_mu_. A WaitDurable's fdatasync
+// runs with sync_mu_ released (syncing_ set): whoever else syncs, or closes or replaces the
+// segment's descriptor, waits for it first.
 #ifndef GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 #define GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 

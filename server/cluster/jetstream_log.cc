@@ -30,6 +30,7 @@ bool Transient(natsStatus s) {
     case NATS_NO_RESPONDERS:
     case NATS_TIMEOUT:
     case NATS_MISSED_HEARTBEAT:
+    case NATS_SLOW_CONSUMER:
       return true;
     default:
       return false;
@@ -43,8 +44,12 @@ absl::Status FromNats(natsStatus s, jsErrCode js_error, absl::string_view what) 
                                  : std::string(natsStatus_GetText(s));
   const std::string message = absl::StrFormat("%s: %s", what, detail);
   if (s == NATS_TIMEOUT) return absl::DeadlineExceededError(message);
-  // JetStream without a quorum for the stream answers "no responders" or a cluster error.
-  if (Transient(s) || js_error == JSClusterNoPeersErr) return absl::UnavailableError(message);
+  // JetStream without a quorum, electing a leader, or with the stream's replicas offline.
+  if (Transient(s) || js_error == JSClusterNoPeersErr || js_error == JSClusterNotAvailErr ||
+      js_error == JSClusterNotLeaderErr || js_error == JSStreamOfflineErr ||
+      js_error == JSNotEnabledErr) {
+    return absl::UnavailableError(message);
+  }
   return absl::InternalError(message);
 }
 
@@ -75,6 +80,15 @@ absl::Status CheckOptions(const JetStreamLog::Options& o) {
 absl::Status CheckStream(const jsStreamInfo& info, const JetStreamLog::Options& o) {
   const jsStreamConfig& config = *info.Config;
   const bool one_subject = config.SubjectsLen == 1 && o.subject == config.Subjects[0];
+  if (config.Storage != js_FileStorage ||
+      config.Duplicates < absl::ToInt64Nanoseconds(o.duplicate_window)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "JetStream stream %s exists with %s storage and a duplicate window of %s; this node needs "
+        "file storage and at least %s (retried appends are deduplicated within it)",
+        o.stream, config.Storage == js_FileStorage ? "file" : "memory",
+        absl::FormatDuration(absl::Nanoseconds(config.Duplicates)),
+        absl::FormatDuration(o.duplicate_window)));
+  }
   if (!one_subject || config.Replicas != o.replicas) {
     std::vector<std::string> subjects(config.Subjects, config.Subjects + config.SubjectsLen);
     return absl::FailedPreconditionError(absl::StrFormat(
@@ -147,8 +161,8 @@ absl::StatusOr<std::unique_ptr<JetStreamLog>> JetStreamLog::Open(const Options& 
         jsStreamInfo_Destroy(info);
         return log;
       }
-      // Another node created it first: look again.
-      if (js_error == JSStreamNameExistErr) continue;
+      // Another node created it first: look again (below, after the pause).
+      if (js_error == JSStreamNameExistErr) s = NATS_TIMEOUT;
     }
     absl::Status status = FromNats(s, js_error, absl::StrCat("opening stream ", options.stream));
     if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) return status;

@@ -61,6 +61,7 @@ class JetStreamLogTest : public ::testing::Test {
 TEST_F(JetStreamLogTest, AppendsAreNumberedInOrderAndReadBackFromAnyPoint) {
   auto log = JetStreamLog::Open(LogOptions(cluster_));
   ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_TRUE((*log)->LastSeq().ok());
   EXPECT_EQ(*(*log)->LastSeq(), 0u);
   for (int i = 1; i <= 200; ++i) {
     auto appended = (*log)->Append(Payload(i), absl::StrCat("id-", i));
@@ -195,17 +196,17 @@ TEST_F(JetStreamLogTest, SurvivesTheLossOfOneServer) {
     return false;
   };
   ASSERT_TRUE(wait_until_healthy());
-  append_until(100);
+  ASSERT_NO_FATAL_FAILURE(append_until(100));
   cluster_.Stop(0, SIGKILL);
-  append_until(200);
+  ASSERT_NO_FATAL_FAILURE(append_until(200));
   auto degraded = (*log)->Replicas();
   ASSERT_TRUE(degraded.ok()) << degraded.status();
   EXPECT_FALSE(degraded->healthy());  // one copy is missing
   ASSERT_TRUE(cluster_.Start(0));
-  append_until(300);
+  ASSERT_NO_FATAL_FAILURE(append_until(300));
   ASSERT_TRUE(wait_until_healthy());
   cluster_.Stop(2, SIGKILL);
-  append_until(400);
+  ASSERT_NO_FATAL_FAILURE(append_until(400));
   ASSERT_TRUE(cluster_.Start(2));
 
   const auto records = ReadRecords(**log, 1, 400);

@@ -5,8 +5,10 @@
 #define GRAPHBANDIT_TESTS_SERVER_CLUSTER_NATS_CLUSTER_H_
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,14 +72,15 @@ class NatsCluster {
  public:
   explicit NatsCluster(int servers) {
     char pattern[] = "/tmp/graphbandit-nats.XXXXXX";
-    dir_ = ::mkdtemp(pattern);
+    const char* dir = ::mkdtemp(pattern);
+    dir_ = dir != nullptr ? dir : "/tmp";  // Start then fails to make its store: a clear failure
     pids_.assign(servers, -1);
     PickPorts();
   }
   ~NatsCluster() {
     for (size_t i = 0; i < pids_.size(); ++i) Stop(static_cast<int>(i), SIGKILL);
     std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    if (dir_ != "/tmp") std::filesystem::remove_all(dir_, ignored);
   }
   NatsCluster(const NatsCluster&) = delete;
   NatsCluster& operator=(const NatsCluster&) = delete;
@@ -118,18 +121,27 @@ class NatsCluster {
                                      "--routes",
                                      absl::StrJoin(routes, ",")};
     const std::string log = absl::StrCat(dir_, "/", name, ".log");
+    Stop(i, SIGKILL);  // a restart of a server still running replaces it
+    // Everything the child needs is made before fork: the parent has other threads (libnats's),
+    // so the child only duplicates descriptors and executes.
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
-      FILE* out = std::freopen(log.c_str(), "a", stderr);
-      FILE* out2 = std::freopen(log.c_str(), "a", stdout);
-      (void)out;
-      (void)out2;
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
+      // Killed with the test process, however that ends.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) std::_Exit(127);
+      if (log_fd >= 0) {
+        ::dup2(log_fd, STDOUT_FILENO);
+        ::dup2(log_fd, STDERR_FILENO);
+      }
       ::execvp(argv[0], argv.data());
       std::_Exit(127);
     }
+    if (log_fd >= 0) ::close(log_fd);
     pids_[i] = pid;
     for (int attempt = 0; attempt < 200; ++attempt) {  // up to 20 s
       if (AcceptsConnections(client_ports_[i])) return true;
@@ -165,7 +177,8 @@ class NatsCluster {
  private:
   void PickPorts() {
     const int servers = static_cast<int>(pids_.size());
-    const std::vector<int> ports = FreeLoopbackPorts(2 * servers);
+    std::vector<int> ports = FreeLoopbackPorts(2 * servers);
+    ports.resize(2 * servers, 0);  // a port that could not be picked: that server fails to start
     client_ports_.assign(ports.begin(), ports.begin() + servers);
     cluster_ports_.assign(ports.begin() + servers, ports.end());
   }
