@@ -1,9 +1,12 @@
 #include "core/model/ledger_records.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/model/learned_state.h"
 
 namespace graphbandit {
@@ -72,6 +75,62 @@ std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const Model
     }
   }
   return learn;
+}
+
+JudgedReport JudgeReport(const RewardJoin& join, const RewardRequest& request,
+                         const ModelOptions& options) {
+  JudgedReport judged;
+  RewardResult& result = judged.result;
+  if (join.event == RewardJoin::Event::kUnknown) return judged;
+  result.model = options.name;
+  if (join.event != RewardJoin::Event::kOpen) {
+    // Closed: by its window (late), or complete and evicted (a repeat is a duplicate).
+    result.outcome = join.event == RewardJoin::Event::kExpired ? RewardOutcome::kLate
+                                                               : RewardOutcome::kDuplicate;
+    if (request.reward.has_value()) result.arm_outcomes.emplace_back("", result.outcome);
+    for (const auto& [arm_id, reward] : request.arm_rewards) {
+      result.arm_outcomes.emplace_back(arm_id, result.outcome);
+    }
+    return judged;
+  }
+  const LedgerEntry& entry = *join.entry;
+  if (join.single_reward_for_slate) {
+    judged.error = absl::InvalidArgumentError(
+        absl::StrFormat("event_id %s returned %d arms; report each arm's reward in arm_rewards",
+                        QuoteId(request.event_id), entry.arms.size()));
+    return judged;
+  }
+  if (!join.unknown_arm.empty()) {
+    std::vector<std::string> returned;
+    for (const LedgerArm& arm : entry.arms) returned.push_back(QuoteId(arm.arm_id));
+    judged.error = absl::InvalidArgumentError(absl::StrFormat(
+        "arm %s was not returned by event_id %s (it returned %s)", QuoteId(join.unknown_arm),
+        QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
+    return judged;
+  }
+  for (const RewardJoin::Report& report : join.reports) {
+    if (std::abs(report.reward) > options.reward_bound) {
+      judged.error = absl::InvalidArgumentError(absl::StrFormat(
+          "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
+          report.reward, QuoteId(entry.arms[report.arm].arm_id), options.reward_bound,
+          options.reward_bound, options.name));
+      return judged;
+    }
+  }
+  for (const RewardJoin::Report& report : join.reports) {
+    result.arm_outcomes.emplace_back(
+        entry.arms[report.arm].arm_id,
+        report.accepted ? RewardOutcome::kAccepted : RewardOutcome::kDuplicate);
+    if (!report.accepted) continue;
+    RewardOp op{entry.event_id, report.arm, report.reward, {}};
+    if (report.learn_now) {
+      op.learn.push_back(ObservationOf(entry, report.arm, report.reward));
+      judged.learn_now = true;
+    }
+    judged.ops.push_back(std::move(op));
+  }
+  result.outcome = judged.ops.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
+  return judged;
 }
 
 void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger) {

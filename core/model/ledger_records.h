@@ -33,6 +33,24 @@ ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward);
 // them as they arrived) and the configured default reward of arms without a report.
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options);
 
+// What a reward report joined with the ledger (DecisionLedger::JoinReward) amounts to, before
+// anything is logged. Pure: the same join gives the same judgement on every replica.
+struct JudgedReport {
+  // INVALID_ARGUMENT when the report does not fit its open decision (a single reward for a
+  // slate, an arm the decision did not return, a reward beyond limits.reward_bound): nothing
+  // is recorded then.
+  absl::Status error;
+  // The answer: outcome and each arm's outcome (model_version is the caller's to set, from
+  // where the records land). An unknown event's answer names no model.
+  RewardResult result;
+  // The accepted reports as records, in request order; under FIRST each carries its
+  // observation (learned as soon as it is applied), and learn_now is set.
+  std::vector<RewardOp> ops;
+  bool learn_now = false;
+};
+JudgedReport JudgeReport(const RewardJoin& join, const RewardRequest& request,
+                         const ModelOptions& options);
+
 // The ledger part of a logged operation, for recovery (live, it happened at submission).
 void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger);
 

@@ -1,12 +1,10 @@
 // Rewards: joining a report with its decision in the ledger (one lookup, DecisionLedger::
 // JoinReward), logging what is accepted, and answering once it is durable.
-#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "core/model/ledger_records.h"
 #include "core/model/model.h"
 
@@ -39,59 +37,20 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
 
 absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& request, absl::Time now,
                                                      uint64_t* wait_for) {
-  RewardResult result;
   const RewardJoin join = ledger_->JoinReward(request);
+  JudgedReport judged = JudgeReport(join, request, options_);
+  if (!judged.error.ok()) return judged.error;
+  RewardResult& result = judged.result;
   if (join.event == RewardJoin::Event::kUnknown) return result;
-  result.model = options_.name;
   if (join.event != RewardJoin::Event::kOpen) {
-    // Closed: by its window (late), or complete and evicted (a repeat is a duplicate).
-    result.outcome = join.event == RewardJoin::Event::kExpired ? RewardOutcome::kLate
-                                                               : RewardOutcome::kDuplicate;
-    if (request.reward.has_value()) result.arm_outcomes.emplace_back("", result.outcome);
-    for (const auto& [arm_id, reward] : request.arm_rewards) {
-      result.arm_outcomes.emplace_back(arm_id, result.outcome);
-    }
     *wait_for = LastLogged();
     // A closed decision taught what it had to when it closed, which is logged by now.
     if (result.outcome == RewardOutcome::kDuplicate) result.model_version = *wait_for;
     return result;
   }
-  LedgerEntry& entry = *join.entry;
-  if (join.single_reward_for_slate) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("event_id %s returned %d arms; report each arm's reward in arm_rewards",
-                        QuoteId(request.event_id), entry.arms.size()));
-  }
-  if (!join.unknown_arm.empty()) {
-    std::vector<std::string> returned;
-    for (const LedgerArm& arm : entry.arms) returned.push_back(QuoteId(arm.arm_id));
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "arm %s was not returned by event_id %s (it returned %s)", QuoteId(join.unknown_arm),
-        QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
-  }
-  for (const RewardJoin::Report& report : join.reports) {
-    if (std::abs(report.reward) > options_.reward_bound) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
-          report.reward, QuoteId(entry.arms[report.arm].arm_id), options_.reward_bound,
-          options_.reward_bound, options_.name));
-    }
-  }
-  // What the accepted reports log, and (FIRST) learn at once.
-  std::vector<RewardOp> ops;
-  bool learn_now = false;
-  for (const RewardJoin::Report& report : join.reports) {
-    result.arm_outcomes.emplace_back(
-        entry.arms[report.arm].arm_id,
-        report.accepted ? RewardOutcome::kAccepted : RewardOutcome::kDuplicate);
-    if (!report.accepted) continue;
-    RewardOp op{entry.event_id, report.arm, report.reward, {}};
-    if (report.learn_now) {
-      op.learn.push_back(ObservationOf(entry, report.arm, report.reward));
-      learn_now = true;
-    }
-    ops.push_back(std::move(op));
-  }
+  const LedgerEntry& entry = *join.entry;
+  std::vector<RewardOp>& ops = judged.ops;
+  const bool learn_now = judged.learn_now;
   size_t logged = 0;
   uint64_t last_seq = 0;
   absl::Status status;
@@ -111,7 +70,6 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
   // The ones logged are accepted even if a later one failed (replay will learn them).
   ledger_->RecordJoined(join, logged);
   if (!status.ok()) return status;
-  result.outcome = ops.empty() ? RewardOutcome::kDuplicate : RewardOutcome::kAccepted;
   *wait_for = ops.empty() ? LastLogged() : last_seq;
   // The version that contains the learning: this record's (FIRST learns at once); a duplicate
   // under FIRST was learned by an earlier record, logged by now. Windowed aggregations learn
