@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -77,8 +78,29 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     defaults.name = engine->default_model_;
     options.models.push_back(defaults);
   }
+  Replication replication;
+  if (options.shared_log) {
+    const bool valid_id = !options.node_id.empty() && options.node_id.size() <= 64 &&
+                          std::all_of(options.node_id.begin(), options.node_id.end(), [](char c) {
+                            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                   c == '_' || c == '-';
+                          });
+    if (!valid_id) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "node id %s: cluster mode needs a node id of 1 to 64 letters, digits, '.', '_' or '-'",
+          QuoteId(options.node_id)));
+    }
+    engine->event_id_prefix_ = absl::StrCat(options.node_id, "-");
+    replication.node_id = options.node_id;
+    replication.expiry_grace = options.expiry_grace;
+  }
   for (const ModelOptions& model_options : options.models) {
-    auto model = Model::Open(model_options, options.state_dir, options.durability);
+    if (options.shared_log) {
+      absl::StatusOr<std::shared_ptr<SharedLog>> log = options.shared_log(model_options);
+      if (!log.ok()) return log.status();
+      replication.log = *std::move(log);
+    }
+    auto model = Model::Open(model_options, options.state_dir, options.durability, replication);
     if (!model.ok()) return model.status();
     engine->models_.emplace(model_options.name, *std::move(model));
   }
@@ -169,9 +191,11 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
   if (!request.event_id.empty()) {
     if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
     return model->Select(request, std::string(request.event_id), /*client_event_id=*/true,
-                         RequestFingerprint(request), now);
+                         RequestFingerprint(request), now, deadline);
   }
-  return model->Select(request, NewEventId(), /*client_event_id=*/false, 0, now);
+  // In cluster mode the node id keeps the ids of different nodes apart.
+  return model->Select(request, absl::StrCat(event_id_prefix_, NewEventId()),
+                       /*client_event_id=*/false, 0, now, deadline);
 }
 
 absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,

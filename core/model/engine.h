@@ -5,6 +5,7 @@
 #ifndef GRAPHBANDIT_CORE_MODEL_ENGINE_H_
 #define GRAPHBANDIT_CORE_MODEL_ENGINE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,12 @@ struct EngineOptions {
   // Run a thread that closes decisions whose reward window ended. Tests that want to drive
   // expiry themselves (ExpireDue with a chosen clock) turn it off.
   bool run_sweeper = true;
+  // Cluster mode (Replication in model.h): this node's id (letters, digits, '.', '_', '-'; at
+  // most 64 bytes), which also prefixes the event ids it generates, and the shared log of each
+  // model. Unset: every model is this node's alone, with its own log.
+  std::string node_id;
+  std::function<absl::StatusOr<std::shared_ptr<SharedLog>>(const ModelOptions&)> shared_log;
+  absl::Duration expiry_grace = absl::Seconds(2);
 };
 
 class Engine {
@@ -70,6 +77,7 @@ class Engine {
   void SweeperLoop(absl::Duration period);
 
   std::string default_model_;
+  std::string event_id_prefix_;  // cluster mode: the node id and '-'
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
   bool stopped_cleanly_ = true;           // written once, in Shutdown's call_once
   std::vector<std::string> busy_models_;  // whose writer outlived the shutdown deadline

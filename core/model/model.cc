@@ -1,6 +1,7 @@
 #include "core/model/model.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -19,6 +20,18 @@ namespace graphbandit {
 
 constexpr double FreshnessStats::kBounds[];
 
+namespace {
+
+// Cluster mode: the prefix of this opening's record ids (see Model::record_prefix_).
+std::string RecordPrefix(const Replication& replication) {
+  if (replication.log == nullptr) return "";
+  std::random_device device;
+  const uint64_t nonce = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return absl::StrFormat("%s/%016x/", replication.node_id, nonce);
+}
+
+}  // namespace
+
 absl::string_view RewardOutcomeName(RewardOutcome outcome) {
   switch (outcome) {
     case RewardOutcome::kAccepted:
@@ -34,9 +47,11 @@ absl::string_view RewardOutcomeName(RewardOutcome outcome) {
 }
 
 Model::Model(const ModelOptions& options, const Durability& durability,
-             std::optional<StateDirectory> dir, RecoveredState recovered)
+             std::optional<StateDirectory> dir, RecoveredState recovered, Replication replication)
     : options_(options),
       durability_(durability),
+      replication_(std::move(replication)),
+      record_prefix_(RecordPrefix(replication_)),
       dir_(std::move(dir)),
       recovery_(std::move(recovered.report)),
       max_queued_(durability.max_queued_operations > 0 ? durability.max_queued_operations
@@ -58,7 +73,7 @@ Model::Model(const ModelOptions& options, const Durability& durability,
     MutexLock lock(&queue_mu_);
     reserved_users_.erase(id);
   });
-  if (dir_.has_value()) {
+  if (dir_.has_value() && !replicated()) {
     log_ = std::make_unique<OperationLog>(options_.name, durability_);
   }
 }
@@ -70,8 +85,13 @@ Model::~Model() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
                                                    const std::string& state_dir,
-                                                   const Durability& durability) {
+                                                   const Durability& durability,
+                                                   const Replication& replication) {
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
+  if (replication.log != nullptr && replication.node_id.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": cluster mode needs this node's id", options.name));
+  }
   if (!options.servable()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": policy %s is one of the papers' baselines, which only "
@@ -87,12 +107,30 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
         StateDirectory::Create(absl::StrCat(state_dir, "/", options.name));
     if (!created.ok()) return created.status();
     dir = *std::move(created);
+    if (replication.log != nullptr && !dir->Segments().empty()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": %s holds a local log (written by a single node); in cluster mode the "
+          "model's log is the shared one. Start in cluster mode with an empty state directory",
+          options.name, dir->path()));
+    }
     recovered = RecoverModelState(options, *dir);
   }
   if (!recovered.ok()) return recovered.status();
   const uint64_t next_seq = recovered->next_seq;
+  if (replication.log != nullptr) {
+    // A snapshot from beyond the shared log's end belongs to another (older) shared log.
+    absl::StatusOr<uint64_t> last = replication.log->LastSeq();
+    if (!last.ok()) return last.status();
+    if (*last < next_seq - 1) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": the newest snapshot is at record %d of the shared log, which holds only "
+          "%d records: the snapshot belongs to another shared log. Move the state directory "
+          "away to start from the shared log alone",
+          options.name, next_seq - 1, *last));
+    }
+  }
   std::unique_ptr<Model> model(
-      new Model(options, durability, std::move(dir), *std::move(recovered)));
+      new Model(options, durability, std::move(dir), *std::move(recovered), replication));
   if (absl::Status s = model->StartLog(next_seq); !s.ok()) return s;
   if (model->recovery_.damaged_bytes > 0 || !model->recovery_.records_lost.empty() ||
       !model->recovery_.records_dropped.empty() || model->recovery_.records_repeated > 0) {
@@ -107,6 +145,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     }
   }
   model->StartThreads();
+  if (model->replicated()) {
+    // Applies what the other nodes logged before the edge list is compared with the graph.
+    if (absl::Status s = model->CatchUp(); !s.ok()) return s;
+  }
   if (absl::Status s = model->ApplyEdgeListFile(); !s.ok()) return s;
   return model;
 }
@@ -139,6 +181,12 @@ void Model::StartThreads() {
     writer_done_.Notify();
   });
   if (log_ != nullptr) log_->StartThreads();
+  if (replicated()) {
+    feeder_ = std::thread([this] {
+      SetThreadName("gb-feeder");
+      FeedLoop();
+    });
+  }
 }
 
 absl::Status Model::ApplyEdgeListFile() {
@@ -181,7 +229,7 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
   }
   const uint64_t seq = next_seq_++;
   rewards_held_ += static_cast<int64_t>(ObservationsOf(op).size());
-  queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged});
+  queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged, nullptr});
   queue_cv_.SignalAll();
   return seq;
 }
@@ -245,6 +293,13 @@ void Model::DoneWaiting(const std::string& event_id) {
 
 absl::StatusOr<EdgeEditResult> Model::SubmitAndWait(ModelOp op, absl::Time deadline,
                                                     const std::vector<std::string>& reserved) {
+  if (replicated()) {
+    auto done = PublishAndWait(ModelOp(std::move(op)), deadline);
+    ReleaseUsers(reserved);  // registered by now if the edit was applied
+    if (!done.ok()) return done.status();
+    if (!(*done)->status.ok()) return (*done)->status;
+    return (*done)->result;
+  }
   auto completion = std::make_shared<OpCompletion>();
   uint64_t seq = 0;
   RoomWait wait;
@@ -280,6 +335,12 @@ Dimensions Model::CurrentDimensions() const {
 }
 
 absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
+  if (replicated()) {
+    // Whichever node's record fixes them first wins; the caller validates against the result.
+    auto done = PublishAndWait(ModelOp(FixDimensionsOp{context_dim, arm_dim}),
+                               absl::Now() + absl::Seconds(10));
+    return done.ok() ? absl::OkStatus() : done.status();
+  }
   auto completion = std::make_shared<OpCompletion>();
   {
     MutexLock ledger(&ledger_mu_);
@@ -364,7 +425,8 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
 }
 
 absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std::string& event_id,
-                                       bool client_event_id, uint64_t fingerprint, absl::Time now) {
+                                       bool client_event_id, uint64_t fingerprint, absl::Time now,
+                                       absl::Time deadline) {
   // A retry: the stored decision, unchanged.
   auto known =
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) -> std::optional<absl::StatusOr<Decision>> {
@@ -420,6 +482,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
     logged.probability = arm.probability.value_or(0.0);
     op.arms.push_back(std::move(logged));
   }
+  if (replicated()) return FinishReplicatedSelect(std::move(op), *std::move(decision), deadline);
   // A degraded log (full disk, I/O error) cannot record the decision: it is served anyway,
   // from the last published state, and says so; nothing enters the ledger.
   auto unlogged = [&]() -> absl::StatusOr<Decision> {
@@ -477,6 +540,7 @@ bool Model::Knows(const std::string& event_id) {
 }
 
 int Model::ExpireDue(absl::Time now) {
+  if (replicated()) return ReplicatedExpireDue(now);
   // A degraded log cannot record closes: retried at a later sweep, without holding the ledger
   // lock (which decisions need) behind a repair's I/O.
   if (LogDegraded()) return 0;
@@ -622,6 +686,9 @@ ModelStats Model::Stats() const {
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;
   if (log_ != nullptr) stats.log = log_->Health();
   stats.unlogged_decisions = unlogged_decisions_.load(std::memory_order_relaxed);
+  stats.replicated = replicated();
+  stats.shared_log_seq = shared_log_seq_.load(std::memory_order_relaxed);
+  stats.records_unreadable = records_unreadable_.load(std::memory_order_relaxed);
   stats.recovery = recovery_;
   const SnapshotWriter::Stats snapshots = snapshots_.stats();
   stats.snapshots_written = snapshots.written;
@@ -665,7 +732,8 @@ void Model::WaitForFits() {
 
 absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
   MutexLock lock(&queue_mu_);
-  if (version > next_seq_ - 1) {
+  // Cluster mode: a version from another node may be ahead of what this one has read yet.
+  if (!replicated() && version > next_seq_ - 1) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "min_model_version %d is ahead of everything model \"%s\" has recorded (version %d); "
         "use a model_version returned by ReportReward",
@@ -717,6 +785,7 @@ bool Model::Shutdown(absl::Time deadline) {
   }
   // A fit in progress is cancelled: its result would not be applied any more.
   fits_.Stop();
+  StopFeeding();  // cluster mode: nothing more is read from the shared log
   {
     MutexLock lock(&queue_mu_);
     stopping_ = true;

@@ -93,11 +93,28 @@
 #include "core/model/model_view.h"
 #include "core/model/operation_log.h"
 #include "core/model/recovery.h"
+#include "core/model/replicated_records.h"
 #include "core/model/request_validation.h"
+#include "core/model/shared_log.h"
 #include "core/model/snapshots.h"
 #include "core/model/state_directory.h"
 
 namespace graphbandit {
+
+// Cluster mode: the model is served by several nodes that share one log (core/model/shared_log.h;
+// a NATS JetStream stream in the server). Every node publishes what its requests ask for to the
+// shared log and applies the whole log in order (core/model/replicated_records.h), so every
+// replica learns the same things in the same order; decisions and rewards are answered once this
+// node has applied their records. The state directory then holds snapshots only (at positions of
+// the shared log), and a restart reads the shared log from its newest snapshot on.
+struct Replication {
+  std::shared_ptr<SharedLog> log;  // null: a single node with its own log (the default)
+  std::string node_id;             // this node's name, unique in the cluster
+  // A decision closes this long after its reward window ended, so that a report received
+  // within the window has normally reached the shared log before the decision closes (a
+  // report received in time but published later than this is LATE).
+  absl::Duration expiry_grace = absl::Seconds(2);
+};
 
 struct AddUsersResult {
   int added = 0;
@@ -136,6 +153,12 @@ struct ModelStats {
   uint64_t last_snapshot_seq = 0;
   absl::Time last_snapshot_time;  // InfinitePast before the first
   FreshnessStats freshness;
+  // Cluster mode: the position of the last record read from the shared log (view.version is
+  // the last applied: the difference is this node's apply lag), and records that this build
+  // could not read and skipped.
+  bool replicated = false;
+  uint64_t shared_log_seq = 0;
+  int64_t records_unreadable = 0;
   // Hyper-parameter fits run on the helper thread, by outcome: applied (logged and applied),
   // unchanged (no value moved by more than min_change, or the likelihood gained less than
   // min_gain_per_parameter nats per fitted parameter), skipped (nothing to fit, e.g. every
@@ -151,9 +174,12 @@ class Model : private FitScheduler::Host {
  public:
   // Recovers the model from `state_dir`/<name> (nothing is persisted if state_dir is empty),
   // applies the configured edge list, and starts the writer (and the syncer).
+  // Cluster mode (`replication.log` set): see Replication; Open then also reads the shared log
+  // up to its end before it returns.
   static absl::StatusOr<std::unique_ptr<Model>> Open(const ModelOptions& options,
                                                      const std::string& state_dir,
-                                                     const Durability& durability = {});
+                                                     const Durability& durability = {},
+                                                     const Replication& replication = {});
   ~Model();
 
   const ModelOptions& options() const { return options_; }
@@ -175,9 +201,11 @@ class Model : private FitScheduler::Host {
 
   // SelectArm: a retry of a known client event id returns the stored decision; otherwise the
   // model decides (randomness seeded by the model seed and the event id) and records the
-  // decision. `fingerprint` identifies the request (0 when the event id is generated).
+  // decision. `fingerprint` identifies the request (0 when the event id is generated). In
+  // cluster mode the decision is answered once its record is applied here (by `deadline`).
   absl::StatusOr<Decision> Select(const DecisionRequest& request, const std::string& event_id,
-                                  bool client_event_id, uint64_t fingerprint, absl::Time now);
+                                  bool client_event_id, uint64_t fingerprint, absl::Time now,
+                                  absl::Time deadline = absl::InfiniteFuture());
 
   // ReportReward for an event of this model. Returns once the accepted rewards are logged and
   // durable per the sync policy (or fails with DEADLINE_EXCEEDED at `deadline`; the reward may
@@ -234,17 +262,20 @@ class Model : private FitScheduler::Host {
     Notification done;
     absl::Status status;
     EdgeEditResult result;
-    uint64_t seq = 0;  // snapshots: the snapshot's sequence number
+    uint64_t seq = 0;       // snapshots: the snapshot's sequence number
+    Resolution resolution;  // cluster mode: what the record amounted to when applied
   };
   struct Pending {
     uint64_t seq;
     ModelOp op;
     std::shared_ptr<OpCompletion> completion;  // null unless someone waits for the result
     absl::Time acknowledged;                   // InfinitePast unless the op learns rewards
+    // Cluster mode: the record read from the shared log (`op` is unused then).
+    std::shared_ptr<const ReplicatedRecord> replicated;
   };
 
   Model(const ModelOptions& options, const Durability& durability,
-        std::optional<StateDirectory> dir, RecoveredState recovered);
+        std::optional<StateDirectory> dir, RecoveredState recovered, Replication replication);
 
   // ---- Open's steps (model.cc) ----
   // Sequence numbers, the first log segment, the first published view.
@@ -297,6 +328,38 @@ class Model : private FitScheduler::Host {
   bool UsersFitLocked(int64_t more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   void ReleaseUsers(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(queue_mu_);
 
+  // ---- cluster mode (model_replicated.cc) ----
+  bool replicated() const { return replication_.log != nullptr; }
+  // Appends `record` to the shared log (retrying with the same record id while the outcome is
+  // unknown) and waits until this node has applied it. The completion's resolution says what it
+  // amounted to. UNAVAILABLE when the shared log did not take it, DEADLINE_EXCEEDED when it was
+  // not applied here by `deadline` (it still will be).
+  absl::StatusOr<std::shared_ptr<OpCompletion>> PublishAndWait(const ReplicatedRecord& record,
+                                                               absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // The append alone: registers `completion` (a fresh one if null) under the record's id, which
+  // it returns in `id`, so that the writer knows the record as this node's own.
+  absl::StatusOr<uint64_t> PublishOnly(const ReplicatedRecord& record, absl::Time deadline,
+                                       std::shared_ptr<OpCompletion> completion = nullptr,
+                                       std::string* id = nullptr) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  absl::StatusOr<Decision> FinishReplicatedSelect(DecideOp op, Decision decision,
+                                                  absl::Time deadline);
+  absl::StatusOr<RewardResult> ReplicatedReward(const RewardRequest& request, absl::Time now,
+                                                absl::Time deadline);
+  int ReplicatedExpireDue(absl::Time now) ABSL_LOCKS_EXCLUDED(ledger_mu_);
+  // Reads the shared log into the writer's queue (the feeder thread).
+  void FeedLoop() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  void StopFeeding() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Waits until everything in the shared log when called is applied here.
+  absl::Status CatchUp();
+  // The writer's step for one record of the shared log: resolve it against the ledger, apply
+  // the result to the ledger and the learned state, fill in the waiter's completion.
+  absl::Status ApplyReplicated(const Pending& pending, EdgeEditResult* result)
+      ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  // Whether a hyper-parameter record repeats what another node's record already applied (each
+  // replica runs the same fit when it is due, and publishes the outcome).
+  bool HyperparametersStale(const HyperparametersOp& op) const;
+
   // ---- the writer thread (model_writer.cc) ----
   void WriterLoop() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   void ApplyBatch(std::deque<Pending>* batch) ABSL_LOCKS_EXCLUDED(queue_mu_);
@@ -335,6 +398,14 @@ class Model : private FitScheduler::Host {
 
   const ModelOptions options_;
   const Durability durability_;
+  const Replication replication_;
+  // Cluster mode: record ids are this prefix (node id and a random value per opening, so that a
+  // restarted node never repeats an id the shared log still remembers) and a counter.
+  const std::string record_prefix_;
+  std::atomic<uint64_t> records_published_{0};
+  std::atomic<uint64_t> shared_log_seq_{0};
+  std::atomic<int64_t> records_unreadable_{0};
+  std::thread feeder_;
   const std::optional<StateDirectory> dir_;  // empty: in memory only
   RecoveryReport recovery_;                  // set by Open
   const int64_t max_queued_;
@@ -382,6 +453,10 @@ class Model : private FitScheduler::Host {
   bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fit worker has an outcome waiting
   int fits_in_flight_ ABSL_GUARDED_BY(queue_mu_) = 0;  // started and not yet logged or dropped
   std::vector<std::shared_ptr<OpCompletion>> snapshot_waiters_ ABSL_GUARDED_BY(queue_mu_);
+  // Cluster mode: this node's records on their way through the shared log, by record id.
+  absl::flat_hash_map<std::string, std::shared_ptr<OpCompletion>> awaiting_
+      ABSL_GUARDED_BY(queue_mu_);
+  bool feed_stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   // Users a pending operation will register (counted against max_users before they exist).
   absl::flat_hash_set<std::string> reserved_users_ ABSL_GUARDED_BY(queue_mu_);
 

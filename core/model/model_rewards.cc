@@ -12,6 +12,7 @@ namespace graphbandit {
 
 absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::Time now,
                                            absl::Time deadline) {
+  if (replicated()) return ReplicatedReward(request, now, deadline);
   // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
   // (the original report or close included) is durable, like the first answer did.
   uint64_t wait_for = 0;

@@ -57,6 +57,14 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
   if (batch->empty()) return;
   for (Pending& pending : *batch) {
     EdgeEditResult result;
+    if (pending.replicated != nullptr) {
+      absl::Status status = ApplyReplicated(pending, &result);
+      if (pending.completion != nullptr) {
+        pending.completion->status = status;
+        pending.completion->result = result;
+      }
+      continue;
+    }
     absl::Status status = state_->Apply(pending.op, &result);
     if (std::holds_alternative<HyperparametersOp>(pending.op)) fits_.HyperparametersApplied();
     if (!status.ok()) {
@@ -126,10 +134,14 @@ absl::StatusOr<PreparedSnapshot> Model::BeginSnapshotLocked() {
   PreparedSnapshot prepared;
   {
     MutexLock lock(&queue_mu_);
-    prepared.seq = next_seq_ - 1;
+    // Cluster mode: the writer itself changes the ledger, and takes snapshots (or the model is
+    // opening or stopped), so the ledger is at what it applied; records read from the shared
+    // log and still queued come after the snapshot.
+    prepared.seq = replicated() ? applied_seq_ : next_seq_ - 1;
   }
   if (!dir_.has_value()) return prepared;
   prepared.ledger = ledger_->Capture();
+  if (log_ == nullptr) return prepared;
   MutexLock lock(&queue_mu_);
   if (absl::Status s = log_->StartSegment(dir_->SegmentPath(prepared.seq + 1), prepared.seq);
       !s.ok()) {
@@ -169,6 +181,16 @@ absl::StatusOr<uint64_t> Model::TakeSnapshot() {
 }
 
 absl::Status Model::LogHyperparameters(HyperparametersOp op) {
+  if (replicated()) {
+    // Every replica decides the same fits at the same points; the first record applied wins
+    // (HyperparametersStale drops the others). Not awaited: the writer calls this.
+    absl::StatusOr<uint64_t> seq =
+        PublishOnly(ModelOp(std::move(op)), absl::Now() + absl::Seconds(5));
+    if (!seq.ok()) return seq.status();
+    MutexLock lock(&queue_mu_);
+    ++fits_in_flight_;
+    return absl::OkStatus();
+  }
   MutexLock ledger(&ledger_mu_);
   MutexLock lock(&queue_mu_);
   absl::StatusOr<uint64_t> seq = AppendLocked(std::move(op), nullptr, absl::InfinitePast());

@@ -1,0 +1,342 @@
+// Cluster mode (Replication in core/model/model.h): several engines in one process, each a node,
+// share one log in memory, as nodes share a JetStream stream. Checks what the replicas must
+// agree on: what is learned (exactly once, whichever node a reward reaches), the answers, and
+// the state after a restart from a snapshot.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/model/engine.h"
+#include "core/model/replicated_records.h"
+#include "tests/core/model/engine_test_util.h"
+#include "tests/core/model/memory_shared_log.h"
+
+namespace graphbandit {
+namespace {
+
+ModelOptions ClusterModel() {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(30);
+  return options;
+}
+
+std::unique_ptr<Engine> OpenNode(const std::string& id, const std::shared_ptr<SharedLog>& log,
+                                 const std::string& state_dir = "",
+                                 ModelOptions model = ClusterModel()) {
+  EngineOptions options;
+  options.models = {std::move(model)};
+  options.state_dir = state_dir;
+  options.run_sweeper = false;
+  options.node_id = id;
+  options.shared_log = [log](const ModelOptions&) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    return log;
+  };
+  auto engine = Engine::Open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+Model& TheModel(Engine& engine) { return **engine.FindModel(""); }
+
+// Waits until no node has a fit running and every node has applied the whole shared log.
+void Settle(const std::vector<Engine*>& nodes, MemorySharedLog& log) {
+  for (int round = 0; round < 20; ++round) {
+    const uint64_t before = *log.LastSeq();
+    for (Engine* node : nodes) TheModel(*node).WaitForFits();
+    const uint64_t last = *log.LastSeq();
+    for (Engine* node : nodes) {
+      ASSERT_TRUE(TheModel(*node).WaitForVersion(last, absl::Now() + absl::Seconds(30)).ok());
+    }
+    if (*log.LastSeq() == before) return;
+  }
+  FAIL() << "the nodes kept publishing fits";
+}
+
+// Means and standard deviations of three fixed arms for three users, through SelectArm with a
+// client event id that each node uses once (its decision enters the shared log, which changes
+// nothing learned).
+std::vector<double> ProbeScores(Engine& engine, const std::string& tag) {
+  std::vector<double> scores;
+  for (const char* user : {"user0", "user3", "stranger"}) {
+    OwnedRequest probe = ThreeArms(user);
+    probe.slate_size = 3;
+    probe.event_id = absl::StrCat("probe-", tag, "-", user);
+    auto decision = engine.SelectArm(probe.View());
+    EXPECT_TRUE(decision.ok()) << decision.status();
+    if (!decision.ok()) continue;
+    for (const ChosenArm& arm : decision->arms) {
+      scores.push_back(arm.mean);
+      scores.push_back(arm.stddev);
+    }
+  }
+  return scores;
+}
+
+TEST(ClusterModeTest, ThreeNodesLearnEachRewardOnceAndAgree) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto a = OpenNode("a", log), b = OpenNode("b", log), c = OpenNode("c", log);
+  ASSERT_TRUE(a && b && c);
+  std::vector<Engine*> nodes = {a.get(), b.get(), c.get()};
+  int accepted = 0;
+  for (int round = 0; round < 60; ++round) {
+    Engine& decider = *nodes[round % 3];
+    Engine& rewarded = *nodes[(round + 1) % 3];
+    OwnedRequest request = ThreeArms(absl::StrCat("user", round % 4));
+    auto decision = decider.SelectArm(request.View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    // Generated ids carry the deciding node's id.
+    EXPECT_TRUE(absl::StartsWith(decision->event_id, absl::StrCat(round % 3 == 0   ? "a"
+                                                                  : round % 3 == 1 ? "b"
+                                                                                   : "c",
+                                                                  "-")))
+        << decision->event_id;
+    const double reward = decision->arms[0].arm_id == "b" ? 0.8 : 0.1 * (round % 3);
+    // The reward goes to another node than the decision; a third of them is retried on the
+    // third node (the client did not hear the first answer).
+    auto result = rewarded.ReportReward({decision->event_id, reward, {}, ""});
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);
+    EXPECT_GT(result->model_version, 0u);
+    ++accepted;
+    if (round % 3 == 0) {
+      auto retry = nodes[(round + 2) % 3]->ReportReward({decision->event_id, reward, {}, ""});
+      ASSERT_TRUE(retry.ok()) << retry.status();
+      EXPECT_EQ(retry->outcome, RewardOutcome::kDuplicate);
+      EXPECT_GE(retry->model_version, result->model_version);
+    }
+    if (round == 30) {
+      ASSERT_TRUE(TheModel(*b).AddEdges({{"user0", "user1", 1.0}, {"user2", "user3", 0.5}}).ok());
+    }
+  }
+  // A reward for an id no node decided.
+  auto unknown = c->ReportReward({"nobody", 1.0, {}, ""});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->outcome, RewardOutcome::kUnknownEvent);
+
+  Settle(nodes, *log);
+  const ModelStats stats_a = TheModel(*a).Stats();
+  EXPECT_EQ(stats_a.view.rewards_learned, accepted);
+  EXPECT_EQ(stats_a.view.edges, 2);
+  EXPECT_TRUE(stats_a.replicated);
+  EXPECT_EQ(stats_a.shared_log_seq, *log->LastSeq());
+  // Every node ran the same fits and published them; each was applied once.
+  ASSERT_TRUE(stats_a.view.hyperparameters.has_value());
+  EXPECT_GE(stats_a.view.hyperparameters->fits_applied + stats_a.fits_unchanged, 1);
+  int64_t fit_records = 0;
+  for (const SharedLog::Record& record : log->Records()) {
+    auto decoded = DecodeReplicated(record.payload);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    if (const auto* op = std::get_if<ModelOp>(&*decoded)) {
+      fit_records += std::holds_alternative<HyperparametersOp>(*op) ? 1 : 0;
+    }
+  }
+  EXPECT_GE(fit_records, stats_a.view.hyperparameters->fits_applied);
+  for (Engine* node : {b.get(), c.get()}) {
+    const ModelStats stats = TheModel(*node).Stats();
+    EXPECT_EQ(stats.view.version, stats_a.view.version);
+    EXPECT_EQ(stats.view.rewards_learned, accepted);
+    EXPECT_EQ(stats.view.history_size, stats_a.view.history_size);
+    EXPECT_EQ(stats.view.dictionary_size, stats_a.view.dictionary_size);
+    EXPECT_EQ(stats.view.edges, 2);
+    EXPECT_EQ(stats.ledger_size, stats_a.ledger_size);
+  }
+  // Bit-identical scores on every node (read from each node's view at the same version).
+  const std::vector<double> expected = ProbeScores(*a, "a");
+  ASSERT_EQ(expected.size(), 18u);
+  EXPECT_EQ(ProbeScores(*b, "b"), expected);
+  EXPECT_EQ(ProbeScores(*c, "c"), expected);
+}
+
+// Each replica runs the fit that is due and publishes the outcome: the first record of a fit
+// (or of a dictionary coarsening) applies, the same one from another node does not.
+TEST(ClusterModeTest, TheSameFitPublishedByTwoNodesAppliesOnce) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto a = OpenNode("a", log), b = OpenNode("b", log);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->SelectArm(ThreeArms().View()).ok());  // fixes the dimensions
+  Settle({a.get(), b.get()}, *log);
+  const std::optional<HyperparameterView> before = TheModel(*a).View()->hyperparameters;
+  ASSERT_TRUE(before.has_value());
+  HyperparametersOp fit;
+  fit.values = before->values;
+  fit.values.signal_variance *= 1.5;
+  fit.kors_mu_factor = 1.0;
+  fit.fitted_at = 20;
+  fit.points = 20;
+  HyperparametersOp coarser = fit;
+  coarser.reason = HyperparametersOp::Reason::kDictionaryFull;
+  coarser.kors_mu_factor = 2.0;
+  coarser.fitted_at = 20;
+  for (const auto& [op, id] : std::vector<std::pair<HyperparametersOp, std::string>>{
+           {fit, "a/1"}, {fit, "b/1"}, {coarser, "a/2"}, {coarser, "b/2"}}) {
+    ASSERT_TRUE(log->Append(EncodeReplicated(ModelOp(op)), id).ok());
+  }
+  Settle({a.get(), b.get()}, *log);
+  for (Engine* node : {a.get(), b.get()}) {
+    const std::optional<HyperparameterView> after = TheModel(*node).View()->hyperparameters;
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->fits_applied, before->fits_applied + 1);
+    EXPECT_EQ(after->coarsenings, before->coarsenings + 1);
+    EXPECT_EQ(after->values.signal_variance, fit.values.signal_variance);
+    EXPECT_EQ(after->last_fit_rewards, 20);
+  }
+}
+
+TEST(ClusterModeTest, AClientRetryOfADecisionOnAnotherNodeGetsTheSameDecision) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto a = OpenNode("a", log), b = OpenNode("b", log);
+  ASSERT_TRUE(a && b);
+  OwnedRequest request = ThreeArms();
+  request.event_id = "client-1";
+  auto first = a->SelectArm(request.View());
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto retry = b->SelectArm(request.View());
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_TRUE(retry->replayed);
+  EXPECT_EQ(retry->arms[0].arm_id, first->arms[0].arm_id);
+  EXPECT_EQ(retry->arms[0].score, first->arms[0].score);
+  OwnedRequest other = ThreeArms("bob");
+  other.event_id = "client-1";
+  EXPECT_EQ(b->SelectArm(other.View()).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(TheModel(*a).Stats().ledger_size, 1);
+}
+
+TEST(ClusterModeTest, AnAppendWhoseAnswerWasLostIsRetriedAndStoredOnce) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto a = OpenNode("a", log);
+  ASSERT_TRUE(a);
+  auto decision = a->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(decision.ok());
+  const size_t records = log->Records().size();
+  log->FailAppends(2, /*stored=*/true);  // stored by the first attempt, answers lost twice
+  auto result = a->ReportReward({decision->event_id, 1.0, {}, ""});
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);
+  EXPECT_EQ(log->Records().size(), records + 1);
+  EXPECT_EQ(TheModel(*a).View()->rewards_learned, 1);
+
+  // The shared log takes nothing until the deadline: a retryable error, nothing learned.
+  auto second = a->SelectArm(ThreeArms().View());
+  ASSERT_TRUE(second.ok());
+  log->FailAppends(1000, /*stored=*/false);
+  auto refused =
+      a->ReportReward({second->event_id, 1.0, {}, ""}, absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  log->FailAppends(0, false);
+  auto later = a->ReportReward({second->event_id, 0.5, {}, ""});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->outcome, RewardOutcome::kAccepted);
+  EXPECT_EQ(TheModel(*a).View()->rewards_learned, 2);
+}
+
+TEST(ClusterModeTest, ExpiryAndLatenessAreTheSameOnEveryNode) {
+  auto log = std::make_shared<MemorySharedLog>();
+  ModelOptions options = ClusterModel();
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.0;
+  auto a = OpenNode("a", log, "", options), b = OpenNode("b", log, "", options);
+  ASSERT_TRUE(a && b);
+  const absl::Time t0 = absl::Now();
+  auto decided = a->SelectArmAt(ThreeArms().View(), t0, absl::InfiniteFuture());
+  ASSERT_TRUE(decided.ok());
+  auto other = a->SelectArmAt(ThreeArms().View(), t0, absl::InfiniteFuture());
+  ASSERT_TRUE(other.ok());
+  // Received after the window on b, before anything closed it: late on b's answer.
+  auto late = b->ReportRewardAt({decided->event_id, 1.0, {}, ""}, t0 + absl::Seconds(11),
+                                absl::InfiniteFuture());
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->outcome, RewardOutcome::kLate);
+  // Not due yet once the grace (2 s) is counted; then due: both close, on both nodes.
+  EXPECT_EQ(b->ExpireDue(t0 + absl::Seconds(11)), 0);
+  EXPECT_EQ(b->ExpireDue(t0 + absl::Seconds(13)), 2);
+  Settle({a.get(), b.get()}, *log);
+  for (Engine* node : {a.get(), b.get()}) {
+    EXPECT_EQ(TheModel(*node).Stats().ledger_size, 0);
+    EXPECT_EQ(TheModel(*node).View()->rewards_learned, 2);  // the default reward, twice
+  }
+  EXPECT_EQ(a->ExpireDue(t0 + absl::Seconds(60)), 0);  // nothing left: nothing published
+}
+
+TEST(ClusterModeTest, ARestartedNodeReadsTheSharedLogOnFromItsSnapshot) {
+  auto log = std::make_shared<MemorySharedLog>();
+  TempDir dir_a;
+  auto a = OpenNode("a", log, dir_a.path());
+  auto b = OpenNode("b", log);
+  ASSERT_TRUE(a && b);
+  for (int i = 0; i < 20; ++i) {
+    auto decision = (i % 2 == 0 ? a : b)->SelectArm(ThreeArms(absl::StrCat("user", i % 4)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(b->ReportReward({decision->event_id, 0.1 * (i % 5), {}, ""}).ok());
+  }
+  Settle({a.get(), b.get()}, *log);
+  absl::StatusOr<uint64_t> snapshot = TheModel(*a).Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(*snapshot, *log->LastSeq());
+  a.reset();  // shuts down (a final snapshot, if anything changed since)
+  // b goes on alone.
+  for (int i = 0; i < 20; ++i) {
+    auto decision = b->SelectArm(ThreeArms(absl::StrCat("user", i % 4)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(b->ReportReward({decision->event_id, 0.05 * (i % 7), {}, ""}).ok());
+  }
+  a = OpenNode("a", log, dir_a.path());
+  ASSERT_TRUE(a);
+  EXPECT_EQ(TheModel(*a).recovery().snapshot_seq, *snapshot);
+  Settle({a.get(), b.get()}, *log);
+  EXPECT_EQ(TheModel(*a).View()->rewards_learned, 40);
+  EXPECT_EQ(ProbeScores(*a, "a"), ProbeScores(*b, "b"));
+}
+
+TEST(ClusterModeTest, StateThatDoesNotBelongToTheSharedLogIsRefused) {
+  TempDir dir;
+  {
+    // A single node's state directory, with its local log.
+    EngineOptions options;
+    options.state_dir = dir.path();
+    options.run_sweeper = false;
+    auto single = Engine::Open(options);
+    ASSERT_TRUE(single.ok());
+    ASSERT_TRUE((*single)->SelectArm(ThreeArms().View()).ok());
+  }
+  EngineOptions options;
+  options.state_dir = dir.path();
+  options.run_sweeper = false;
+  options.node_id = "a";
+  auto log = std::make_shared<MemorySharedLog>();
+  options.shared_log = [log](const ModelOptions&) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    return log;
+  };
+  auto refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+
+  // Snapshots from a shared log longer than this one.
+  TempDir cluster_dir;
+  {
+    auto node = OpenNode("a", log, cluster_dir.path());
+    ASSERT_TRUE(node);
+    ASSERT_TRUE(node->SelectArm(ThreeArms().View()).ok());
+    ASSERT_TRUE(TheModel(*node).Snapshot().ok());
+  }
+  options.state_dir = cluster_dir.path();
+  auto fresh_log = std::make_shared<MemorySharedLog>();
+  options.shared_log =
+      [fresh_log](const ModelOptions&) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    return fresh_log;
+  };
+  refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+
+  options.node_id = "a b";
+  options.state_dir = "";
+  EXPECT_EQ(Engine::Open(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace graphbandit
