@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +18,7 @@
 #include "google/protobuf/text_format.h"
 #include "proto/enum_table.h"
 #include "proto/text_format.h"
+#include "server/cluster/jetstream_log.h"
 
 namespace graphbandit::server {
 namespace {
@@ -47,6 +50,62 @@ absl::StatusOr<v1::ServerConfig> ReadServerConfig(const std::string& path) {
   buffer << in.rdbuf();
   return ParseServerConfig(buffer.str(), path);
 }
+
+namespace {
+
+// Cluster mode: each model's shared log is a JetStream stream (server/cluster/jetstream_log.h).
+absl::Status ApplyClusterConfig(const v1::ClusterConfig& c, EngineOptions* options) {
+  if (c.nats_servers().empty()) {
+    return absl::InvalidArgumentError(
+        "cluster.nats_servers is empty: list the NATS servers (nats://HOST:PORT) of the "
+        "JetStream cluster");
+  }
+  const uint32_t replicas = c.replicas() == 0 ? 3 : c.replicas();
+  if (replicas > 5) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cluster.replicas is %d; it must be 1..5", replicas));
+  }
+  const std::string prefix = c.stream_prefix().empty() ? "graphbandit" : c.stream_prefix();
+  const bool prefix_ok =
+      prefix.size() <= 64 && std::all_of(prefix.begin(), prefix.end(), [](char ch) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+      });
+  if (!prefix_ok) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cluster.stream_prefix \"%s\" must be 1..64 characters from [A-Za-z0-9_-]", prefix));
+  }
+  if (c.has_expiry_grace_ms()) {
+    if (c.expiry_grace_ms() > 600'000) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cluster.expiry_grace_ms is %d; it must be 0..600000", c.expiry_grace_ms()));
+    }
+    options->expiry_grace = absl::Milliseconds(c.expiry_grace_ms());
+  }
+  options->node_id = c.node_id();  // checked by the engine
+  std::vector<std::string> servers(c.nats_servers().begin(), c.nats_servers().end());
+  options->shared_log =
+      [servers, replicas,
+       prefix](const ModelOptions& model) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    cluster::JetStreamLog::Options stream;
+    stream.servers = servers;
+    stream.stream = cluster::ModelStreamName(prefix, model.name);
+    stream.subject = cluster::ModelSubject(prefix, model.name);
+    stream.replicas = static_cast<int>(replicas);
+    absl::StatusOr<std::unique_ptr<cluster::JetStreamLog>> log =
+        cluster::JetStreamLog::Open(stream);
+    if (!log.ok()) {
+      return absl::Status(
+          log.status().code(),
+          absl::StrFormat("model \"%s\": the shared log (stream %s on %s): %s", model.name,
+                          stream.stream, absl::StrJoin(servers, ","), log.status().message()));
+    }
+    return std::shared_ptr<SharedLog>(
+        std::make_shared<cluster::JetStreamSharedLog>(*std::move(log)));
+  };
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
                                               const std::string& state_dir) {
@@ -102,6 +161,9 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
                           d.max_queued_operations()));
     }
     options.durability.max_queued_operations = static_cast<int64_t>(d.max_queued_operations());
+  }
+  if (config.has_cluster()) {
+    if (absl::Status s = ApplyClusterConfig(config.cluster(), &options); !s.ok()) return s;
   }
   return options;
 }

@@ -4,7 +4,8 @@
 #   tools/dev.sh test                     install what is missing, build, run the whole ctest suite
 # and helpers: `tools/dev.sh deps` (only install), `tools/dev.sh build` (deps + build) and
 # `tools/dev.sh container-test` (build the Dockerfile's image with podman and test it end to end;
-# see tools/container_test.sh).
+# see tools/container_test.sh) and `tools/dev.sh cluster-test` (cluster mode on loopback: three
+# NATS servers, three nodes, nginx; see tools/cluster_test.py).
 # Every dependency is a Debian package; nothing is downloaded from anywhere else.
 # GRAPHBANDIT_BUILD_DIR (default build) and GRAPHBANDIT_CMAKE_ARGS (extra words for the cmake
 # configure step, e.g. -DGRAPHBANDIT_TSAN_TEST=OFF) adjust `build`, `serve` and `test`.
@@ -74,6 +75,19 @@ case "${1:-}" in
     shift
     exec tools/container_test.sh "$@"
     ;;
+  cluster-test)
+    shift
+    install_missing_packages
+    # The proxy in front of the nodes. Not in PACKAGES (nor in the image's build stage): only
+    # this test needs it. Debian starts its nginx service on port 80 when it installs it; the
+    # test runs its own nginx on a free loopback port.
+    if ! command -v nginx >/dev/null 2>&1 && [[ ! -x /usr/sbin/nginx ]]; then
+      PACKAGES=(nginx-light)
+      install_missing_packages
+    fi
+    build
+    exec /usr/bin/python3 tools/cluster_test.py --build_dir "$BUILD_DIR" "$@"
+    ;;
   *)
     cat >&2 <<'USAGE'
 usage: tools/dev.sh COMMAND
@@ -83,6 +97,9 @@ usage: tools/dev.sh COMMAND
   build                 deps + build (into $GRAPHBANDIT_BUILD_DIR, default build/)
   container-test        build the container image with podman (Debian base made with
                         debootstrap) and test it end to end: tools/container_test.sh
+  cluster-test          three NATS servers, three nodes in cluster mode and nginx on loopback,
+                        load through the proxy while a node and a NATS server are killed and
+                        restarted: tools/cluster_test.py
 USAGE
     exit 64
     ;;

@@ -307,11 +307,68 @@ absl::StatusOr<JetStreamLog::Record> JetStreamLog::Reader::Next(absl::Duration t
     }
     Record record;
     record.seq = seq;
+    const char* id = nullptr;
+    if (natsMsgHeader_Get(message, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) {
+      record.id = id;
+    }
     record.payload.assign(natsMsg_GetData(message), natsMsg_GetDataLength(message));
     natsMsg_Destroy(message);
     ++next_seq_;
     return record;
   }
+}
+
+namespace {
+
+class SharedReader : public SharedLog::Reader {
+ public:
+  explicit SharedReader(std::unique_ptr<JetStreamLog::Reader> reader)
+      : reader_(std::move(reader)) {}
+  absl::StatusOr<SharedLog::Record> Next(absl::Duration timeout) override {
+    absl::StatusOr<JetStreamLog::Record> record = reader_->Next(timeout);
+    if (!record.ok()) return record.status();
+    return SharedLog::Record{record->seq, std::move(record->id), std::move(record->payload)};
+  }
+
+ private:
+  std::unique_ptr<JetStreamLog::Reader> reader_;
+};
+
+std::string EscapedModel(absl::string_view model) {
+  std::string escaped;
+  for (char c : model) {
+    if (c == '_') {
+      escaped += "__";
+    } else if (c == '.') {
+      escaped += "_d";
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> JetStreamSharedLog::Append(absl::string_view payload,
+                                                    absl::string_view record_id) {
+  absl::StatusOr<JetStreamLog::Appended> appended = log_->Append(payload, record_id);
+  if (!appended.ok()) return appended.status();
+  return appended->seq;
+}
+
+absl::StatusOr<std::unique_ptr<SharedLog::Reader>> JetStreamSharedLog::Read(uint64_t first_seq) {
+  absl::StatusOr<std::unique_ptr<JetStreamLog::Reader>> reader = log_->Read(first_seq);
+  if (!reader.ok()) return reader.status();
+  return std::unique_ptr<SharedLog::Reader>(new SharedReader(*std::move(reader)));
+}
+
+std::string ModelStreamName(absl::string_view prefix, absl::string_view model) {
+  return absl::StrCat(prefix, "_", EscapedModel(model));
+}
+
+std::string ModelSubject(absl::string_view prefix, absl::string_view model) {
+  return absl::StrCat(prefix, ".model.", EscapedModel(model));
 }
 
 }  // namespace graphbandit::cluster

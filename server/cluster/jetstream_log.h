@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/model/shared_log.h"
 
 // libnats's handles, so that including this header does not include nats.h.
 struct __natsConnection;
@@ -57,6 +58,7 @@ class JetStreamLog {
 
   struct Record {
     uint64_t seq = 0;
+    std::string id;  // the record id it was appended with
     std::string payload;
   };
 
@@ -125,6 +127,25 @@ class JetStreamLog::Reader {
   __natsSubscription* subscription_ = nullptr;
   uint64_t next_seq_ = 0;  // what the next record must be
 };
+
+// A model's shared log (core/model/shared_log.h, cluster mode) on its JetStream stream.
+class JetStreamSharedLog : public SharedLog {
+ public:
+  explicit JetStreamSharedLog(std::unique_ptr<JetStreamLog> log) : log_(std::move(log)) {}
+  absl::StatusOr<uint64_t> Append(absl::string_view payload, absl::string_view record_id) override;
+  absl::StatusOr<uint64_t> LastSeq() override { return log_->LastSeq(); }
+  absl::StatusOr<std::unique_ptr<SharedLog::Reader>> Read(uint64_t first_seq) override;
+  JetStreamLog& log() { return *log_; }
+
+ private:
+  std::unique_ptr<JetStreamLog> log_;
+};
+
+// The stream and subject of a model's shared log: <prefix>_<model> and <prefix>.model.<model>,
+// with the model name escaped ('_' as "__", '.' as "_d") so that distinct names stay distinct
+// and the stream name has no '.'.
+std::string ModelStreamName(absl::string_view prefix, absl::string_view model);
+std::string ModelSubject(absl::string_view prefix, absl::string_view model);
 
 }  // namespace graphbandit::cluster
 

@@ -76,6 +76,7 @@ TEST_F(JetStreamLogTest, AppendsAreNumberedInOrderAndReadBackFromAnyPoint) {
   for (int i = 1; i <= 200; ++i) {
     EXPECT_EQ(all[i - 1].seq, static_cast<uint64_t>(i));
     EXPECT_EQ(all[i - 1].payload, Payload(i));
+    EXPECT_EQ(all[i - 1].id, absl::StrCat("id-", i));
   }
   const auto tail = ReadRecords(**log, 150, 51);
   ASSERT_EQ(tail.size(), 51u);
