@@ -185,6 +185,7 @@ int Invoke(const graphbandit::client::Connection& connection, const Method& meth
   grpc::ClientContext context;
   SetDeadline(&context);
   connection.Authorize(&context, method.service);
+  graphbandit::client::NameModel(&context, absl::GetFlag(FLAGS_model).value_or(""));
   const grpc::Status status = method.call(connection.channel, &context, request, response.get());
   if (!status.ok()) return RpcError(status);
 

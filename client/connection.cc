@@ -50,6 +50,10 @@ void Connection::Authorize(grpc::ClientContext* context, const std::string& serv
   }
 }
 
+void NameModel(grpc::ClientContext* context, const std::string& model) {
+  if (!model.empty()) context->AddMetadata("x-graphbandit-model", model);
+}
+
 absl::StatusOr<Connection> ConnectFromFlags(const std::string& target, int channel_index) {
   Connection connection;
   absl::StatusOr<std::string> bandit = ReadToken(absl::GetFlag(FLAGS_token_file), "token_file");

@@ -27,6 +27,10 @@ struct Connection {
   void Authorize(grpc::ClientContext* context, const std::string& service) const;
 };
 
+// Names the call's model in the x-graphbandit-model header, which a proxy in front of a cluster
+// routes by (deploy/cluster/nginx.conf); nothing for the default model ("").
+void NameModel(grpc::ClientContext* context, const std::string& model);
+
 // Opens a channel to `target` as the connection flags say (--tls_ca_file, --tls_cert_file,
 // --tls_key_file, --tls_server_name, --token_file, --admin_token_file). Errors name the flag.
 // A channel_index >= 0 makes the channel's arguments unique, so that channels opened with

@@ -353,6 +353,7 @@ class Generator {
   absl::StatusOr<v1::ModelDescription> Describe() {
     grpc::ClientContext context;
     channels_[0].Authorize(&context, "graphbandit.v1.AdminService");
+    NameModel(&context, absl::GetFlag(FLAGS_model));
     context.set_deadline(std::chrono::system_clock::now() + Deadline());
     v1::DescribeModelRequest request;
     request.set_model(absl::GetFlag(FLAGS_model));
@@ -453,6 +454,7 @@ class Generator {
     const size_t r = i % workload_.requests.size();
     const size_t channel = i % bandit_.size();
     channels_[channel].Authorize(&call->context, "graphbandit.v1.BanditService");
+    NameModel(&call->context, absl::GetFlag(FLAGS_model));
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
     phase->flight.Add();
     bandit_[channel]->async()->SelectArm(
@@ -522,6 +524,7 @@ class Generator {
     }
     const size_t channel = static_cast<size_t>(rewards_sent_.fetch_add(1)) % bandit_.size();
     channels_[channel].Authorize(&call->context, "graphbandit.v1.BanditService");
+    NameModel(&call->context, absl::GetFlag(FLAGS_model));
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
     call->sent = Clock::now();
     reward_flight_.Add();

@@ -56,6 +56,7 @@ std::unique_ptr<grpc::ClientContext> Session::Context(const char* service,
                                                       std::chrono::milliseconds extra) const {
   auto context = std::make_unique<grpc::ClientContext>();
   connection_.Authorize(context.get(), service);
+  client::NameModel(context.get(), model_);
   context->set_deadline(std::chrono::system_clock::now() + deadline_ + extra);
   return context;
 }

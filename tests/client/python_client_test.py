@@ -559,5 +559,42 @@ class MutualTlsTest(unittest.TestCase):
             refused(self, c)
 
 
+class ModelHeaderTest(unittest.TestCase):
+    """The client names the model in the x-graphbandit-model header, which a proxy in front of a
+    cluster routes by (deploy/cluster/nginx.conf); the default model sends none."""
+
+    def test_model_header(self):
+        from concurrent import futures
+
+        from graphbandit.v1 import bandit_pb2_grpc
+
+        seen = []
+
+        class Recorder(bandit_pb2_grpc.BanditServiceServicer):
+            def SelectArm(self, request, context):
+                seen.append(("SelectArm", dict(context.invocation_metadata())))
+                return bandit_pb2.SelectArmResponse(event_id="e")
+
+            def ReportReward(self, request, context):
+                seen.append(("ReportReward", dict(context.invocation_metadata())))
+                return bandit_pb2.ReportRewardResponse()
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        bandit_pb2_grpc.add_BanditServiceServicer_to_server(Recorder(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        try:
+            with Client(f"127.0.0.1:{port}", timeout=5, model="news") as c:
+                c.select("u", {"a": [1.0]})
+                c.select("u", {"a": [1.0]}, model="ads")
+                c.reward("e", 1.0)
+            with Client(f"127.0.0.1:{port}", timeout=5) as c:
+                c.select("u", {"a": [1.0]})
+        finally:
+            server.stop(None)
+        headers = [meta.get("x-graphbandit-model") for _, meta in seen]
+        self.assertEqual(headers, ["news", "ads", "news", None])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -14,6 +14,8 @@ from graphbandit.v1 import bandit_pb2_grpc
 __all__ = ["Client", "GraphbanditError"]
 
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+# The header a proxy in front of a cluster routes by (deploy/cluster/nginx.conf).
+MODEL_HEADER = "x-graphbandit-model"
 # grpc.health.v1.HealthCheckResponse.ServingStatus, by number.
 _HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
@@ -187,7 +189,11 @@ class Client:
     def _metadata(token):
         return (("authorization", "Bearer " + token),) if token else None
 
-    def _call(self, method, stub_method, request, metadata, timeout):
+    def _call(self, method, stub_method, request, metadata, timeout, model=""):
+        # The model travels as a header too, so that a proxy in front of a cluster can route by
+        # it (x-graphbandit-model; the default model sends none).
+        if model:
+            metadata = tuple(metadata or ()) + ((MODEL_HEADER, model),)
         try:
             return stub_method(request, timeout=self.timeout if timeout is None else timeout,
                                metadata=metadata)
@@ -217,7 +223,7 @@ class Client:
             candidates=_arms(candidates), slate_size=k, event_id=event_id,
             min_model_version=min_model_version)
         return self._call("SelectArm", self._bandit.SelectArm, request, self._bandit_metadata,
-                          timeout)
+                          timeout, request.model)
 
     def reward(self, event_id, reward=None, *, arm_rewards=None, model="", timeout=None):
         """Reports the reward of a decision; returns a ReportRewardResponse.
@@ -239,7 +245,7 @@ class Client:
             for arm_id, value in items:
                 request.arm_rewards.add(arm_id=arm_id, reward=value)
         return self._call("ReportReward", self._bandit.ReportReward, request,
-                          self._bandit_metadata, timeout)
+                          self._bandit_metadata, timeout, model or self.model)
 
     # ---- AdminService --------------------------------------------------------------------
 
@@ -247,7 +253,7 @@ class Client:
         """Registers users; returns an AddUsersResponse (added, already_present, users)."""
         request = bandit_pb2.AddUsersRequest(model=self._model(model), user_ids=list(user_ids))
         return self._call("AddUsers", self._admin.AddUsers, request, self._admin_metadata,
-                          timeout)
+                          timeout, request.model)
 
     def add_edges(self, edges, *, model=None, timeout=None):
         """Adds or re-weights edges given as ``(user_a, user_b, weight)`` triples (or
@@ -260,7 +266,7 @@ class Client:
                 a, b, w = e
                 request.edges.add(user_a=a, user_b=b, weight=w)
         return self._call("AddEdges", self._admin.AddEdges, request, self._admin_metadata,
-                          timeout)
+                          timeout, request.model)
 
     def remove_edges(self, pairs, *, model=None, timeout=None):
         """Removes edges given as ``(user_a, user_b)`` pairs; returns a RemoveEdgesResponse."""
@@ -268,13 +274,13 @@ class Client:
         for a, b in pairs:
             request.edges.add(user_a=a, user_b=b)
         return self._call("RemoveEdges", self._admin.RemoveEdges, request,
-                          self._admin_metadata, timeout)
+                          self._admin_metadata, timeout, request.model)
 
     def describe_model(self, model=None, *, timeout=None):
         """Returns the ModelDescription (configuration, users, decisions, rewards_learned...)."""
         request = bandit_pb2.DescribeModelRequest(model=self._model(model))
         return self._call("DescribeModel", self._admin.DescribeModel, request,
-                          self._admin_metadata, timeout)
+                          self._admin_metadata, timeout, request.model)
 
     def list_models(self, *, timeout=None):
         """Returns a ListModelsResponse (models, default_model)."""
