@@ -2,7 +2,8 @@
 """Cluster mode end to end on loopback (`tools/dev.sh cluster-test`).
 
 Starts three nats-server with JetStream (one cluster), three graphbandit-server nodes serving the
-same model in cluster mode, and nginx in front of them (grpc_pass over the three). Drives a
+same model in cluster mode, and nginx in front of them (grpc_pass over the three, chosen by the
+x-graphbandit-model header as in deploy/cluster/nginx.conf). Drives a
 learnable task through the proxy with the Python client: worker threads decide, reward each
 decision (retrying a call that failed with a retryable status, with the same event id), and
 record what they saw. During the run it kills one graphbandit node with SIGKILL and restarts it,
@@ -39,8 +40,9 @@ cluster {{
   stream_prefix: "gbcluster"
 }}
 durability {{ snapshot_every_records: 3000 }}
+default_model: "news"
 models {{
-  name: "default"
+  name: "news"
   ledger {{ reward_window_seconds: 600 }}
 }}
 """
@@ -59,10 +61,19 @@ http {{
   uwsgi_temp_path {dir}/nginx-uwsgi;
   scgi_temp_path {dir}/nginx-scgi;
 {upstream}
+  # As deploy/cluster/nginx.conf: the model header picks the group of nodes. Calls without it
+  # go nowhere, so the test fails unless the clients name the model.
+  upstream nowhere {{
+    server 127.0.0.1:1;
+  }}
+  map $http_x_graphbandit_model $graphbandit_upstream {{
+    default nowhere;
+    "news" graphbandit;
+  }}
   server {{
     listen 127.0.0.1:{port} http2;
     location / {{
-      grpc_pass grpc://graphbandit;
+      grpc_pass grpc://$graphbandit_upstream;
       # A node that is down refuses the connection: the call goes to the next node (gRPC
       # statuses travel as trailers and are the client's to retry).
       grpc_next_upstream error timeout;
@@ -86,6 +97,7 @@ http {{
 """
 
 RETRYABLE = {"UNAVAILABLE", "DEADLINE_EXCEEDED"}
+MODEL = "news"
 ARMS = 8
 USERS = 24
 
@@ -196,7 +208,7 @@ def call_with_retries(stats, fn, deadline_s=20.0):
 def worker(index, target, stop, stats, rng_seed):
     from graphbandit import Client, bandit_pb2
     rng = random.Random(rng_seed)
-    client = Client(target, timeout=5)
+    client = Client(target, timeout=5, model=MODEL)
     i = 0
     try:
         while not stop.is_set():
@@ -227,14 +239,14 @@ def worker(index, target, stop, stats, rng_seed):
 
 def describe(port):
     from graphbandit import Client
-    with Client(f"127.0.0.1:{port}", timeout=10) as client:
+    with Client(f"127.0.0.1:{port}", timeout=10, model=MODEL) as client:
         return client.describe_model()
 
 
 def probe(port, tag):
     from graphbandit import Client
     candidates = [("p0", [0.2, -0.4]), ("p1", [-0.7, 0.1]), ("p2", [0.9, 0.9])]
-    with Client(f"127.0.0.1:{port}", timeout=10) as client:
+    with Client(f"127.0.0.1:{port}", timeout=10, model=MODEL) as client:
         decision = client.select("user1", candidates, k=3, event_id=f"probe-{tag}")
         return sorted((a.arm_id, a.mean, a.stddev) for a in decision.arms)
 
@@ -299,9 +311,20 @@ def main():
 
         # The user graph: three groups, each a chain.
         from graphbandit import Client
-        with Client(target, timeout=10) as client:
+        with Client(target, timeout=10, model=MODEL) as client:
             edges = [(f"user{u}", f"user{u + 3}", 1.0) for u in range(USERS - 3)]
             call_with_retries(Stats(), lambda: client.add_edges(edges))
+
+        # The proxy routes by the model header: a call that does not name the model goes nowhere.
+        from graphbandit import GraphbanditError
+        with Client(target, timeout=5) as client:
+            try:
+                client.describe_model()
+                failures.append("a call without the model header reached a node")
+            except GraphbanditError as e:
+                if e.code.name != "UNAVAILABLE":
+                    failures.append(f"a call without the model header: {e.code.name}, "
+                                    "not UNAVAILABLE")
 
         stats = Stats()
         stop = threading.Event()
