@@ -123,13 +123,24 @@ void DecisionLedger::RecordJoined(const RewardJoin& join, size_t count) {
   }
 }
 
-std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now) const {
+std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now, absl::Duration disorder) const {
   std::vector<LedgerEntry*> due;
   for (LedgerEntry* entry : by_age_) {
-    if (entry->created + window_ > now) break;  // by_age_ is in creation order
-    due.push_back(entry);
+    if (entry->created + window_ <= now) {
+      due.push_back(entry);
+    } else if (entry->created + window_ > now + disorder) {
+      break;  // by_age_ is in creation order, up to `disorder`
+    }
   }
   return due;
+}
+
+LedgerEntry* DecisionLedger::FirstCompletedByAge() const {
+  if (aggregation_ != Aggregation::kFirst) return nullptr;
+  for (LedgerEntry* entry : by_age_) {
+    if (entry->unreported == 0) return entry;
+  }
+  return nullptr;
 }
 
 void DecisionLedger::Close(LedgerEntry* entry, ClosedAs how, absl::Time when) {

@@ -129,6 +129,10 @@ class DecisionLedger {
   // The completed decision (FIRST only) to close to make room, or null when every slot holds a
   // decision still waiting for a reward.
   LedgerEntry* OldestCompleted() const { return completed_.empty() ? nullptr : completed_.front(); }
+  // The completed decision (FIRST only) that comes first in the ledger's age order, or null.
+  // Unlike OldestCompleted's order (first completed first), this one survives a snapshot, so
+  // replicas restarted from one choose the same (cluster mode). O(entries ahead of it).
+  LedgerEntry* FirstCompletedByAge() const;
   // Inserts (REQUIRES !Full() and an unknown event id); returns the stored entry.
   LedgerEntry* Insert(std::unique_ptr<LedgerEntry> entry);
 
@@ -143,7 +147,11 @@ class DecisionLedger {
   void RecordJoined(const RewardJoin& join, size_t count);
 
   // Decisions whose window has ended by `now`, oldest first.
-  std::vector<LedgerEntry*> Due(absl::Time now) const;
+  // `disorder`: entries may be up to this much out of creation order (cluster mode: the ledger
+  // is in the shared log's order, which publishing delays and clock skew perturb), so the scan
+  // goes on past an entry that is not due while it was created before now - window + disorder.
+  std::vector<LedgerEntry*> Due(absl::Time now,
+                                absl::Duration disorder = absl::ZeroDuration()) const;
 
   // Removes the entry and keeps a tombstone for it.
   void Close(LedgerEntry* entry, ClosedAs how, absl::Time when);

@@ -245,6 +245,13 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
     absl::StatusOr<Model*> model = FindModel(request.model);
     if (!model.ok()) return model.status();
     owner = *model;
+  } else if (!event_id_prefix_.empty() && models_.size() > 1) {
+    // Cluster mode: this node may not have applied the decision yet, so it cannot tell which
+    // model made it.
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "this node hosts %d models in cluster mode: set model to name the one that made "
+        "event_id %s",
+        models_.size(), QuoteId(request.event_id)));
   } else if (models_.size() == 1) {
     owner = models_.begin()->second.get();  // its ledger answers for an unknown event too
   } else {

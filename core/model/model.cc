@@ -196,7 +196,11 @@ absl::Status Model::ApplyEdgeListFile() {
   auto edges = ReadEdgeList(options_.edge_list_file);
   if (!edges.ok()) return edges.status();
   SetEdgesOp changes;
-  {
+  if (replicated()) {
+    // The writer is busy with the other nodes' records: its graph cannot be read here. The
+    // whole list is published (one record per start of a node; unchanged edges stay as they are).
+    changes.edges = *std::move(edges);
+  } else {
     // The writer is idle (nothing is queued yet), so reading its graph here is safe; the
     // queue lock orders this read after its start.
     MutexLock lock(&queue_mu_);
@@ -731,13 +735,21 @@ void Model::WaitForFits() {
 }
 
 absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
+  // Cluster mode: a version from another node may be ahead of what this one has read yet; only
+  // one beyond the shared log's end is refused.
+  uint64_t shared_last = 0;
+  if (replicated() && version > LastLogged()) {
+    absl::StatusOr<uint64_t> last = replication_.log->LastSeq();
+    if (!last.ok()) return last.status();
+    shared_last = *last;
+  }
   MutexLock lock(&queue_mu_);
-  // Cluster mode: a version from another node may be ahead of what this one has read yet.
-  if (!replicated() && version > next_seq_ - 1) {
+  const uint64_t logged = std::max(next_seq_ - 1, shared_last);
+  if (version > logged) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "min_model_version %d is ahead of everything model \"%s\" has recorded (version %d); "
         "use a model_version returned by ReportReward",
-        version, options_.name, next_seq_ - 1));
+        version, options_.name, logged));
   }
   queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return applied_seq_ >= version || stopping_ || draining_;

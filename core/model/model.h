@@ -114,6 +114,8 @@ struct Replication {
   // within the window has normally reached the shared log before the decision closes (a
   // report received in time but published later than this is LATE).
   absl::Duration expiry_grace = absl::Seconds(2);
+  // How long Open may take to apply the shared log up to its end.
+  absl::Duration catch_up_timeout = absl::Minutes(10);
 };
 
 struct AddUsersResult {
@@ -457,6 +459,8 @@ class Model : private FitScheduler::Host {
   absl::flat_hash_map<std::string, std::shared_ptr<OpCompletion>> awaiting_
       ABSL_GUARDED_BY(queue_mu_);
   bool feed_stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // The feeder stopped for good: the shared log no longer holds the next record (DATA_LOSS).
+  absl::Status feed_error_ ABSL_GUARDED_BY(queue_mu_);
   // Users a pending operation will register (counted against max_users before they exist).
   absl::flat_hash_set<std::string> reserved_users_ ABSL_GUARDED_BY(queue_mu_);
 

@@ -24,6 +24,9 @@ bool OutcomeUnknown(const absl::Status& status) {
 
 // How long the feeder waits for a record before it looks at its stop flag again.
 constexpr absl::Duration kFeedPoll = absl::Milliseconds(200);
+// How long an append is retried while its outcome is unknown (well within the deduplication
+// window of the shared log).
+constexpr absl::Duration kMaxAppendRetrying = absl::Seconds(30);
 
 }  // namespace
 
@@ -45,11 +48,16 @@ absl::StatusOr<uint64_t> Model::PublishOnly(const ReplicatedRecord& record, absl
   const std::string message = EncodeReplicated(record);
   absl::StatusOr<uint64_t> seq;
   absl::Duration backoff = absl::Milliseconds(20);
+  // Retried within the shared log's deduplication window (JetStream's default is 2 minutes),
+  // so that a record stored by an attempt whose answer was lost is not stored again.
+  const absl::Time last_try = std::min(deadline, absl::Now() + kMaxAppendRetrying);
   for (;;) {
-    // The same id every time: a record stored by an attempt whose answer was lost is stored
-    // once.
     seq = replication_.log->Append(message, id);
-    if (seq.ok() || !OutcomeUnknown(seq.status()) || absl::Now() + backoff >= deadline) break;
+    if (seq.ok() || !OutcomeUnknown(seq.status()) || absl::Now() + backoff >= last_try) break;
+    {
+      MutexLock lock(&queue_mu_);
+      if (stopping_ || feed_stop_) break;
+    }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
@@ -124,7 +132,7 @@ int Model::ReplicatedExpireDue(absl::Time now) {
   const absl::Time cutoff = now - replication_.expiry_grace;
   {
     MutexLock lock(&ledger_mu_);
-    if (ledger_->Due(cutoff).empty()) return 0;
+    if (ledger_->Due(cutoff, kExpiryDisorder).empty()) return 0;
   }
   // Every node's sweeper may publish one; the first applied closes what is due, the others find
   // nothing left.
@@ -164,6 +172,16 @@ void Model::FeedLoop() {
     if (reader != nullptr) {
       record = reader->Next(kFeedPoll);
       if (!record.ok() && record.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
+    }
+    if (!record.ok() && absl::IsDataLoss(record.status())) {
+      // The shared log no longer holds the records this node needs next (removed by a limit, or
+      // the stream was replaced): applying what follows would diverge from the other nodes.
+      LogWarning(absl::StrFormat("model \"%s\": stopped applying the shared log: %s", options_.name,
+                                 record.status().message()));
+      MutexLock lock(&queue_mu_);
+      feed_error_ = record.status();
+      queue_cv_.SignalAll();
+      return;
     }
     if (!record.ok()) {
       if (!warned) {
@@ -236,17 +254,27 @@ void Model::StopFeeding() {
 absl::Status Model::CatchUp() {
   absl::StatusOr<uint64_t> last = replication_.log->LastSeq();
   if (!last.ok()) return last.status();
+  const absl::Time deadline = absl::Now() + replication_.catch_up_timeout;
   MutexLock lock(&queue_mu_);
-  queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return applied_seq_ >= *last || stopping_ || feed_stop_;
+  queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return applied_seq_ >= *last || stopping_ || feed_stop_ || !feed_error_.ok();
   });
-  if (applied_seq_ < *last) return absl::UnavailableError("the model stopped while catching up");
+  if (!feed_error_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("model \"%s\": the shared log cannot be applied from record %d: %s",
+                        options_.name, next_seq_, feed_error_.message()));
+  }
+  if (applied_seq_ < *last) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "model \"%s\": applied the shared log up to record %d of %d within %s", options_.name,
+        applied_seq_, *last, absl::FormatDuration(replication_.catch_up_timeout)));
+  }
   return absl::OkStatus();
 }
 
 bool Model::HyperparametersStale(const HyperparametersOp& op) const {
   if (op.reason == HyperparametersOp::Reason::kDictionaryFull) {
-    return op.kors_mu_factor == state_->kors_mu_factor();
+    return op.kors_mu_factor <= state_->kors_mu_factor();  // coarsenings only grow it
   }
   return op.fitted_at <= state_->last_fit_rewards() && state_->last_fit_rewards() > 0;
 }

@@ -95,7 +95,7 @@ Resolution ResolveDecision(const DecideOp& op, const ModelOptions& options,
     return out;
   }
   if (ledger.Full()) {
-    const LedgerEntry* victim = ledger.OldestCompleted();
+    const LedgerEntry* victim = ledger.FirstCompletedByAge();
     if (victim == nullptr) {
       out.status = absl::ResourceExhaustedError(absl::StrFormat(
           "model \"%s\" already holds %d decisions waiting for rewards (ledger.max_decisions); "
@@ -144,7 +144,8 @@ Resolution ResolveReport(const ReportOp& op, const ModelOptions& options, Decisi
 Resolution ResolveExpiry(const ExpireOp& op, const ModelOptions& options,
                          const DecisionLedger& ledger) {
   Resolution out;
-  for (const LedgerEntry* entry : ledger.Due(absl::FromUnixMicros(op.cutoff_micros))) {
+  for (const LedgerEntry* entry :
+       ledger.Due(absl::FromUnixMicros(op.cutoff_micros), kExpiryDisorder)) {
     out.ops.emplace_back(CloseOf(*entry, ClosingKind(*entry, options), op.cutoff_micros, options));
   }
   return out;

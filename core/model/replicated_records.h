@@ -30,8 +30,12 @@
 //    published twice; the second is judged against a ledger that holds the first, so it is a
 //    DUPLICATE (FIRST) or, as on one node, one more report to combine (SUM / MAX / LAST).
 //  * An expiry (ExpireOp) carries a cut-off time, which its node chose: the decisions whose
-//    window ended by then close, oldest first, teaching what they teach on a single node.
-//    Whichever nodes publish expiries and however often, each decision closes once.
+//    window ended by then close, in ledger order, teaching what they teach on a single node.
+//    Whichever nodes publish expiries and however often, each decision closes once. The ledger
+//    is in stream order, which may differ from creation order by publishing delays and clock
+//    skew: the scan tolerates kExpiryDisorder of it.
+//  * A full ledger makes room by closing the completed decision (FIRST) that comes first in
+//    ledger order: an order a snapshot keeps, so that a restarted replica chooses the same.
 //  * The other records (graph edits, fixed dimensions, fitted hyper-parameters) are published as
 //    the ordinary operations and applied unchanged.
 #ifndef GRAPHBANDIT_CORE_MODEL_REPLICATED_RECORDS_H_
@@ -48,6 +52,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "core/ledger/decision.h"
 #include "core/ledger/decision_ledger.h"
 #include "core/model/model_ops.h"
@@ -94,6 +99,9 @@ struct Resolution {
   // DecideOp: the decision the requester gets (the stored one, marked replayed, for a retry).
   std::optional<Decision> decision;
 };
+
+// How far out of creation order an expiry looks for due decisions (see the top of the file).
+inline constexpr absl::Duration kExpiryDisorder = absl::Minutes(1);
 
 // Checks that need the learned state, at the point of the stream where a reward would be
 // learned: the exact GP's size and the user table (limits.max_users). OK or RESOURCE_EXHAUSTED.

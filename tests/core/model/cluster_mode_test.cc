@@ -294,6 +294,38 @@ TEST(ClusterModeTest, ARestartedNodeReadsTheSharedLogOnFromItsSnapshot) {
   EXPECT_EQ(ProbeScores(*a, "a"), ProbeScores(*b, "b"));
 }
 
+TEST(ClusterModeTest, VersionsAndRewardsThatANodeCannotPlaceAreRefusedPrecisely) {
+  auto log = std::make_shared<MemorySharedLog>();  // each model has its own shared log
+  auto ads_log = std::make_shared<MemorySharedLog>();
+  ModelOptions news = ClusterModel(), ads = ClusterModel();
+  news.name = "news";
+  ads.name = "ads";
+  EngineOptions options;
+  options.models = {news, ads};
+  options.default_model = "news";
+  options.run_sweeper = false;
+  options.node_id = "a";
+  options.shared_log =
+      [log, ads_log](const ModelOptions& model) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    return model.name == "ads" ? ads_log : log;
+  };
+  auto engine = Engine::Open(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  // Several models: a node cannot tell from its own ledger which made a decision that it may
+  // not have applied yet, so a reward must name the model.
+  auto unnamed = (*engine)->ReportReward({"e1", 1.0, {}, ""});
+  EXPECT_EQ(unnamed.status().code(), absl::StatusCode::kInvalidArgument) << unnamed.status();
+  auto named = (*engine)->ReportReward({"e1", 1.0, {}, "news"});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->outcome, RewardOutcome::kUnknownEvent);
+  // A version beyond the end of the shared log is refused; one within it is waited for.
+  Model& model = **(*engine)->FindModel("news");
+  const uint64_t last = *log->LastSeq();
+  EXPECT_EQ(model.WaitForVersion(last + 5, absl::Now() + absl::Seconds(5)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(model.WaitForVersion(last, absl::Now() + absl::Seconds(5)).ok());
+}
+
 TEST(ClusterModeTest, StateThatDoesNotBelongToTheSharedLogIsRefused) {
   TempDir dir;
   {

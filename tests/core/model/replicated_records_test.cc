@@ -353,6 +353,41 @@ TEST(ReplicatedRecordsTest, InvalidReportsAndCapacityRefusalsChangeNothing) {
   EXPECT_EQ(replica.ledger().pending(), 1);  // e2 still waits
 }
 
+// A full ledger makes room from a completed decision chosen the same way by a replica that
+// restarted from a snapshot (decisions completed in another order than they were made).
+TEST(ReplicatedRecordsTest, ARestartedReplicaMakesRoomFromTheSameDecision) {
+  ModelOptions options = Options();
+  options.max_decisions = 3;
+  Replica a(options);
+  for (const std::string& message :
+       {Fix(2), Decide("e1", "u", kT0), Decide("e2", "u", kT0 + kSecond),
+        Decide("e3", "u", kT0 + 2 * kSecond), Report("e2", 1.0, kT0 + 3 * kSecond),
+        Report("e1", 1.0, kT0 + 3 * kSecond)}) {
+    a.Apply(message);
+  }
+  auto restarted = Replica::FromSnapshot(options, a.Snapshot(), a.seq());
+  Resolution from_a = a.Apply(Decide("e4", "u", kT0 + 4 * kSecond));
+  Resolution from_restarted = restarted->Apply(Decide("e4", "u", kT0 + 4 * kSecond));
+  ASSERT_EQ(from_a.ops.size(), 2u);
+  ASSERT_EQ(from_restarted.ops.size(), 2u);
+  EXPECT_EQ(std::get<CloseOp>(from_a.ops[0]).event_id, "e1");  // the first made of the two
+  EXPECT_EQ(std::get<CloseOp>(from_restarted.ops[0]).event_id, "e1");
+  EXPECT_EQ(a.Snapshot(), restarted->Snapshot());
+}
+
+// The ledger is in stream order: a decision made earlier but published later still closes when
+// its window ends.
+TEST(ReplicatedRecordsTest, ADecisionPublishedOutOfCreationOrderClosesInTime) {
+  Replica replica(Options());
+  replica.Apply(Fix(2));
+  replica.Apply(Decide("later-clock", "u", kT0 + 5 * kSecond));
+  replica.Apply(Decide("early", "u", kT0));
+  Resolution expiry = replica.Apply(Expire(kT0 + 11 * kSecond));
+  ASSERT_EQ(expiry.ops.size(), 1u);
+  EXPECT_EQ(std::get<CloseOp>(expiry.ops[0]).event_id, "early");
+  EXPECT_EQ(replica.ledger().size(), 1);
+}
+
 // Many nodes' records interleaved in one stream, with retries, reports for unknown ids, late
 // reports and expiries: two replicas end identical, a replica restarted from a snapshot in the
 // middle ends identical to both, and every accepted report was learned exactly once.
