@@ -69,6 +69,25 @@ class ModelCollector : public prometheus::Collectable {
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
          prometheus::MetricType::Gauge,
          [](const ModelStats& s) { return double(s.queued_operations); }},
+        {"graphbandit_shared_log_read_position",
+         "Cluster mode: position of the last record this node read from the model's shared "
+         "log (0 on a single node).",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.shared_log_seq); }},
+        {"graphbandit_shared_log_apply_lag",
+         "Cluster mode: records this node has read from the shared log but not applied yet "
+         "(how stale its decisions are, in records; 0 on a single node).",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) {
+           return s.replicated && s.shared_log_seq > s.view.version
+                      ? double(s.shared_log_seq - s.view.version)
+                      : 0.0;
+         }},
+        {"graphbandit_shared_log_records_unreadable_total",
+         "Cluster mode: shared-log records this build could not read and skipped (a newer "
+         "build's records: the node diverges from the others).",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.records_unreadable); }},
         {"graphbandit_log_syncs_total",
          "fdatasync calls on the model's log since the server started.",
          prometheus::MetricType::Counter, [](const ModelStats& s) { return double(s.log_syncs); }},

@@ -237,6 +237,19 @@ def worker(index, target, stop, stats, rng_seed):
         client.close()
 
 
+def scrape(port):
+    """The node's metrics for the default model, by name (first sample of each)."""
+    import urllib.request
+    values = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("#") or f'model="{MODEL}"' not in line:
+                continue
+            name = line.split("{", 1)[0]
+            values.setdefault(name, float(line.rsplit(" ", 1)[1]))
+    return values
+
+
 def describe(port):
     from graphbandit import Client
     with Client(f"127.0.0.1:{port}", timeout=10, model=MODEL) as client:
@@ -334,8 +347,19 @@ def main():
         for t in threads:
             t.start()
         # The faults, at fixed fractions of the run.
+        restarted = {}
+
+        def restart_node1():
+            restarted["at"] = time.time()
+            procs.restart("node1")
+            # Serving again once it has read the stream up to its end (Open's catch-up).
+            def watch():
+                if wait_port(grpc_ports[1], 120):
+                    restarted["serving"] = time.time()
+            threading.Thread(target=watch, daemon=True).start()
+
         schedule = [(0.25, "kill node1", lambda: procs.kill("node1")),
-                    (0.40, "restart node1", lambda: procs.restart("node1")),
+                    (0.40, "restart node1", restart_node1),
                     (0.55, "kill nats2", lambda: procs.kill("nats2")),
                     (0.70, "restart nats2", lambda: procs.restart("nats2"))]
         for fraction, what, action in schedule:
@@ -352,6 +376,9 @@ def main():
               f"acknowledged, {stats.unresolved} unresolved, errors seen: {stats.errors}",
               flush=True)
 
+        if "serving" in restarted:
+            print(f"cluster-test: node1 served again {restarted['serving'] - restarted['at']:.2f} s "
+                  "after its restart (snapshot, then the stream to its end)", flush=True)
         # Every node applies the whole stream: wait until they agree and stay put.
         if not wait_port(grpc_ports[1], 60):
             failures.append(f"node1 did not come back:\n{procs.tail('node1')}")
@@ -391,6 +418,14 @@ def main():
                 if not lo <= n <= hi:
                     failures.append(f"{n} rewards learned, but {acked} were acknowledged "
                                     f"(and {stats.unresolved} unresolved)")
+            # The nodes export where they are in the shared log (read position, apply lag).
+            for i, d in enumerate(described):
+                metrics = scrape(metrics_ports[i])
+                position = metrics.get("graphbandit_shared_log_read_position")
+                lag = metrics.get("graphbandit_shared_log_apply_lag")
+                if position is None or position < d.model_version or lag is None:
+                    failures.append(f"node{i} exports read position {position} and apply lag "
+                                    f"{lag} at model version {d.model_version}")
         probes = [probe(p, f"node{i}") for i, p in enumerate(grpc_ports)]
         if not all(p == probes[0] for p in probes):
             failures.append(f"the probe scores differ between nodes: {probes}")

@@ -365,6 +365,31 @@ TEST(ClusterModeTest, StateThatDoesNotBelongToTheSharedLogIsRefused) {
   refused = Engine::Open(options);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
 
+  // A shared log that no longer holds the records after the node's snapshot.
+  TempDir behind_dir;
+  auto trimmed_log = std::make_shared<MemorySharedLog>();
+  {
+    auto node = OpenNode("a", trimmed_log, behind_dir.path());
+    ASSERT_TRUE(node);
+    ASSERT_TRUE(node->SelectArm(ThreeArms().View()).ok());
+    ASSERT_TRUE(TheModel(*node).Snapshot().ok());
+  }
+  {
+    auto other = OpenNode("b", trimmed_log);
+    ASSERT_TRUE(other);
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(other->SelectArm(ThreeArms().View()).ok());
+  }
+  trimmed_log->DropBefore(*trimmed_log->LastSeq());
+  options.state_dir = behind_dir.path();
+  options.shared_log =
+      [trimmed_log](const ModelOptions&) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+    return trimmed_log;
+  };
+  refused = Engine::Open(options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("no longer in the log"), absl::string_view::npos)
+      << refused.status();
+
   options.node_id = "a b";
   options.state_dir = "";
   EXPECT_EQ(Engine::Open(options).status().code(), absl::StatusCode::kInvalidArgument);

@@ -65,6 +65,11 @@ class MemorySharedLog : public SharedLog {
     MutexLock lock(&mu_);
     return appends_;
   }
+  // Removes the records before `seq` (a retention limit): readers that need them get DATA_LOSS.
+  void DropBefore(uint64_t seq) {
+    MutexLock lock(&mu_);
+    first_kept_ = seq;
+  }
 
  private:
   class MemoryReader : public Reader {
@@ -72,6 +77,9 @@ class MemorySharedLog : public SharedLog {
     MemoryReader(MemorySharedLog* log, uint64_t next) : log_(log), next_(next) {}
     absl::StatusOr<Record> Next(absl::Duration timeout) override {
       MutexLock lock(&log_->mu_);
+      if (next_ < log_->first_kept_) {
+        return absl::DataLossError(absl::StrFormat("record %d is no longer in the log", next_));
+      }
       if (!log_->cv_.WaitFor(&log_->mu_, timeout, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
             return log_->records_.size() >= next_;
           })) {
@@ -92,6 +100,7 @@ class MemorySharedLog : public SharedLog {
   int failures_ ABSL_GUARDED_BY(mu_) = 0;
   bool store_failed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t appends_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t first_kept_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace graphbandit
