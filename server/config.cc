@@ -1,5 +1,7 @@
 #include "server/config.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -81,7 +83,12 @@ absl::Status ApplyClusterConfig(const v1::ClusterConfig& c, EngineOptions* optio
     }
     options->expiry_grace = absl::Milliseconds(c.expiry_grace_ms());
   }
+  // Default: the host name (a StatefulSet's pod name is unique and stable across restarts).
   options->node_id = c.node_id();  // checked by the engine
+  if (options->node_id.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) options->node_id = host;
+  }
   std::vector<std::string> servers(c.nats_servers().begin(), c.nats_servers().end());
   options->shared_log =
       [servers, replicas,

@@ -180,6 +180,7 @@ class Stats:
         self.unresolved = 0          # rewards given up on after retries (outcome unknown)
         self.errors = {}             # status code name -> count
         self.regrets = []            # (time, regret) per decision
+        self.latency = {"select": [], "reward": []}  # seconds per answered call, retries included
         self.decisions = 0
 
     def error(self, code):
@@ -216,15 +217,20 @@ def worker(index, target, stop, stats, rng_seed):
             user = rng.randrange(USERS)
             candidates = [(f"arm{a}", [rng.uniform(-1, 1), rng.uniform(-1, 1)]) for a in range(ARMS)]
             event_id = f"w{index}-{i}"
+            began = time.time()
             decision = call_with_retries(
                 stats, lambda: client.select(f"user{user}", candidates, event_id=event_id))
             if decision is None:
                 continue
+            selected = time.time()
             chosen = int(decision.arms[0].arm_id[3:])
             values = [true_reward(user, f) for _, f in candidates]
             reward = values[chosen] + rng.gauss(0, 0.1)
             answer = call_with_retries(stats, lambda: client.reward(decision.event_id, reward))
+            rewarded = time.time()
             with stats.lock:
+                stats.latency["select"].append(selected - began)
+                stats.latency["reward"].append(rewarded - selected)
                 stats.decisions += 1
                 stats.regrets.append((time.time(), max(values) - values[chosen]))
                 if answer is None:
@@ -376,6 +382,13 @@ def main():
               f"acknowledged, {stats.unresolved} unresolved, errors seen: {stats.errors}",
               flush=True)
 
+        for call, values in stats.latency.items():
+            values.sort()
+            if values:
+                print(f"cluster-test: {call} latency through the proxy (Python client, retries "
+                      f"included): p50 {1000 * values[len(values) // 2]:.1f} ms, p99 "
+                      f"{1000 * values[int(len(values) * 0.99)]:.1f} ms, max "
+                      f"{1000 * values[-1]:.0f} ms", flush=True)
         if "serving" in restarted:
             print(f"cluster-test: node1 served again {restarted['serving'] - restarted['at']:.2f} s "
                   "after its restart (snapshot, then the stream to its end)", flush=True)

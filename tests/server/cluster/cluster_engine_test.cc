@@ -5,6 +5,7 @@
 // learned exactly once on every node, and the nodes agree bit for bit.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -179,6 +180,12 @@ TEST(ClusterConfigTest, ClusterSettingsAreChecked) {
   EXPECT_EQ(options->node_id, "a");
   EXPECT_EQ(options->expiry_grace, absl::Milliseconds(500));
   EXPECT_TRUE(static_cast<bool>(options->shared_log));
+  // The host name by default.
+  options = parse(servers);
+  ASSERT_TRUE(options.ok());
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_EQ(options->node_id, host);
   // The engine checks the node id.
   options = parse(servers + "node_id: \"a b\"");
   ASSERT_TRUE(options.ok());
