@@ -53,6 +53,10 @@
 //  * The syncer (OperationLog, group commit only): fdatasyncs the log on a timer.
 //  * The fit worker (core/fit/fit_worker.h): runs a fit on a copy of the data; it wakes the
 //    writer (fit_ready_, under queue_mu_), which picks the outcome up.
+//  * Cluster mode (Replication; model_replicated.cc): request threads do not change the ledger
+//    but publish to the shared log and wait for their record's completion (awaiting_, under
+//    queue_mu_); the feeder reads the shared log into queue_; the writer changes the ledger
+//    (under ledger_mu_) as it applies each record, and completes the waiting request.
 //
 // Locks, in lock order (a thread holding one may take only those after it):
 //   ledger_mu_  the ledger; the log tail only moves under it, so log order = ledger order.
