@@ -116,9 +116,20 @@ absl::StatusOr<std::unique_ptr<JetStreamLog>> JetStreamLog::Open(const Options& 
   // bounded by their own timeouts.
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(nats_options, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(nats_options, 100);
-  if (s == NATS_OK) s = natsOptions_SetTimeout(nats_options, Millis(options.open_timeout));
+  if (s == NATS_OK) {
+    s = natsOptions_SetTimeout(nats_options,
+                               Millis(std::min(options.open_timeout, absl::Seconds(5))));
+  }
   if (s == NATS_OK) s = natsOptions_SetPingInterval(nats_options, 2000);
-  if (s == NATS_OK) s = natsConnection_Connect(&log->connection_, nats_options);
+  // The servers may not be up yet (a cluster started together with its nodes): try again until
+  // the open timeout.
+  const absl::Time connect_deadline = absl::Now() + options.open_timeout;
+  while (s == NATS_OK) {
+    s = natsConnection_Connect(&log->connection_, nats_options);
+    if ((s != NATS_NO_SERVER && s != NATS_TIMEOUT) || absl::Now() >= connect_deadline) break;
+    s = NATS_OK;
+    absl::SleepFor(absl::Milliseconds(250));
+  }
   natsOptions_Destroy(nats_options);
   if (s != NATS_OK) {
     return FromNats(

@@ -47,8 +47,10 @@ class JetStreamLog {
     absl::Duration duplicate_window = absl::Minutes(2);
     // How long an append waits for the stream's acknowledgement.
     absl::Duration append_timeout = absl::Seconds(5);
-    // How long Open waits for a server to accept the connection and for the stream to answer.
-    absl::Duration open_timeout = absl::Seconds(10);
+    // How long Open waits for a server to accept the connection and for the stream to answer
+    // (a new cluster elects its leaders first; servers started together with the node come up
+    // first), and how long a reader waits for its consumer.
+    absl::Duration open_timeout = absl::Seconds(60);
   };
 
   struct Appended {
