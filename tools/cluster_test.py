@@ -7,7 +7,8 @@ x-graphbandit-model header as in deploy/cluster/nginx.conf). Drives a
 learnable task through the proxy with the Python client: worker threads decide, reward each
 decision (retrying a call that failed with a retryable status, with the same event id), and
 record what they saw. During the run it kills one graphbandit node with SIGKILL and restarts it,
-then kills one NATS server with SIGKILL and restarts it. Afterwards it checks:
+then kills one NATS server with SIGKILL and restarts it (or, with --rounds=N, N rounds of random
+such faults, sometimes two processes at once). Afterwards it checks:
 
   * every node reports the same model version and the same number of learned rewards, equal to
     the rewards acknowledged to the clients (each learned exactly once);
@@ -276,6 +277,12 @@ def main():
     parser.add_argument("--seconds", type=float, default=60.0, help="load duration")
     parser.add_argument("--workers", type=int, default=6)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="instead of the fixed faults, this many rounds of random ones: each "
+                             "kills one or two processes (nodes, at most one NATS server) with "
+                             "SIGKILL and restarts them a moment later")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the random faults (default: printed, from the clock)")
     args = parser.parse_args()
 
     build = os.path.abspath(args.build_dir)
@@ -353,21 +360,44 @@ def main():
         for t in threads:
             t.start()
         # The faults, at fixed fractions of the run.
-        restarted = {}
+        serving_again = []  # seconds from a node's restart until it accepted connections
 
-        def restart_node1():
-            restarted["at"] = time.time()
-            procs.restart("node1")
-            # Serving again once it has read the stream up to its end (Open's catch-up).
-            def watch():
-                if wait_port(grpc_ports[1], 120):
-                    restarted["serving"] = time.time()
-            threading.Thread(target=watch, daemon=True).start()
+        def restart(name):
+            procs.restart(name)
+            if name.startswith("node"):
+                # Serving again once it has read the stream up to its end (Open's catch-up).
+                at, port = time.time(), grpc_ports[int(name[4:])]
 
-        schedule = [(0.25, "kill node1", lambda: procs.kill("node1")),
-                    (0.40, "restart node1", restart_node1),
-                    (0.55, "kill nats2", lambda: procs.kill("nats2")),
-                    (0.70, "restart nats2", lambda: procs.restart("nats2"))]
+                def watch():
+                    if wait_port(port, 120):
+                        serving_again.append(time.time() - at)
+                threading.Thread(target=watch, daemon=True).start()
+
+        def fault(fraction, victims, down):
+            return [(fraction, "kill " + " ".join(victims),
+                     lambda: [procs.kill(v) for v in victims]),
+                    (fraction + down, "restart " + " ".join(victims),
+                     lambda: [restart(v) for v in victims])]
+
+        if args.rounds > 0:
+            seed = args.seed if args.seed is not None else int(time.time()) % 100000
+            print(f"cluster-test: {args.rounds} rounds of random faults, --seed={seed}",
+                  flush=True)
+            rng = random.Random(seed)
+            slot = 0.8 / args.rounds
+            schedule = []
+            for r in range(args.rounds):
+                victims = [f"node{rng.randrange(3)}"]
+                extra = rng.random()
+                if extra < 0.3:
+                    victims.append(f"nats{rng.randrange(3)}")
+                elif extra < 0.45:
+                    victims.append(f"node{(int(victims[0][4:]) + 1 + rng.randrange(2)) % 3}")
+                elif extra < 0.75:
+                    victims = [f"nats{rng.randrange(3)}"]
+                schedule += fault(0.05 + r * slot, victims, rng.uniform(0.2, 0.7) * slot)
+        else:
+            schedule = (fault(0.25, ["node1"], 0.15) + fault(0.55, ["nats2"], 0.15))
         for fraction, what, action in schedule:
             time.sleep(max(0.0, start + fraction * args.seconds - time.time()))
             print(f"cluster-test: {time.time() - start:5.1f} s: {what}", flush=True)
@@ -389,12 +419,14 @@ def main():
                       f"included): p50 {1000 * values[len(values) // 2]:.1f} ms, p99 "
                       f"{1000 * values[int(len(values) * 0.99)]:.1f} ms, max "
                       f"{1000 * values[-1]:.0f} ms", flush=True)
-        if "serving" in restarted:
-            print(f"cluster-test: node1 served again {restarted['serving'] - restarted['at']:.2f} s "
-                  "after its restart (snapshot, then the stream to its end)", flush=True)
+        if serving_again:
+            print("cluster-test: restarted nodes served again after "
+                  + ", ".join(f"{s:.2f}" for s in serving_again)
+                  + " s (snapshot, then the stream to its end)", flush=True)
         # Every node applies the whole stream: wait until they agree and stay put.
-        if not wait_port(grpc_ports[1], 60):
-            failures.append(f"node1 did not come back:\n{procs.tail('node1')}")
+        for i in range(3):
+            if not wait_port(grpc_ports[i], 60):
+                failures.append(f"node{i} did not come back:\n{procs.tail(f'node{i}')}")
         deadline = time.time() + 90
         described = None
         while time.time() < deadline:
