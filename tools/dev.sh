@@ -17,6 +17,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
   libbenchmark-dev libnats-dev nats-server   # JetStream: the replicated log (cluster mode)
+  haproxy   # the cluster overlay's load balancer, run by tests/deploy/k8s_test.sh
   curl python3 python3-grpcio python3-protobuf openssl prometheus
   clang clang-format   # the format and thread_safety checks (tests/CMakeLists.txt, label lint)
 )

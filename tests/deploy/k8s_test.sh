@@ -13,6 +13,11 @@
 #     moved to loopback and a temporary directory) and the rendered ConfigMap's textproto as
 #     --config, answers health, hosts the configured models with the configured values, and
 #     stops cleanly on SIGTERM within the drain grace.
+#  5. The cluster overlay (deploy/k8s/cluster: three replicas, NATS JetStream, HAProxy) is
+#     rendered, validated the same way, checked by checks.mjs (the server's flags) and
+#     cluster_checks.mjs (NATS, the replicas' cluster block and HAProxy point at each other), and
+#     its rendered configurations are run by the real nats-server, graphbandit-server and haproxy
+#     on loopback (tests/deploy/k8s_cluster_run.py).
 # Each checker is also fed a deliberately broken input and must reject it.
 #
 # usage: k8s_test.sh SOURCE_DIR BUILD_DIR
@@ -40,6 +45,8 @@ need() {
 need kubectl "install Debian's kubernetes-client (apt-get install kubernetes-client)"
 need node "install Debian's nodejs (apt-get install nodejs)"
 need npm "install Debian's npm (apt-get install npm)"
+need nats-server "install Debian's nats-server (apt-get install nats-server)"
+need haproxy "install Debian's haproxy (apt-get install haproxy)"
 [[ -x $server && -x $cli ]] || fail "build the server and the CLI first ($server, $cli)"
 echo "kubectl: $(kubectl version --client 2>/dev/null | head -1)"
 echo "node: $(node --version), npm: $(npm --version)"
@@ -71,18 +78,19 @@ if [[ ! -f $deps/.complete ]]; then
 fi
 # Node resolves packages from the script's own directory: run copies next to the cached modules.
 mkdir "$work/js"
-cp "$pkg/validate.mjs" "$pkg/checks.mjs" "$work/js/"
+cp "$pkg/validate.mjs" "$pkg/checks.mjs" "$pkg/cluster_checks.mjs" "$work/js/"
 ln -s "$deps/node_modules" "$work/js/node_modules"
 
 # --- 2. schema validation --------------------------------------------------------------------
 node "$work/js/validate.mjs" "$work/rendered.yaml" || fail "schema validation failed"
 
 # The validator must catch what it claims to catch.
+rendered=$work/rendered.yaml  # what expect_reject breaks
 expect_reject() {  # expect_reject WHAT PATTERN SED_EXPRESSION SCRIPT [ARGS]
   local what=$1 pattern=$2 expr=$3 script=$4
   shift 4
-  sed "$expr" "$work/rendered.yaml" > "$work/broken.yaml"
-  cmp -s "$work/rendered.yaml" "$work/broken.yaml" && fail "could not break the manifests for: $what"
+  sed "$expr" "$rendered" > "$work/broken.yaml"
+  cmp -s "$rendered" "$work/broken.yaml" && fail "could not break the manifests for: $what"
   if node "$work/js/$script" "$work/broken.yaml" "$@" > "$work/broken.out" 2>&1; then
     fail "$script accepted $what"
   fi
@@ -177,4 +185,26 @@ wait "$pid" || status=$?
 pid=""
 [[ $status -eq 0 ]] || fail "the server exited with status $status after SIGTERM: $(cat "$work/server.log")"
 echo "ok   the server stopped cleanly on SIGTERM"
+
+# --- 5. the cluster overlay ------------------------------------------------------------------
+kubectl kustomize "$src/deploy/k8s/cluster" > "$work/cluster.yaml" 2> "$work/kustomize.err" \
+  || fail "kubectl kustomize deploy/k8s/cluster failed: $(cat "$work/kustomize.err")"
+echo "rendered the cluster overlay: $(grep -c '^kind:' "$work/cluster.yaml") objects"
+node "$work/js/validate.mjs" "$work/cluster.yaml" || fail "schema validation of the cluster overlay failed"
+mkdir "$work/cluster_out"
+node "$work/js/checks.mjs" "$work/cluster.yaml" "$work/cluster_out" \
+  || fail "the cluster overlay's server does not match the server's flags"
+node "$work/js/cluster_checks.mjs" "$work/cluster.yaml" "$work/cluster_out" \
+  || fail "cluster consistency checks failed"
+rendered=$work/cluster.yaml
+expect_reject "a NATS route to a pod that does not exist" "routes" \
+  's|nats://nats-2.nats:6222|nats://nats-3.nats:6222|' cluster_checks.mjs "$work/broken_out"
+expect_reject "replicas pointed at the NATS cluster port" "nats_servers" \
+  's|"nats://nats-1.nats:4222"|"nats://nats-1.nats:6222"|' cluster_checks.mjs "$work/broken_out"
+expect_reject "a proxy that resends calls a replica may have received" "retry-on" \
+  's|retry-on conn-failure|retry-on conn-failure empty-response|' cluster_checks.mjs "$work/broken_out"
+expect_reject "a single replica in cluster mode" "cluster mode with 1 replica" \
+  '0,/^  replicas: 3$/s/^  replicas: 3$/  replicas: 1/' checks.mjs "$work/broken_out"
+/usr/bin/python3 "$src/tests/deploy/k8s_cluster_run.py" "$work/cluster_out" "$build" \
+  || fail "the cluster overlay's configurations did not run"
 echo "k8s manifests: all checks passed"

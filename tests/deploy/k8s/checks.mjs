@@ -42,12 +42,11 @@ function hostPort(value) {
   return m ? { host: m[1], port: Number(m[2]) } : null;
 }
 
-const sets = ofKind("StatefulSet");
-check(sets.length === 1, `expected one StatefulSet, found ${sets.length}`);
+// The server's StatefulSet (the cluster overlay adds another one, NATS's: cluster_checks.mjs).
+const sets = ofKind("StatefulSet").filter((s) => s.metadata?.name === "graphbandit");
+check(sets.length === 1, `expected one StatefulSet named graphbandit, found ${sets.length}`);
 if (sets.length !== 1) finish();
 const sts = sets[0];
-check(sts.metadata.name === "graphbandit", `StatefulSet is named ${sts.metadata.name}`);
-check(sts.spec.replicas === 1, "StatefulSet must have exactly 1 replica (one writer per model)");
 const pod = sts.spec.template;
 const podSpec = pod.spec;
 const podLabels = pod.metadata?.labels ?? {};
@@ -149,6 +148,15 @@ const configText = cm?.data?.[posix.basename(flags.config ?? "")];
 check(typeof configText === "string" && configText.length > 0,
   `ConfigMap ${cmName} has no key ${posix.basename(flags.config ?? "")}`);
 writeFileSync(posix.join(outDir, "config.textproto"), configText ?? "");
+// Replicas: in single-node mode each replica would be an independent model with its own log, so
+// there must be exactly one; in cluster mode (a `cluster` block) the replicas share each model's
+// stream, and one would defeat the purpose.
+const clusterMode = /^\s*cluster\s*\{/m.test(configText ?? "");
+if (clusterMode) {
+  check(sts.spec.replicas >= 2, `cluster mode with ${sts.spec.replicas} replica(s): use at least 2`);
+} else {
+  check(sts.spec.replicas === 1, "StatefulSet must have exactly 1 replica (one writer per model)");
+}
 // The root filesystem is read-only: every other path the server writes must be a volume.
 check(mounts.some((m) => m.mountPath === "/tmp" && !m.readOnly), "/tmp is not a writable volume");
 
@@ -157,7 +165,8 @@ const services = ofKind("Service");
 const headless = services.find((s) => s.metadata.name === sts.spec.serviceName);
 check(!!headless, `the StatefulSet's serviceName ${sts.spec.serviceName} is not a rendered Service`);
 check(headless?.spec?.clusterIP === "None", "the governing Service is not headless (clusterIP: None)");
-const client = services.find((s) => s !== headless && (s.spec?.type ?? "ClusterIP") === "ClusterIP" && s.spec?.clusterIP !== "None");
+const client = services.find((s) => s !== headless && (s.spec?.type ?? "ClusterIP") === "ClusterIP" &&
+  s.spec?.clusterIP !== "None" && matches(s.spec?.selector, podLabels));
 check(!!client, "no client ClusterIP Service");
 for (const s of [headless, client].filter(Boolean)) {
   check(matches(s.spec.selector, podLabels), `Service ${s.metadata.name} selector does not match the pod labels`);
@@ -172,8 +181,12 @@ for (const s of [headless, client].filter(Boolean)) {
 }
 
 // PodDisruptionBudget on the same pods.
-const pdbs = ofKind("PodDisruptionBudget");
-check(pdbs.length === 1, `expected one PodDisruptionBudget, found ${pdbs.length}`);
-check(pdbs.every((p) => matches(p.spec?.selector?.matchLabels, podLabels)), "PodDisruptionBudget selector does not match the pod labels");
+const pdbs = ofKind("PodDisruptionBudget").filter((p) => matches(p.spec?.selector?.matchLabels, podLabels));
+check(pdbs.length === 1, `expected one PodDisruptionBudget on the server's pods, found ${pdbs.length}`);
+const pdb = pdbs[0]?.spec ?? {};
+// One replica: a drain waits for an operator. Several: at least one stays, and one may go.
+check(Number.isInteger(pdb.minAvailable) && pdb.minAvailable >= 1 &&
+  (sts.spec.replicas === 1 || pdb.minAvailable < sts.spec.replicas),
+  `PodDisruptionBudget minAvailable ${pdb.minAvailable} with ${sts.spec.replicas} replica(s)`);
 
 finish();
