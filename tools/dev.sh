@@ -5,7 +5,7 @@
 # and helpers: `tools/dev.sh deps` (only install), `tools/dev.sh build` (deps + build) and
 # `tools/dev.sh container-test` (build the Dockerfile's image with podman and test it end to end;
 # see tools/container_test.sh) and `tools/dev.sh cluster-test` (cluster mode on loopback: three
-# NATS servers, three nodes, nginx; see tools/cluster_test.py).
+# NATS servers, three nodes, nginx; see tools/cluster_test.py; `cluster-bench` measures it).
 # Every dependency is a Debian package; nothing is downloaded from anywhere else.
 # GRAPHBANDIT_BUILD_DIR (default build) and GRAPHBANDIT_CMAKE_ARGS (extra words for the cmake
 # configure step, e.g. -DGRAPHBANDIT_TSAN_TEST=OFF) adjust `build`, `serve` and `test`.
@@ -76,7 +76,8 @@ case "${1:-}" in
     shift
     exec tools/container_test.sh "$@"
     ;;
-  cluster-test)
+  cluster-test|cluster-bench)
+    what=$1
     shift
     install_missing_packages
     # The proxy in front of the nodes. Not in PACKAGES (nor in the image's build stage): only
@@ -87,6 +88,9 @@ case "${1:-}" in
       install_missing_packages
     fi
     build
+    if [[ $what == cluster-bench ]]; then
+      exec /usr/bin/python3 tools/cluster_bench.py --build_dir "$BUILD_DIR" "$@"
+    fi
     exec /usr/bin/python3 tools/cluster_test.py --build_dir "$BUILD_DIR" "$@"
     ;;
   *)
@@ -100,7 +104,10 @@ usage: tools/dev.sh COMMAND
                         debootstrap) and test it end to end: tools/container_test.sh
   cluster-test          three NATS servers, three nodes in cluster mode and nginx on loopback,
                         load through the proxy while a node and a NATS server are killed and
-                        restarted: tools/cluster_test.py
+                        restarted: tools/cluster_test.py (--rounds=N: N rounds of random faults)
+  cluster-bench         decisions per second with 1, 2 and 3 nodes, the stream against the local
+                        log, lag between replicas, a replaced node's recovery:
+                        tools/cluster_bench.py
 USAGE
     exit 64
     ;;
