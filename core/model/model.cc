@@ -119,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
   const uint64_t next_seq = recovered->next_seq;
   if (replication.log != nullptr) {
     // A snapshot from beyond the shared log's end belongs to another (older) shared log.
-    absl::StatusOr<uint64_t> last = replication.log->LastSeq();
+    absl::StatusOr<uint64_t> last = replication.log->LastSeqWaiting(replication.catch_up_timeout);
     if (!last.ok()) return last.status();
     if (*last < next_seq - 1) {
       return absl::FailedPreconditionError(absl::StrFormat(

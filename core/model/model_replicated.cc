@@ -252,9 +252,9 @@ void Model::StopFeeding() {
 }
 
 absl::Status Model::CatchUp() {
-  absl::StatusOr<uint64_t> last = replication_.log->LastSeq();
-  if (!last.ok()) return last.status();
   const absl::Time deadline = absl::Now() + replication_.catch_up_timeout;
+  absl::StatusOr<uint64_t> last = replication_.log->LastSeqWaiting(replication_.catch_up_timeout);
+  if (!last.ok()) return last.status();
   MutexLock lock(&queue_mu_);
   queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return applied_seq_ >= *last || stopping_ || feed_stop_ || !feed_error_.ok();

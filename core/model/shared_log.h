@@ -9,8 +9,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace graphbandit {
@@ -43,6 +45,21 @@ class SharedLog {
                                           absl::string_view record_id) = 0;
   // The position of the last record (0 when empty).
   virtual absl::StatusOr<uint64_t> LastSeq() = 0;
+  // LastSeq, asked again while the log answers UNAVAILABLE or DEADLINE_EXCEEDED (a new cluster
+  // electing its leaders, a server restarting), for at most `timeout`: for a node starting up,
+  // which had better wait than exit.
+  absl::StatusOr<uint64_t> LastSeqWaiting(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      absl::StatusOr<uint64_t> last = LastSeq();
+      if (last.ok() ||
+          (!absl::IsUnavailable(last.status()) && !absl::IsDeadlineExceeded(last.status())) ||
+          absl::Now() >= deadline) {
+        return last;
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+  }
   // A reader from position `first_seq` (>= 1).
   virtual absl::StatusOr<std::unique_ptr<Reader>> Read(uint64_t first_seq) = 0;
 };

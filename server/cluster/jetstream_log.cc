@@ -126,7 +126,11 @@ absl::StatusOr<std::unique_ptr<JetStreamLog>> JetStreamLog::Open(const Options& 
   const absl::Time connect_deadline = absl::Now() + options.open_timeout;
   while (s == NATS_OK) {
     s = natsConnection_Connect(&log->connection_, nats_options);
-    if ((s != NATS_NO_SERVER && s != NATS_TIMEOUT) || absl::Now() >= connect_deadline) break;
+    // NO_SERVER: every server refused; the others: the last server tried failed later (name
+    // not resolvable yet, handshake cut short).
+    const bool retry = s == NATS_NO_SERVER || s == NATS_TIMEOUT || s == NATS_SYS_ERROR ||
+                       s == NATS_IO_ERROR || s == NATS_CONNECTION_CLOSED;
+    if (!retry || absl::Now() >= connect_deadline) break;
     s = NATS_OK;
     absl::SleepFor(absl::Milliseconds(250));
   }
@@ -264,8 +268,9 @@ absl::StatusOr<std::unique_ptr<JetStreamLog::Reader>> JetStreamLog::Read(uint64_
   subscribe.Config.DeliverPolicy = js_DeliverByStartSequence;
   subscribe.Config.OptStartSeq = first_seq;
   // Making the consumer needs the stream's leader: while a server restarts or a leader is being
-  // elected, retry until the open timeout.
-  const absl::Time deadline = absl::Now() + options_.open_timeout;
+  // elected, retry for a while. Not the whole open timeout: the caller (the model's feeder)
+  // retries a failed Read itself, and checks between tries whether it should stop.
+  const absl::Time deadline = absl::Now() + std::min(options_.open_timeout, absl::Seconds(10));
   for (;;) {
     jsErrCode js_error = static_cast<jsErrCode>(0);
     const natsStatus s = js_SubscribeSync(&reader->subscription_, js_, options_.subject.c_str(),

@@ -47,9 +47,10 @@ class JetStreamLog {
     absl::Duration duplicate_window = absl::Minutes(2);
     // How long an append waits for the stream's acknowledgement.
     absl::Duration append_timeout = absl::Seconds(5);
-    // How long Open waits for a server to accept the connection and for the stream to answer
-    // (a new cluster elects its leaders first; servers started together with the node come up
-    // first), and how long a reader waits for its consumer.
+    // How long Open keeps trying to connect, and then to find or make the stream (a new
+    // cluster elects its leaders first; servers started together with the node come up first).
+    // Each phase has this long, and a try under way finishes, so Open can take somewhat more
+    // than twice this. Read tries to make its consumer for at most 10 s of it.
     absl::Duration open_timeout = absl::Seconds(60);
   };
 

@@ -294,6 +294,26 @@ TEST(ClusterModeTest, ARestartedNodeReadsTheSharedLogOnFromItsSnapshot) {
   EXPECT_EQ(ProbeScores(*a, "a"), ProbeScores(*b, "b"));
 }
 
+// A node started together with its NATS cluster finds the stream not answering for a while
+// (leaders being elected): it waits for it instead of failing to start.
+TEST(ClusterModeTest, ANodeStartingWhileTheSharedLogDoesNotAnswerWaitsForIt) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto b = OpenNode("b", log);
+  ASSERT_TRUE(b);
+  for (int i = 0; i < 5; ++i) {
+    auto decision = b->SelectArm(ThreeArms(absl::StrCat("user", i % 4)).View());
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(b->ReportReward({decision->event_id, 0.2 * i, {}, ""}).ok());
+  }
+  log->FailLastSeq(4);
+  TempDir dir;
+  auto a = OpenNode("a", log, dir.path());
+  ASSERT_TRUE(a);
+  Settle({a.get(), b.get()}, *log);
+  EXPECT_EQ(TheModel(*a).View()->rewards_learned, 5);
+  EXPECT_EQ(ProbeScores(*a, "a"), ProbeScores(*b, "b"));
+}
+
 TEST(ClusterModeTest, VersionsAndRewardsThatANodeCannotPlaceAreRefusedPrecisely) {
   auto log = std::make_shared<MemorySharedLog>();  // each model has its own shared log
   auto ads_log = std::make_shared<MemorySharedLog>();

@@ -43,6 +43,10 @@ class MemorySharedLog : public SharedLog {
 
   absl::StatusOr<uint64_t> LastSeq() override {
     MutexLock lock(&mu_);
+    if (last_seq_failures_ > 0) {
+      --last_seq_failures_;
+      return absl::DeadlineExceededError("injected: the shared log did not answer in time");
+    }
     return records_.size();
   }
 
@@ -56,6 +60,11 @@ class MemorySharedLog : public SharedLog {
     MutexLock lock(&mu_);
     failures_ = count;
     store_failed_ = stored;
+  }
+  // The next `count` LastSeq calls fail with DEADLINE_EXCEEDED (a cluster electing a leader).
+  void FailLastSeq(int count) {
+    MutexLock lock(&mu_);
+    last_seq_failures_ = count;
   }
   std::vector<Record> Records() {
     MutexLock lock(&mu_);
@@ -98,6 +107,7 @@ class MemorySharedLog : public SharedLog {
   std::vector<Record> records_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> ids_ ABSL_GUARDED_BY(mu_);
   int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  int last_seq_failures_ ABSL_GUARDED_BY(mu_) = 0;
   bool store_failed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t appends_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t first_kept_ ABSL_GUARDED_BY(mu_) = 1;
