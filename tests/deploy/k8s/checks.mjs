@@ -185,8 +185,11 @@ const pdbs = ofKind("PodDisruptionBudget").filter((p) => matches(p.spec?.selecto
 check(pdbs.length === 1, `expected one PodDisruptionBudget on the server's pods, found ${pdbs.length}`);
 const pdb = pdbs[0]?.spec ?? {};
 // One replica: a drain waits for an operator. Several: at least one stays, and one may go.
-check(Number.isInteger(pdb.minAvailable) && pdb.minAvailable >= 1 &&
-  (sts.spec.replicas === 1 || pdb.minAvailable < sts.spec.replicas),
-  `PodDisruptionBudget minAvailable ${pdb.minAvailable} with ${sts.spec.replicas} replica(s)`);
+const allowedDown = Number.isInteger(pdb.minAvailable) ? sts.spec.replicas - pdb.minAvailable
+  : Number.isInteger(pdb.maxUnavailable) ? pdb.maxUnavailable : NaN;
+check(sts.spec.replicas === 1 ? pdb.minAvailable === 1
+  : allowedDown >= 1 && allowedDown < sts.spec.replicas,
+  `PodDisruptionBudget (minAvailable ${pdb.minAvailable}, maxUnavailable ${pdb.maxUnavailable}) ` +
+  `with ${sts.spec.replicas} replica(s)`);
 
 finish();

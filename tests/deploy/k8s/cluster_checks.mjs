@@ -103,8 +103,13 @@ check(natsPod.spec.terminationGracePeriodSeconds > ldmSeconds,
   `terminationGracePeriodSeconds ${natsPod.spec.terminationGracePeriodSeconds} is not above lame_duck_duration ${ldmSeconds}s`);
 for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
   const p = natsContainer?.[probe]?.httpGet;
-  check(p && (p.port === "monitor" || p.port === natsPorts.monitor), `NATS ${probe} is not an HTTP probe on the monitoring port`);
+  check(p && (p.port === "monitor" || p.port === natsPorts.monitor) && p.path?.startsWith("/healthz"),
+    `NATS ${probe} is not /healthz on the monitoring port`);
 }
+// Liveness must not fail because other servers are down or a stream is catching up (that is
+// what plain /healthz reports): restarting the survivors would make an outage worse.
+check(natsContainer?.livenessProbe?.httpGet?.path === "/healthz?js-enabled-only=true",
+  "the NATS liveness probe is not /healthz?js-enabled-only=true");
 const natsPdb = objects.find((o) => o.kind === "PodDisruptionBudget" && matches(o.spec?.selector?.matchLabels, natsPod.metadata?.labels));
 check(natsPdb?.spec?.minAvailable === Math.floor(natsReplicas / 2) + 1,
   `the NATS PodDisruptionBudget does not keep a quorum (${natsPdb?.spec?.minAvailable} of ${natsReplicas})`);
@@ -164,8 +169,9 @@ check(!!bind && Number(bind[1]) === proxyPorts.grpc, `HAProxy's gRPC frontend do
 const mapPath = /map\(([^,)]+)/.exec(cfg)?.[1];
 check(typeof mountedFile(proxyPod?.spec, haproxy, mapPath ?? "") === "string", `no ConfigMap provides the model map ${mapPath}`);
 check(/use_backend\s+%\[req\.hdr\(x-graphbandit-model\)/.test(cfg), "HAProxy does not route by the x-graphbandit-model header");
-check(!/retry-on[^\n]*(empty-response|response-timeout|all-retryable-errors|50[234])/.test(cfg),
-  "HAProxy resends calls that may have reached a replica (retry-on beyond conn-failure)");
+const retryOn = [...cfg.matchAll(/^\s*retry-on\s+(.*)$/gm)].flatMap((m) => m[1].split(/\s+/));
+check(retryOn.length > 0 && retryOn.every((t) => t === "conn-failure"),
+  `HAProxy resends calls that may have reached a replica (retry-on ${retryOn.join(" ")}: only conn-failure is safe)`);
 const monitor = /^frontend\s+monitoring\s*\n\s*bind\s+:(\d+)/m.exec(cfg);
 for (const probe of ["readinessProbe", "livenessProbe"]) {
   const p = haproxy?.[probe]?.httpGet;
