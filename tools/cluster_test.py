@@ -427,6 +427,10 @@ def main():
         for i in range(3):
             if not wait_port(grpc_ports[i], 60):
                 failures.append(f"node{i} did not come back:\n{procs.tail(f'node{i}')}")
+        for name in [f"nats{i}" for i in range(3)] + [f"node{i}" for i in range(3)]:
+            if procs.procs[name].poll() is not None:
+                failures.append(f"{name} is not running at the end of the run (exit status "
+                                f"{procs.procs[name].returncode}):\n{procs.tail(name)}")
         deadline = time.time() + 90
         described = None
         while time.time() < deadline:
