@@ -78,20 +78,6 @@ def cpu_seconds(pid):
     return total
 
 
-def start_nats(procs, workdir):
-    client, route = ct.free_ports(3), ct.free_ports(3)
-    routes = ",".join(f"nats://127.0.0.1:{p}" for p in route)
-    for i in range(3):
-        procs.start(f"nats{i}", [
-            "nats-server", "-a", "127.0.0.1", "-p", str(client[i]), "-n", f"n{i}", "-js",
-            "-sd", os.path.join(workdir, f"nats{i}"), "--cluster_name", "graphbandit",
-            "--cluster", f"nats://127.0.0.1:{route[i]}", "--routes", routes])
-    for i in range(3):
-        if not ct.wait_port(client[i], 20):
-            raise RuntimeError(f"nats-server {i} did not start:\n{procs.tail(f'nats{i}')}")
-    return ", ".join(f'"nats://127.0.0.1:{p}"' for p in client)
-
-
 def sampler(ports, stop, samples):
     """Every 0.25 s: each node's read position and apply lag."""
     while not stop.is_set():
@@ -170,7 +156,7 @@ def run_layout(args, layout, nodes, cluster, proxy, workdir, recovery):
     procs = ct.Processes(workdir)
     result = {"layout": layout, "nodes": nodes}
     try:
-        servers = start_nats(procs, workdir) if cluster else None
+        servers = ct.start_nats(procs, workdir) if cluster else None
         grpc_ports, metrics_ports = ct.free_ports(nodes), ct.free_ports(nodes)
         for i in range(nodes):
             config = os.path.join(workdir, f"node{i}.textproto")
@@ -186,19 +172,7 @@ def run_layout(args, layout, nodes, cluster, proxy, workdir, recovery):
                 raise RuntimeError(f"node {i} did not start:\n{procs.tail(f'node{i}')}")
         target = f"127.0.0.1:{grpc_ports[0]}"
         if proxy:
-            (proxy_port,) = ct.free_ports(1)
-            upstream = "  upstream graphbandit {\n" + "".join(
-                f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;\n" for p in grpc_ports) \
-                + "    keepalive 32;\n  }\n"
-            conf = os.path.join(workdir, "nginx.conf")
-            with open(conf, "w") as f:
-                f.write(ct.NGINX_CONFIG.format(dir=workdir, upstream=upstream, port=proxy_port)
-                        .replace("default nowhere;", "default graphbandit;"))
-            procs.start("nginx", [shutil.which("nginx") or "/usr/sbin/nginx", "-p", workdir,
-                                  "-c", conf, "-e", os.path.join(workdir, "nginx-error.log")])
-            if not ct.wait_port(proxy_port, 10):
-                raise RuntimeError(f"nginx did not start:\n{procs.tail('nginx')}")
-            target = f"127.0.0.1:{proxy_port}"
+            target = ct.start_nginx(procs, workdir, grpc_ports, default_upstream="graphbandit")
 
         stop, samples, lags = threading.Event(), [], []
         threads = []

@@ -167,6 +167,41 @@ class Processes:
             return ""
 
 
+def start_nats(procs, workdir):
+    """Three nats-server with JetStream in one cluster, on loopback; returns their client URLs
+    as a quoted, comma-separated list for the configuration's nats_servers."""
+    client, route = free_ports(3), free_ports(3)
+    routes = ",".join(f"nats://127.0.0.1:{p}" for p in route)
+    for i in range(3):
+        procs.start(f"nats{i}", [
+            "nats-server", "-a", "127.0.0.1", "-p", str(client[i]), "-n", f"n{i}", "-js",
+            "-sd", os.path.join(workdir, f"nats{i}"), "--cluster_name", "graphbandit",
+            "--cluster", f"nats://127.0.0.1:{route[i]}", "--routes", routes])
+    for i in range(3):
+        if not wait_port(client[i], 20):
+            raise RuntimeError(f"nats-server {i} did not start:\n{procs.tail(f'nats{i}')}")
+    return ", ".join(f'"nats://127.0.0.1:{p}"' for p in client)
+
+
+def start_nginx(procs, workdir, grpc_ports, default_upstream="nowhere"):
+    """nginx in front of the nodes (NGINX_CONFIG); calls without the model header go to
+    `default_upstream` ("nowhere", or "graphbandit": the nodes). Returns its address."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    (port,) = free_ports(1)
+    upstream = "  upstream graphbandit {\n" + "".join(
+        f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;\n" for p in grpc_ports) + \
+        "    keepalive 32;\n  }\n"
+    conf = os.path.join(workdir, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONFIG.format(dir=workdir, upstream=upstream, port=port)
+                .replace("default nowhere;", f"default {default_upstream};"))
+    procs.start("nginx", [nginx, "-p", workdir, "-c", conf, "-e",
+                          os.path.join(workdir, "nginx-error.log")])
+    if not wait_port(port, 10):
+        raise RuntimeError(f"nginx did not start:\n{procs.tail('nginx')}")
+    return f"127.0.0.1:{port}"
+
+
 def true_reward(user, features):
     # Non-linear in the arm, shifted per user group (users of a group share the graph's edges).
     group = user % 3
@@ -291,23 +326,12 @@ def main():
     for binary in (server, shutil.which("nats-server"), shutil.which("nginx") or "/usr/sbin/nginx"):
         if binary is None or not os.path.exists(binary):
             sys.exit(f"cluster-test: missing {binary}: run tools/dev.sh build (and deps)")
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
 
     workdir = tempfile.mkdtemp(prefix="graphbandit-cluster-")
     procs = Processes(workdir)
     failures = []
     try:
-        nats_client, nats_route = free_ports(3), free_ports(3)
-        routes = ",".join(f"nats://127.0.0.1:{p}" for p in nats_route)
-        for i in range(3):
-            procs.start(f"nats{i}", [
-                "nats-server", "-a", "127.0.0.1", "-p", str(nats_client[i]), "-n", f"n{i}", "-js",
-                "-sd", os.path.join(workdir, f"nats{i}"), "--cluster_name", "graphbandit",
-                "--cluster", f"nats://127.0.0.1:{nats_route[i]}", "--routes", routes])
-        for i in range(3):
-            if not wait_port(nats_client[i], 20):
-                raise RuntimeError(f"nats-server {i} did not start:\n{procs.tail(f'nats{i}')}")
-        servers = ", ".join(f'"nats://127.0.0.1:{p}"' for p in nats_client)
+        servers = start_nats(procs, workdir)
 
         grpc_ports, metrics_ports = free_ports(3), free_ports(3)
         for i in range(3):
@@ -322,18 +346,7 @@ def main():
             if not wait_port(grpc_ports[i], 60):
                 raise RuntimeError(f"node {i} did not start:\n{procs.tail(f'node{i}')}")
 
-        (proxy_port,) = free_ports(1)
-        upstream = "  upstream graphbandit {\n" + "".join(
-            f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;\n" for p in grpc_ports) + \
-            "    keepalive 32;\n  }\n"
-        nginx_conf = os.path.join(workdir, "nginx.conf")
-        with open(nginx_conf, "w") as f:
-            f.write(NGINX_CONFIG.format(dir=workdir, upstream=upstream, port=proxy_port))
-        procs.start("nginx", [nginx, "-p", workdir, "-c", nginx_conf, "-e",
-                              os.path.join(workdir, "nginx-error.log")])
-        if not wait_port(proxy_port, 10):
-            raise RuntimeError(f"nginx did not start:\n{procs.tail('nginx')}")
-        target = f"127.0.0.1:{proxy_port}"
+        target = start_nginx(procs, workdir, grpc_ports)
 
         # The user graph: three groups, each a chain.
         from graphbandit import Client
