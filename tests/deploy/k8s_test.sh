@@ -78,7 +78,7 @@ if [[ ! -f $deps/.complete ]]; then
 fi
 # Node resolves packages from the script's own directory: run copies next to the cached modules.
 mkdir "$work/js"
-cp "$pkg/validate.mjs" "$pkg/checks.mjs" "$pkg/cluster_checks.mjs" "$work/js/"
+cp "$pkg/validate.mjs" "$pkg/checks.mjs" "$pkg/cluster_checks.mjs" "$pkg/checking.mjs" "$work/js/"
 ln -s "$deps/node_modules" "$work/js/node_modules"
 
 # --- 2. schema validation --------------------------------------------------------------------

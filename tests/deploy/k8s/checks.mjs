@@ -5,37 +5,12 @@
 // Writes OUT_DIR/config.textproto (the ConfigMap entry that --config points at) and
 // OUT_DIR/args (the container's arguments, one a line) so that the test can start the real
 // server with them. Prints each failed check; exits 1 if any failed.
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { posix } from "node:path";
-import { parseAllDocuments } from "yaml";
+import { check, finish, loadArguments, matches } from "./checking.mjs";
 
-const [file, outDir] = process.argv.slice(2);
-if (!file || !outDir) {
-  console.error("usage: node checks.mjs RENDERED.yaml OUT_DIR");
-  process.exit(2);
-}
-const objects = parseAllDocuments(readFileSync(file, "utf8"), { version: "1.1" })
-  .map((d) => d.toJS())
-  .filter((o) => o && typeof o === "object");
-
-let failures = 0;
-let passed = 0;
-function check(condition, message) {
-  if (condition) {
-    passed++;
-  } else {
-    failures++;
-    console.log(`FAIL ${message}`);
-  }
-}
-function finish() {
-  console.log(`${passed} check(s) passed, ${failures} failed`);
-  process.exit(failures > 0 ? 1 : 0);
-}
+const { objects, outDir } = loadArguments("checks.mjs");
 const ofKind = (kind) => objects.filter((o) => o.kind === kind);
-const matches = (selector, labels) =>
-  !!selector && Object.keys(selector).length > 0 &&
-  Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 // "HOST:PORT" / "[::]:PORT" -> { host, port }
 function hostPort(value) {
   const m = /^(.*):(\d+)$/.exec(value ?? "");

@@ -7,37 +7,12 @@
 // Writes OUT_DIR/nats.conf, OUT_DIR/haproxy.cfg, OUT_DIR/models.map (the ConfigMap entries) and
 // OUT_DIR/cluster.json (ports and paths) for tests/deploy/k8s_cluster_run.py, which runs the real
 // nats-server, graphbandit-server and haproxy with them. Exits 1 if any check failed.
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { posix } from "node:path";
-import { parseAllDocuments } from "yaml";
+import { check, finish, loadArguments, matches } from "./checking.mjs";
 
-const [file, outDir] = process.argv.slice(2);
-if (!file || !outDir) {
-  console.error("usage: node cluster_checks.mjs RENDERED.yaml OUT_DIR");
-  process.exit(2);
-}
-const objects = parseAllDocuments(readFileSync(file, "utf8"), { version: "1.1" })
-  .map((d) => d.toJS())
-  .filter((o) => o && typeof o === "object");
-
-let failures = 0;
-let passed = 0;
-function check(condition, message) {
-  if (condition) {
-    passed++;
-  } else {
-    failures++;
-    console.log(`FAIL ${message}`);
-  }
-}
-function finish() {
-  console.log(`${passed} check(s) passed, ${failures} failed`);
-  process.exit(failures > 0 ? 1 : 0);
-}
+const { objects, outDir } = loadArguments("cluster_checks.mjs");
 const named = (kind, name) => objects.find((o) => o.kind === kind && o.metadata?.name === name);
-const matches = (selector, labels) =>
-  !!selector && Object.keys(selector).length > 0 &&
-  Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 const portsOf = (container) =>
   Object.fromEntries((container?.ports ?? []).map((p) => [p.name, p.containerPort]));
 // The file a container sees at PATH: the ConfigMap mounted at its directory, and its key.
