@@ -70,7 +70,7 @@ absl::Status CheckOptions(const JetStreamLog::Options& o) {
         absl::StrFormat("JetStream log: replicas must lie in 1..5, got %d", o.replicas));
   }
   if (o.duplicate_window <= absl::ZeroDuration() || o.append_timeout <= absl::ZeroDuration() ||
-      o.open_timeout <= absl::ZeroDuration()) {
+      o.open_timeout <= absl::ZeroDuration() || o.read_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("JetStream log: durations must be positive");
   }
   return absl::OkStatus();
@@ -268,9 +268,8 @@ absl::StatusOr<std::unique_ptr<JetStreamLog::Reader>> JetStreamLog::Read(uint64_
   subscribe.Config.DeliverPolicy = js_DeliverByStartSequence;
   subscribe.Config.OptStartSeq = first_seq;
   // Making the consumer needs the stream's leader: while a server restarts or a leader is being
-  // elected, retry for a while. Not the whole open timeout: the caller (the model's feeder)
-  // retries a failed Read itself, and checks between tries whether it should stop.
-  const absl::Time deadline = absl::Now() + std::min(options_.open_timeout, absl::Seconds(10));
+  // elected, retry for up to the read timeout.
+  const absl::Time deadline = absl::Now() + options_.read_timeout;
   for (;;) {
     jsErrCode js_error = static_cast<jsErrCode>(0);
     const natsStatus s = js_SubscribeSync(&reader->subscription_, js_, options_.subject.c_str(),

@@ -50,8 +50,12 @@ class JetStreamLog {
     // How long Open keeps trying to connect, and then to find or make the stream (a new
     // cluster elects its leaders first; servers started together with the node come up first).
     // Each phase has this long, and a try under way finishes, so Open can take somewhat more
-    // than twice this. Read tries to make its consumer for at most 10 s of it.
+    // than twice this.
     absl::Duration open_timeout = absl::Seconds(60);
+    // How long Read keeps trying to make its consumer (the stream's leader may be being
+    // elected). Shorter than open_timeout: the model's feeder retries a failed Read itself and
+    // checks between tries whether it should stop, so a long wait here would hold up shutdown.
+    absl::Duration read_timeout = absl::Seconds(10);
   };
 
   struct Appended {

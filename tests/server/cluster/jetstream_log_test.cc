@@ -26,6 +26,7 @@ JetStreamLog::Options LogOptions(const NatsCluster& cluster,
   options.subject = absl::StrCat("graphbandit.", stream, ".ops");
   options.replicas = 3;
   options.open_timeout = absl::Seconds(30);
+  options.read_timeout = absl::Seconds(30);  // what the tests allowed before read_timeout existed
   return options;
 }
 
