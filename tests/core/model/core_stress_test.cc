@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     Engine& engine = **opened;
     Model* model = *engine.FindModel("");
     std::atomic<bool> done{false};
-    std::atomic<int64_t> accepted{0}, unrewarded{0}, decisions{0}, reader_arms{0};
+    std::atomic<int64_t> accepted{0}, late{0}, unrewarded{0}, decisions{0}, reader_arms{0};
 
     // Readers: decisions from several threads, with generated event ids.
     std::vector<std::thread> threads;
@@ -173,6 +173,9 @@ int main(int argc, char** argv) {
             continue;
           }
           if (result->outcome == RewardOutcome::kAccepted) ++accepted;
+          // The 200 ms window can end first on a loaded machine: the decision then closed with
+          // its default reward, which is learned instead.
+          if (result->outcome == RewardOutcome::kLate) ++late;
         }
       });
     for (auto& t : rewards) t.join();
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
     learned_at_end = stats.view.rewards_learned;
     // Every arm of every decision teaches exactly one reward: its reported one, or the
     // default when its window ends (reader decisions and every fifth stream decision).
-    const int64_t expected = accepted_total + reader_arms.load() + unrewarded.load();
+    const int64_t expected = accepted_total + late.load() + reader_arms.load() + unrewarded.load();
     std::printf(
         "%lld reader decisions (%lld arms), %d stream rounds: %lld rewards accepted, %lld "
         "unrewarded; learned %lld (expected %lld); %lld snapshots; %d closed at the end\n",
@@ -196,7 +199,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(learned_at_end), static_cast<long long>(expected),
         static_cast<long long>(stats.snapshots_written), closed);
     Check(thread_failures.load() == 0, "a thread saw a failure (above)");
-    Check(accepted_total == rounds - rounds / 5, "every reward in the stream is accepted");
+    Check(accepted_total + late.load() == rounds - rounds / 5,
+          "every reward in the stream is accepted, or LATE after its window");
     Check(stats.pending_decisions == 0, "every decision is closed");
     Check(learned_at_end == expected, "learned == accepted rewards + default rewards, none twice");
     engine.Shutdown();
