@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Issue 14's two end-to-end checks in one run, on one fresh server with the served defaults
+# (EK-UCB, max_dictionary_size 256, hyper-parameter fits on, snapshots and fdatasync as
+# configured by default):
+#
+#   1. closed-loop saturation, C = 50, d = 16, decisions only, with the health baseline and the
+#      roofline R printed by graphbandit-loadgen;
+#   2. open loop at a fraction (default 0.5) of that SelectArm rate, a reward for every decision:
+#      SelectArm p50/p99/p99.9, errors, freshness and whether every acknowledged reward was
+#      learned.
+#
+#   tools/latency_check.sh SERVER_BINARY LOADGEN_BINARY [OUT_DIR]
+#
+# Environment: CHECK_M (256), CHECK_CALLERS (16), CHECK_FRACTION (0.5), CHECK_SECONDS (30, the
+# open-loop measured interval), CHECK_RUNS (1, open-loop runs, each on a fresh warmed server),
+# CHECK_RATE (the open-loop rate, instead of the fraction of the measured saturation),
+# CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block).
+# The JSON reports are kept in OUT_DIR (default: a temporary directory, removed). Everything it
+# starts it stops, by PID.
+set -euo pipefail
+server=${1:?server binary}
+loadgen=${2:?loadgen binary}
+out_dir=${3:-}
+m=${CHECK_M:-256}
+callers=${CHECK_CALLERS:-16}
+fraction=${CHECK_FRACTION:-0.5}
+seconds=${CHECK_SECONDS:-30}
+runs=${CHECK_RUNS:-1}
+port=${CHECK_PORT:-50081}
+metrics_port=$((port + 1))
+work=$(mktemp -d /tmp/graphbandit-latency.XXXXXX)
+[[ -n "$out_dir" ]] || out_dir="$work/reports"
+mkdir -p "$out_dir"
+server_pid=""
+stop_server() {
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill "$server_pid"
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=""
+}
+cleanup() {
+  stop_server
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cat >"$work/config.textproto" <<EOF
+default_model: "default"
+models {
+  name: "default"
+  policy: EK_UCB
+  nystrom { max_dictionary_size: $m }
+  ${CHECK_CONFIG_EXTRA:-}
+}
+EOF
+
+# A fresh server, warmed up with rewarded decisions until its dictionary is full.
+start_warm_server() {
+  rm -rf "$work/state"
+  "$server" --config="$work/config.textproto" --state_dir="$work/state" \
+    --listen="127.0.0.1:$port" --metrics_listen="127.0.0.1:$metrics_port" >"$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do
+    grep -q "serving gRPC" "$work/server.log" && break
+    sleep 0.2
+  done
+  if ! grep -q "serving gRPC" "$work/server.log"; then
+    echo "the server did not start; its log:" >&2
+    cat "$work/server.log" >&2
+    exit 1
+  fi
+  for _ in $(seq 12); do
+    "$loadgen" --target="127.0.0.1:$port" --metrics_url="" --mode=closed --concurrency=8 \
+      --candidates=20 --dim=16 --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 \
+      --reward_ratio=1 --roofline=false --progress=false --report_json="$work/warm.json" \
+      >/dev/null 2>&1 || true
+    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json" 2>/dev/null || true)
+    [[ "${dictionary:-0}" -ge "$m" ]] && break
+  done
+  echo "warmed: dictionary ${dictionary:-?} of $m" >&2
+}
+
+start_warm_server
+"$loadgen" --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
+  --mode=closed --concurrency="$callers" --candidates=50 --dim=16 --warmup_seconds=2 \
+  --baseline_seconds=3 --duration_seconds=10 --reward_ratio=0 --progress=false \
+  --report_json="$out_dir/saturation.json" >/dev/null 2>&1 || true
+stop_server
+rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["select"]
+print("saturation: %d SelectArm/s with %s callers (errors %d); health %s/s; F %.3g flops; "
+      "P %.1f GFLOP/s; R %.0f/s; SelectArm / R = %.2f" % (
+          s["throughput_per_second"], r.get("concurrency", "?"), s["errors"],
+          "%.0f" % r["baseline"]["throughput_per_second"] if r.get("baseline") else "-",
+          r["flops_per_request"] or 0, (r["product_flops_per_second"] or 0) / 1e9,
+          r["roofline_rpc_per_second"] or 0, r["select_over_roofline"] or 0), file=sys.stderr)
+print("%.0f" % (float(sys.argv[2]) * s["throughput_per_second"]))
+PY
+)
+if [[ -n "${CHECK_RATE:-}" ]]; then
+  echo "open-loop rate set by CHECK_RATE: $CHECK_RATE/s (instead of $rate/s)" >&2
+  rate=$CHECK_RATE
+fi
+
+for run in $(seq "$runs"); do
+  start_warm_server
+  "$loadgen" --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
+    --mode=open --rate="$rate" --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=3 \
+    --baseline_seconds=0 --roofline=false --duration_seconds="$seconds" --reward_ratio=1 \
+    --progress=false --report_json="$out_dir/open-$run.json" >/dev/null 2>&1 || true
+  stop_server
+  python3 - "$out_dir/open-$run.json" "$rate" "$run" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s, w = r["select"], r.get("reward") or {}
+lat = s["latency_seconds"]
+ms = lambda x: "-" if x is None else "%.2f" % (1e3 * x)
+fresh = r["freshness_p99_seconds_at_most"]
+print("open loop run %s at %s/s: SelectArm %d/s p50 %s p99 %s p99.9 %s max %s ms, errors %d, "
+      "sent late %d; ReportReward p99 %s ms, errors %d; freshness p99 <= %s s; learned %d of %d"
+      % (sys.argv[3], sys.argv[2], s["throughput_per_second"], ms(lat["p50"]), ms(lat["p99"]),
+         ms(lat["p99_9"]), ms(lat["max"]), s["errors"], s["late_sends"],
+         ms((w.get("latency_seconds") or {}).get("p99")), w.get("errors", 0),
+         "-" if fresh is None else fresh, r["learned_rewards"], r["accepted_rewards"]))
+PY
+done
