@@ -22,7 +22,10 @@
 //                       (--aging_dictionary, --aging_history): --aging_events decisions, each
 //                       rewarded at once by closed-loop callers, and per checkpoint the mean and
 //                       p99 time from acknowledging a reward to publishing a state that learned
-//                       it over the preceding --aging_window rewards, with m and the rate.
+//                       it over the preceding --aging_window rewards, with m and the rate. With
+//                       --aging_rate the callers are paced (open loop) to that many events per
+//                       second, so that below the writer's capacity the time is the update's
+//                       own cost rather than queueing behind a saturated writer.
 //  --mode=growth        What dictionary growth costs the writer per reward: an EK_UCB learner as
 //                       the server builds one (cap --growth_dictionary, every observation
 //                       retained) learns --growth_events rewards twice from the same stream,
@@ -87,6 +90,9 @@ ABSL_FLAG(int64_t, aging_window, 5000, "--mode=aging: rewards each row averages 
 ABSL_FLAG(int32_t, aging_dictionary, 256, "--mode=aging: max_dictionary_size (memory cap).");
 ABSL_FLAG(int64_t, aging_history, 20000, "--mode=aging: max_history (memory cap).");
 ABSL_FLAG(int32_t, aging_candidates, 20, "--mode=aging: candidates per decision.");
+ABSL_FLAG(double, aging_rate, 0,
+          "--mode=aging: events per second over all callers (open loop: event i is due at "
+          "i / rate seconds after the start); 0 = closed loop, as fast as the callers go.");
 ABSL_FLAG(int64_t, growth_events, 60000, "--mode=growth: rewards learned by each learner.");
 ABSL_FLAG(int64_t, growth_window, 10000, "--mode=growth: rewards per printed row.");
 ABSL_FLAG(int32_t, growth_dictionary, 1000, "--mode=growth: max_dictionary_size.");
@@ -635,10 +641,16 @@ void Aging() {
     items.features.push_back(f);
   }
   const int candidates = absl::GetFlag(FLAGS_aging_candidates);
+  const double rate = absl::GetFlag(FLAGS_aging_rate);
+  if (!(rate >= 0) || !std::isfinite(rate)) {
+    std::fprintf(stderr, "--aging_rate must be >= 0 (0: closed loop)\n");
+    std::exit(2);
+  }
   std::printf(
       "Learning cost as the model ages (in-process, EK-UCB, max_dictionary_size %d, max_history "
-      "%lld, %d candidates, no fsync): per checkpoint, the %lld rewards before it\n",
+      "%lld, %d candidates, no fsync, %s): per checkpoint, the %lld rewards before it\n",
       model.max_dictionary_size, static_cast<long long>(model.max_history), candidates,
+      rate > 0 ? absl::StrFormat("paced at %.0f events/s", rate).c_str() : "closed loop",
       static_cast<long long>(window));
   std::printf("%10s %8s %10s %16s %16s %12s\n", "events", "m", "history", "fresh mean ms",
               "fresh p99 ms <=", "events/s");
@@ -648,6 +660,7 @@ void Aging() {
   auto window_clock = Clock::now();
   size_t checkpoint = 0;
   const int threads = std::max(1, absl::GetFlag(FLAGS_deciders));
+  const Clock::time_point start = Clock::now();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -655,6 +668,11 @@ void Aging() {
       for (;;) {
         const int64_t i = next.fetch_add(1);
         if (i >= events) return;
+        if (rate > 0) {
+          std::this_thread::sleep_until(
+              start + std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double>(static_cast<double>(i) / rate)));
+        }
         DecisionRequest request;
         request.user_id = absl::StrCat("u", rng.UniformInt(users));
         for (int c = 0; c < candidates; ++c) {
