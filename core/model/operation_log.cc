@@ -69,6 +69,7 @@ void OperationLog::StopThreads() {
     MutexLock lock(&sync_mu_);
     stop_ = true;
     sync_cv_.SignalAll();
+    repair_cv_.SignalAll();
   }
   if (syncer_.joinable()) syncer_.join();
   if (repairer_.joinable()) repairer_.join();
@@ -94,6 +95,7 @@ void OperationLog::FailLocked(const std::string& what, int err, bool tail_intact
   }
   failed_.store(true);
   sync_cv_.SignalAll();
+  repair_cv_.SignalAll();
 }
 
 absl::Status OperationLog::DegradedError() const {
@@ -384,11 +386,12 @@ void OperationLog::RepairLoop() {
   for (;;) {
     {
       MutexLock lock(&sync_mu_);
-      sync_cv_.Wait(&sync_mu_,
-                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_ || !sync_error_.ok(); });
+      repair_cv_.Wait(&sync_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stop_ || !sync_error_.ok();
+      });
       if (stop_) return;
-      sync_cv_.WaitFor(&sync_mu_, interval,
-                       [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+      repair_cv_.WaitFor(&sync_mu_, interval,
+                         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
       if (stop_) return;
     }
     if (Repair().ok()) {

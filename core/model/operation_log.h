@@ -162,6 +162,9 @@ class OperationLog {
 
   mutable Mutex sync_mu_;
   CondVar sync_cv_;
+  // The repairer's own: signalled when the log fails and at stop, not by every sync (sync_cv_
+  // wakes every waiter at each fdatasync, which the repairer has no use for).
+  CondVar repair_cv_;
   int sync_fd_ ABSL_GUARDED_BY(sync_mu_) = -1;  // the current segment
   uint64_t synced_seq_ ABSL_GUARDED_BY(sync_mu_) = 0;
   bool syncing_ ABSL_GUARDED_BY(sync_mu_) = false;  // a SyncOutsideLock is running
