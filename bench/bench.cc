@@ -642,8 +642,8 @@ void Aging() {
   }
   const int candidates = absl::GetFlag(FLAGS_aging_candidates);
   const double rate = absl::GetFlag(FLAGS_aging_rate);
-  if (!(rate >= 0) || !std::isfinite(rate)) {
-    std::fprintf(stderr, "--aging_rate must be >= 0 (0: closed loop)\n");
+  if (!std::isfinite(rate) || !(rate == 0 || rate >= 1)) {
+    std::fprintf(stderr, "--aging_rate must be 0 (closed loop) or at least 1 event/s\n");
     std::exit(2);
   }
   std::printf(

@@ -4,8 +4,10 @@
 //   BM_Score/m/C       a published EK state (Laplacian multi-user kernel over d = 16 features,
 //                      dictionary of m points) scoring C candidates: Freeze()->Score(), counted
 //                      as F = 2 C m^2 + 2 C m d flops, the request's work with the full m x m
-//                      form. Scoring uses the form's symmetry and executes about C m^2 + 2 C m d
-//                      of them (core/linalg/variance_form.h); the table prints that rate too.
+//                      form. Scoring uses the form's symmetry and needs about C m^2 + 2 C m d
+//                      of them (core/linalg/variance_form.h: the triangular product and the
+//                      kernel, not counting the O(C m) dot products); the table prints that
+//                      rate too, as "executed".
 //   BM_EigenProduct    an Eigen product of the same shape, (m x m) (m x C): 2 C m^2 flops.
 //   BM_Update/m        one reward learned by the same state at a full dictionary (the rank-one
 //                      update of M's factor, the variance form's correction, KORS's leverage
@@ -198,7 +200,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("\nOne core's FMA peak (this run): %.1f GFLOP/s\n", peak / 1e9);
     std::printf(
         "score counts F = 2 C m^2 + 2 C m d per request; \"executed\" counts the C m^2 + 2 C m d "
-        "that the symmetric form's triangular product performs\n");
+        "of the symmetric form's triangular product and the kernel (not the O(C m) dot "
+        "products)\n");
     std::printf("%6s %5s %14s %16s %18s %14s %18s %16s\n", "m", "C", "score GFLOP/s",
                 "product GFLOP/s", "score / product", "score / peak", "executed GFLOP/s",
                 "executed / peak");

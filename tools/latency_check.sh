@@ -15,8 +15,8 @@
 # open-loop measured interval), CHECK_RUNS (1, open-loop runs, each on a fresh warmed server),
 # CHECK_RATE (the open-loop rate, instead of the fraction of the measured saturation),
 # CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block).
-# The JSON reports are kept in OUT_DIR (default: a temporary directory, removed). Everything it
-# starts it stops, by PID.
+# The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
+# directory, removed). Everything it starts it stops, by PID.
 set -euo pipefail
 server=${1:?server binary}
 loadgen=${2:?loadgen binary}
@@ -32,6 +32,25 @@ work=$(mktemp -d /tmp/graphbandit-latency.XXXXXX)
 [[ -n "$out_dir" ]] || out_dir="$work/reports"
 mkdir -p "$out_dir"
 server_pid=""
+if [[ -n "${CHECK_RATE:-}" ]] && ! [[ "$CHECK_RATE" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
+  echo "CHECK_RATE must be a positive number of requests per second, not \"$CHECK_RATE\"" >&2
+  exit 2
+fi
+# Runs the load generator with a fresh report: a run that fails before writing one must not be
+# read as the previous run's. Exit status 2 (a SelectArm failed or a reward was not learned) is
+# a result to report; anything else is an error.
+run_loadgen() {
+  local report=$1 log=$2
+  shift 2
+  rm -f "$report"
+  local status=0
+  "$loadgen" --report_json="$report" "$@" >"$log" 2>&1 || status=$?
+  if [[ $status -ne 0 && $status -ne 2 ]] || [[ ! -s "$report" ]]; then
+    echo "graphbandit-loadgen failed (exit status $status); its output:" >&2
+    tail -20 "$log" >&2
+    exit 1
+  fi
+}
 stop_server() {
   if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
     kill "$server_pid"
@@ -70,22 +89,27 @@ start_warm_server() {
     cat "$work/server.log" >&2
     exit 1
   fi
+  local dictionary=0
   for _ in $(seq 12); do
-    "$loadgen" --target="127.0.0.1:$port" --metrics_url="" --mode=closed --concurrency=8 \
-      --candidates=20 --dim=16 --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 \
-      --reward_ratio=1 --roofline=false --progress=false --report_json="$work/warm.json" \
-      >/dev/null 2>&1 || true
-    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json" 2>/dev/null || true)
+    run_loadgen "$work/warm.json" "$out_dir/warm.log" --target="127.0.0.1:$port" \
+      --metrics_url="" --mode=closed --concurrency=8 --candidates=20 --dim=16 \
+      --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 --reward_ratio=1 \
+      --roofline=false --progress=false
+    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json")
     [[ "${dictionary:-0}" -ge "$m" ]] && break
   done
-  echo "warmed: dictionary ${dictionary:-?} of $m" >&2
+  if [[ "${dictionary:-0}" -lt "$m" ]]; then
+    echo "the dictionary reached ${dictionary:-0} of $m points in 120 s of warm-up; not measuring" >&2
+    exit 1
+  fi
+  echo "warmed: dictionary $dictionary of $m" >&2
 }
 
 start_warm_server
-"$loadgen" --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
-  --mode=closed --concurrency="$callers" --candidates=50 --dim=16 --warmup_seconds=2 \
-  --baseline_seconds=3 --duration_seconds=10 --reward_ratio=0 --progress=false \
-  --report_json="$out_dir/saturation.json" >/dev/null 2>&1 || true
+run_loadgen "$out_dir/saturation.json" "$out_dir/saturation.log" --target="127.0.0.1:$port" \
+  --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=closed --concurrency="$callers" \
+  --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=3 --duration_seconds=10 \
+  --reward_ratio=0 --progress=false
 stop_server
 rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
 import json, sys
@@ -107,10 +131,10 @@ fi
 
 for run in $(seq "$runs"); do
   start_warm_server
-  "$loadgen" --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
-    --mode=open --rate="$rate" --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=3 \
-    --baseline_seconds=0 --roofline=false --duration_seconds="$seconds" --reward_ratio=1 \
-    --progress=false --report_json="$out_dir/open-$run.json" >/dev/null 2>&1 || true
+  run_loadgen "$out_dir/open-$run.json" "$out_dir/open-$run.log" --target="127.0.0.1:$port" \
+    --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=open --rate="$rate" \
+    --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=3 --baseline_seconds=0 \
+    --roofline=false --duration_seconds="$seconds" --reward_ratio=1 --progress=false
   stop_server
   python3 - "$out_dir/open-$run.json" "$rate" "$run" <<'PY'
 import json, sys

@@ -3,9 +3,10 @@
 // With the notation of nystrom_math.h, the variance at s is
 //   lambda kz^T M^-1 kz + k_ss - kz^T K_ZZ^-1 kz  =  k_ss - kz^T B kz,   B = K_ZZ^-1 - lambda M^-1,
 // so a request for C points needs kz (m x C, the kernel), one product of B's upper triangle with
-// kz (m^2 C multiply-adds, half a full m x m by m x C product, at the machine's matrix-product
-// rate, unlike the two triangular solves it replaces) and column dot products. B is positive
-// semi-definite (M >= lambda K_ZZ), and the variance is clamped at zero against round-off.
+// kz (about m^2 C / 2 multiply-adds, half those of the full m x m by m x C product, which replaced
+// two triangular solves that ran far below the machine's product rate) and column dot products. B
+// is positive semi-definite (M >= lambda K_ZZ), and the variance is clamped at zero against
+// round-off.
 //
 // The writer keeps B current without forming it again after every reward:
 //  * B = B0 + sum_i s_i u_i u_i^T, where B0 (m x m) is immutable and shared by every published
