@@ -78,7 +78,7 @@ Eigen::MatrixXd Candidates(int c, uint64_t seed) {
 }
 
 double ScoreFlops(int m, int c) { return 2.0 * c * m * m + 2.0 * c * m * kDim; }
-// What the scoring executes: the triangular half of the form's product, and the kernel.
+// The arithmetic scoring needs: the triangular half of the form's product, and the kernel.
 double ExecutedScoreFlops(int m, int c) { return 1.0 * c * m * m + 2.0 * c * m * kDim; }
 
 void BM_Score(benchmark::State& state) {

@@ -21,7 +21,7 @@ void AddScaledInverse(const Eigen::Ref<const Eigen::MatrixXd>& chol, double scal
 // Per-thread scratch of the scoring path: grows to the largest request and stays.
 struct ScoreWorkspace {
   Eigen::VectorXd cross;     // kz, m x C
-  Eigen::VectorXd product;   // B0 kz, m x C
+  Eigen::VectorXd product;   // T kz (B0's upper triangle), m x C
   Eigen::VectorXd low_rank;  // U^T kz, r x C
   Eigen::VectorXd factors;   // the user factors, m
   Eigen::VectorXd diagonal;  // B0's diagonal, m
