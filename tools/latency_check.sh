@@ -31,35 +31,14 @@ metrics_port=$((port + 1))
 work=$(mktemp -d /tmp/graphbandit-latency.XXXXXX)
 [[ -n "$out_dir" ]] || out_dir="$work/reports"
 mkdir -p "$out_dir"
-server_pid=""
+# shellcheck source=tools/bench_server.sh
+source "$(dirname "$0")/bench_server.sh"
 if [[ -n "${CHECK_RATE:-}" ]] && ! [[ "$CHECK_RATE" =~ ^[0-9]+([.][0-9]+)?$ ]]; then
   echo "CHECK_RATE must be a positive number of requests per second, not \"$CHECK_RATE\"" >&2
   exit 2
 fi
-# Runs the load generator with a fresh report: a run that fails before writing one must not be
-# read as the previous run's. Exit status 2 (a SelectArm failed or a reward was not learned) is
-# a result to report; anything else is an error.
-run_loadgen() {
-  local report=$1 log=$2
-  shift 2
-  rm -f "$report"
-  local status=0
-  "$loadgen" --report_json="$report" "$@" >"$log" 2>&1 || status=$?
-  if [[ $status -ne 0 && $status -ne 2 ]] || [[ ! -s "$report" ]]; then
-    echo "graphbandit-loadgen failed (exit status $status); its output:" >&2
-    tail -20 "$log" >&2
-    exit 1
-  fi
-}
-stop_server() {
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=""
-}
 cleanup() {
-  stop_server
+  bench_stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -76,41 +55,17 @@ EOF
 
 # A fresh server, warmed up with rewarded decisions until its dictionary is full.
 start_warm_server() {
-  rm -rf "$work/state"
-  "$server" --config="$work/config.textproto" --state_dir="$work/state" \
-    --listen="127.0.0.1:$port" --metrics_listen="127.0.0.1:$metrics_port" >"$work/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 100); do
-    grep -q "serving gRPC" "$work/server.log" && break
-    sleep 0.2
-  done
-  if ! grep -q "serving gRPC" "$work/server.log"; then
-    echo "the server did not start; its log:" >&2
-    cat "$work/server.log" >&2
-    exit 1
-  fi
-  local dictionary=0
-  for _ in $(seq 12); do
-    run_loadgen "$work/warm.json" "$out_dir/warm.log" --target="127.0.0.1:$port" \
-      --metrics_url="" --mode=closed --concurrency=8 --candidates=20 --dim=16 \
-      --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 --reward_ratio=1 \
-      --roofline=false --progress=false
-    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json")
-    [[ "${dictionary:-0}" -ge "$m" ]] && break
-  done
-  if [[ "${dictionary:-0}" -lt "$m" ]]; then
-    echo "the dictionary reached ${dictionary:-0} of $m points in 120 s of warm-up; not measuring" >&2
-    exit 1
-  fi
-  echo "warmed: dictionary $dictionary of $m" >&2
+  bench_start_warm_server "$server" "$work/config.textproto" "$work" "$port" "$metrics_port" \
+    "$loadgen" "$m"
 }
 
 start_warm_server
-run_loadgen "$out_dir/saturation.json" "$out_dir/saturation.log" --target="127.0.0.1:$port" \
+bench_loadgen "$loadgen" "$out_dir/saturation.json" "$out_dir/saturation.log" \
+  --target="127.0.0.1:$port" \
   --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=closed --concurrency="$callers" \
   --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=3 --duration_seconds=10 \
   --reward_ratio=0 --progress=false
-stop_server
+bench_stop_server
 rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -131,11 +86,12 @@ fi
 
 for run in $(seq "$runs"); do
   start_warm_server
-  run_loadgen "$out_dir/open-$run.json" "$out_dir/open-$run.log" --target="127.0.0.1:$port" \
+  bench_loadgen "$loadgen" "$out_dir/open-$run.json" "$out_dir/open-$run.log" \
+    --target="127.0.0.1:$port" \
     --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=open --rate="$rate" \
     --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=3 --baseline_seconds=0 \
     --roofline=false --duration_seconds="$seconds" --reward_ratio=1 --progress=false
-  stop_server
+  bench_stop_server
   python3 - "$out_dir/open-$run.json" "$rate" "$run" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

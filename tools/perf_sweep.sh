@@ -22,12 +22,10 @@ seconds=${SWEEP_SECONDS:-5}
 port=${SWEEP_PORT:-50071}
 metrics_port=$((port + 1))
 work=$(mktemp -d /tmp/graphbandit-sweep.XXXXXX)
-server_pid=""
+# shellcheck source=tools/bench_server.sh
+source "$(dirname "$0")/bench_server.sh"
 cleanup() {
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  bench_stop_server
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,24 +42,8 @@ models {
   limits { max_candidates: 1000 }
 }
 EOF
-  rm -rf "$work/state"
-  "$server" --config="$work/config.textproto" --state_dir="$work/state" \
-    --listen="127.0.0.1:$port" --metrics_listen="127.0.0.1:$metrics_port" >"$work/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 50); do
-    grep -q "serving gRPC" "$work/server.log" && break
-    sleep 0.2
-  done
-  # Warm up with rewarded decisions until the dictionary is full (at most 12 rounds of 10 s).
-  for _ in $(seq 12); do
-    "$loadgen" --target="127.0.0.1:$port" --metrics_url="" --mode=closed --concurrency=8 \
-      --candidates=20 --dim=16 --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 \
-      --reward_ratio=1 --roofline=false --progress=false --report_json="$work/warm.json" \
-      >/dev/null 2>&1 || true
-    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json")
-    echo "m=$m: dictionary $dictionary" >&2
-    [[ "${dictionary:-0}" -ge "$m" ]] && break
-  done
+  bench_start_warm_server "$server" "$work/config.textproto" "$work" "$port" "$metrics_port" \
+    "$loadgen" "$m"
   for c in $cs; do
     for n in $concurrencies; do
       "$loadgen" --target="127.0.0.1:$port" --metrics_url="" --mode=closed --concurrency="$n" \
@@ -85,7 +67,5 @@ PY
       tail -1 "$out" >&2
     done
   done
-  kill "$server_pid"
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
+  bench_stop_server
 done
