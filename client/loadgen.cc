@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,8 @@ ABSL_FLAG(double, baseline_seconds, 3,
           "Closed-loop grpc.health.v1.Health/Check at --concurrency before the workload (the "
           "ceiling Q0); 0 skips it.");
 ABSL_FLAG(int32_t, channels, 1, "gRPC channels (TCP connections); calls are spread over them.");
+ABSL_FLAG(int32_t, client_threads, 1,
+          "Threads that poll the connections and handle the answers (one completion queue).");
 ABSL_FLAG(int32_t, candidates, 50, "Candidates per SelectArm (C).");
 ABSL_FLAG(int32_t, dim, 16, "Features per candidate (d).");
 ABSL_FLAG(int32_t, context_dim, 0, "Context values per request.");
@@ -215,13 +218,62 @@ struct SharedTally {
   Tally tally;
 };
 
-// Every call is asynchronous (gRPC's callback client API): the generator's own cost per call is
-// a few microseconds on gRPC's completion threads, not a blocked thread and two context switches,
-// so that on a small machine it takes as little as possible from the server it measures.
+// The generator's completion queue and the threads that drain it. A thread blocked in Next() is
+// also the one that polls the sockets, so an answer is handled where it arrived. gRPC's callback
+// client API (used before) hands every completion from the polling thread to another one: about
+// two more context switches per call, which on a two-core machine the server under test pays for.
+class CompletionThreads {
+ public:
+  explicit CompletionThreads(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Drain(); });
+  }
+  ~CompletionThreads() {
+    cq_.Shutdown();
+    for (std::thread& t : threads_) t.join();
+  }
+  CompletionThreads(const CompletionThreads&) = delete;
+  CompletionThreads& operator=(const CompletionThreads&) = delete;
+
+  grpc::CompletionQueue* cq() { return &cq_; }
+
+  // Starts a call prepared on cq() (a stub's PrepareAsyncX); `done` runs on one of the threads
+  // with the call's status once `response` holds the answer.
+  template <typename Response>
+  void Start(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader, Response* response,
+             std::function<void(const grpc::Status&)> done) {
+    auto* tag = new Tag;
+    tag->done = std::move(done);
+    reader->StartCall();
+    reader->Finish(response, &tag->status, tag);
+  }
+
+ private:
+  struct Tag {
+    grpc::Status status;
+    std::function<void(const grpc::Status&)> done;
+  };
+  void Drain() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+      auto* t = static_cast<Tag*>(tag);
+      t->done(t->status);  // a client Finish always completes with ok; the status says how
+      delete t;
+    }
+  }
+  grpc::CompletionQueue cq_;
+  std::vector<std::thread> threads_;
+};
+
+// Every call is asynchronous (a completion queue and --client_threads threads): the generator's
+// own cost per call is a few microseconds, not a blocked thread per call, so that on a small
+// machine it takes as little as possible from the server it measures.
 class Generator {
  public:
   Generator(std::vector<Connection> channels, Workload workload)
-      : channels_(std::move(channels)), workload_(std::move(workload)) {
+      : channels_(std::move(channels)),
+        workload_(std::move(workload)),
+        calls_(std::max(1, absl::GetFlag(FLAGS_client_threads))) {
     for (const Connection& c : channels_) {
       bandit_.push_back(v1::BanditService::NewStub(c.channel));
       admin_.push_back(v1::AdminService::NewStub(c.channel));
@@ -434,9 +486,9 @@ class Generator {
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
     call->sent = Clock::now();
     flight->Add();
-    health_[i % health_.size()]->async()->Check(
-        &call->context, &call->request, &call->response,
-        [this, call, i, end, tally, flight](grpc::Status status) {
+    calls_.Start(
+        health_[i % health_.size()]->PrepareAsyncCheck(&call->context, call->request, calls_.cq()),
+        &call->response, [this, call, i, end, tally, flight](const grpc::Status& status) {
           Record(tally, status, Seconds(Clock::now() - call->sent));
           delete call;
           if (Clock::now() < end) CheckHealth(i + 1, end, tally, flight);  // the chain goes on
@@ -457,9 +509,9 @@ class Generator {
     NameModel(&call->context, absl::GetFlag(FLAGS_model));
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
     phase->flight.Add();
-    bandit_[channel]->async()->SelectArm(
-        &call->context, &workload_.requests[r], &call->response,
-        [this, call, i, r, intended, phase, chain](grpc::Status status) {
+    calls_.Start(
+        bandit_[channel]->PrepareAsyncSelectArm(&call->context, workload_.requests[r], calls_.cq()),
+        &call->response, [this, call, i, r, intended, phase, chain](const grpc::Status& status) {
           const double latency = Seconds(Clock::now() - intended);
           Record(&phase->select, status, latency);
           decisions_.fetch_add(1, std::memory_order_relaxed);
@@ -528,8 +580,9 @@ class Generator {
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
     call->sent = Clock::now();
     reward_flight_.Add();
-    bandit_[channel]->async()->ReportReward(
-        &call->context, &call->request, &call->response, [this, call](grpc::Status status) {
+    calls_.Start(
+        bandit_[channel]->PrepareAsyncReportReward(&call->context, call->request, calls_.cq()),
+        &call->response, [this, call](const grpc::Status& status) {
           const double latency = Seconds(Clock::now() - call->sent);
           if (measuring_) {
             Record(&reward_tally_, status, latency);
@@ -577,6 +630,8 @@ class Generator {
 
   SharedTally reward_tally_;
   std::map<std::string, int64_t> outcomes_;  // guarded by reward_tally_.mu
+  // Last: its destructor waits for the threads, whose callbacks use the members above.
+  CompletionThreads calls_;
 };
 
 // GET http://HOST:PORT/PATH over HTTP/1.0 (the server's Prometheus endpoint); the body.

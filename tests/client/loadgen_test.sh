@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# graphbandit-loadgen against a real server on loopback: closed loop with rewards and the health
+# baseline, then open loop at a fixed rate with delayed rewards. Checks what its reports say
+# against what the server counted (/metrics), so a generator that miscounts fails here.
+#
+# usage: loadgen_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+server=$build/server/graphbandit-server
+loadgen=$build/client/graphbandit-loadgen
+
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# json FILE EXPR: a value from the report (Debian's python3, as the rest of the tools).
+json() { /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+metric() {  # metric NAME_AND_LABELS: its value on /metrics (0 when absent)
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" | awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }'
+}
+
+"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --state_dir="$work/state" \
+  --port_file="$work/ports" 2>"$work/server.log" &
+pid=$!
+for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
+[[ -s $work/ports ]] || fail "server did not start: $(cat "$work/server.log")"
+read -r grpc_port metrics_port < "$work/ports"
+target=127.0.0.1:$grpc_port
+url=http://127.0.0.1:$metrics_port/metrics
+
+# Closed loop: 4 callers, a reward for every decision, the health baseline and the roofline.
+"$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=4 --candidates=10 \
+  --dim=8 --warmup_seconds=0.5 --baseline_seconds=0.5 --duration_seconds=2 --reward_ratio=1 \
+  --progress=false --report_json="$work/closed.json" >"$work/closed.out" 2>&1 \
+  || fail "closed loop exited with $?: $(cat "$work/closed.out")"
+cat "$work/closed.out"
+calls=$(json "$work/closed.json" 'r["select"]["calls"]')
+[[ $calls -gt 100 ]] || fail "closed loop completed only $calls SelectArm calls in 2 s"
+[[ $(json "$work/closed.json" 'r["select"]["errors"]') == 0 ]] || fail "closed loop had errors"
+[[ $(json "$work/closed.json" 'r["select"]["codes"]["OK"]') == "$calls" ]] || fail "codes do not add up to the calls"
+[[ $(json "$work/closed.json" 'r["baseline"]["calls"] > 0') == True ]] || fail "no health baseline"
+[[ $(json "$work/closed.json" 'r["select_over_roofline"] > 0') == True ]] || fail "no roofline ratio"
+for p in p50 p90 p99 p99_9 max; do
+  [[ $(json "$work/closed.json" "r['select']['latency_seconds']['$p'] > 0") == True ]] || fail "no $p"
+done
+[[ $(json "$work/closed.json" 'r["select"]["latency_seconds"]["p50"] <= r["select"]["latency_seconds"]["p99"] <= r["select"]["latency_seconds"]["max"]') == True ]] \
+  || fail "percentiles out of order"
+accepted=$(json "$work/closed.json" 'r["accepted_rewards"]')
+[[ $accepted -gt 100 && $(json "$work/closed.json" 'r["learned_rewards"]') == "$accepted" ]] \
+  || fail "not every accepted reward was learned"
+# The server saw what the generator says it sent (warm-up included in both).
+[[ $(metric 'graphbandit_rewards_total{model="default",outcome="accepted"}') == "$accepted" ]] \
+  || fail "the server accepted $(metric 'graphbandit_rewards_total{model="default",outcome="accepted"}') rewards, the report says $accepted"
+
+# Open loop: 200 requests/s for 2 s, rewards 50 ms later; the rate is kept, not the callers'.
+"$loadgen" --target="$target" --metrics_url="$url" --mode=open --rate=200 --concurrency=8 \
+  --candidates=10 --dim=8 --warmup_seconds=0.5 --baseline_seconds=0 --duration_seconds=2 \
+  --reward_ratio=0.5 --reward_delay_ms=50 --roofline=false --progress=false \
+  --report_json="$work/open.json" >"$work/open.out" 2>&1 \
+  || fail "open loop exited with $?: $(cat "$work/open.out")"
+cat "$work/open.out"
+[[ $(json "$work/open.json" '380 <= r["select"]["calls"] <= 400') == True ]] \
+  || fail "open loop at 200/s for 2 s made $(json "$work/open.json" 'r["select"]["calls"]') calls"
+[[ $(json "$work/open.json" 'r["select"]["errors"]') == 0 ]] || fail "open loop had errors"
+# About half of the decisions rewarded (reward_ratio 0.5 over 500 decisions, warm-up included).
+[[ $(json "$work/open.json" '150 <= r["accepted_rewards"] <= 350') == True ]] \
+  || fail "reward_ratio 0.5 gave $(json "$work/open.json" 'r["accepted_rewards"]') rewards"
+[[ $(json "$work/open.json" 'r["learned_rewards"] == r["accepted_rewards"]') == True ]] \
+  || fail "open loop: not every accepted reward was learned"
+
+# Bad flags are refused before anything is sent.
+status=0
+"$loadgen" --target="$target" --mode=open --rate=0 >/dev/null 2>&1 || status=$?
+[[ $status == 64 ]] || fail "--mode=open --rate=0 exited with $status, not 64"
+
+kill -TERM "$pid"
+wait "$pid" || fail "server exited with $? after SIGTERM"
+pid=""
+echo "PASS"
