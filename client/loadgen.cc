@@ -241,16 +241,22 @@ class CompletionThreads {
   template <typename Response>
   void Start(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader, Response* response,
              std::function<void(const grpc::Status&)> done) {
-    auto* tag = new Tag;
+    auto* tag = new CallTag<Response>;
     tag->done = std::move(done);
-    reader->StartCall();
-    reader->Finish(response, &tag->status, tag);
+    tag->reader = std::move(reader);  // kept until the call completes
+    tag->reader->StartCall();
+    tag->reader->Finish(response, &tag->status, tag);
   }
 
  private:
   struct Tag {
+    virtual ~Tag() = default;
     grpc::Status status;
     std::function<void(const grpc::Status&)> done;
+  };
+  template <typename Response>
+  struct CallTag : Tag {
+    std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
   };
   void Drain() {
     void* tag = nullptr;
