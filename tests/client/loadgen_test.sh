@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # graphbandit-loadgen against a real server on loopback: closed loop with rewards and the health
-# baseline, then open loop at a fixed rate with delayed rewards. Checks what its reports say
-# against what the server counted (/metrics), so a generator that miscounts fails here.
+# baseline, then open loop at a fixed rate with delayed rewards on two channels and two
+# completion threads. Checks its reports for what the flags ask (calls, reward ratio, every
+# reward learned) and its count of accepted rewards against the server's own (/metrics).
 #
 # usage: loadgen_test.sh BUILD_DIR
 set -euo pipefail
@@ -16,6 +17,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 1' INT TERM  # through the EXIT trap: the server is stopped
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -40,17 +42,16 @@ url=http://127.0.0.1:$metrics_port/metrics
   --progress=false --report_json="$work/closed.json" >"$work/closed.out" 2>&1 \
   || fail "closed loop exited with $?: $(cat "$work/closed.out")"
 cat "$work/closed.out"
-calls=$(json "$work/closed.json" 'r["select"]["calls"]')
+calls=$(json "$work/closed.json" 'r["select"]["calls"]') || fail "no SelectArm summary in the report"
 [[ $calls -gt 100 ]] || fail "closed loop completed only $calls SelectArm calls in 2 s"
 [[ $(json "$work/closed.json" 'r["select"]["errors"]') == 0 ]] || fail "closed loop had errors"
-[[ $(json "$work/closed.json" 'r["select"]["codes"]["OK"]') == "$calls" ]] || fail "codes do not add up to the calls"
+[[ $(json "$work/closed.json" 'r["reward"]["calls"] > 100 and r["reward"]["errors"] == 0') == True ]] \
+  || fail "closed loop: no rewards, or rewards with errors"
 [[ $(json "$work/closed.json" 'r["baseline"]["calls"] > 0') == True ]] || fail "no health baseline"
 [[ $(json "$work/closed.json" 'r["select_over_roofline"] > 0') == True ]] || fail "no roofline ratio"
 for p in p50 p90 p99 p99_9 max; do
   [[ $(json "$work/closed.json" "r['select']['latency_seconds']['$p'] > 0") == True ]] || fail "no $p"
 done
-[[ $(json "$work/closed.json" 'r["select"]["latency_seconds"]["p50"] <= r["select"]["latency_seconds"]["p99"] <= r["select"]["latency_seconds"]["max"]') == True ]] \
-  || fail "percentiles out of order"
 accepted=$(json "$work/closed.json" 'r["accepted_rewards"]')
 [[ $accepted -gt 100 && $(json "$work/closed.json" 'r["learned_rewards"]') == "$accepted" ]] \
   || fail "not every accepted reward was learned"
@@ -58,18 +59,22 @@ accepted=$(json "$work/closed.json" 'r["accepted_rewards"]')
 [[ $(metric 'graphbandit_rewards_total{model="default",outcome="accepted"}') == "$accepted" ]] \
   || fail "the server accepted $(metric 'graphbandit_rewards_total{model="default",outcome="accepted"}') rewards, the report says $accepted"
 
-# Open loop: 200 requests/s for 2 s, rewards 50 ms later; the rate is kept, not the callers'.
+# Open loop: 200 requests/s for 2 s, rewards 50 ms later. The schedule sends request i at
+# i / rate whatever the answers do (a late one still goes, its latency counted from when it was
+# due), so the measured interval holds exactly 400 calls.
 "$loadgen" --target="$target" --metrics_url="$url" --mode=open --rate=200 --concurrency=8 \
+  --channels=2 --client_threads=2 \
   --candidates=10 --dim=8 --warmup_seconds=0.5 --baseline_seconds=0 --duration_seconds=2 \
   --reward_ratio=0.5 --reward_delay_ms=50 --roofline=false --progress=false \
   --report_json="$work/open.json" >"$work/open.out" 2>&1 \
   || fail "open loop exited with $?: $(cat "$work/open.out")"
 cat "$work/open.out"
-[[ $(json "$work/open.json" '380 <= r["select"]["calls"] <= 400') == True ]] \
+[[ $(json "$work/open.json" 'r["select"]["calls"]') == 400 ]] \
   || fail "open loop at 200/s for 2 s made $(json "$work/open.json" 'r["select"]["calls"]') calls"
 [[ $(json "$work/open.json" 'r["select"]["errors"]') == 0 ]] || fail "open loop had errors"
-# About half of the decisions rewarded (reward_ratio 0.5 over 500 decisions, warm-up included).
-[[ $(json "$work/open.json" '150 <= r["accepted_rewards"] <= 350') == True ]] \
+# Half of the 500 decisions rewarded (warm-up included): 250 expected, standard deviation 11;
+# ratios of 0.4 or 0.6 would land outside.
+[[ $(json "$work/open.json" '215 <= r["accepted_rewards"] <= 285') == True ]] \
   || fail "reward_ratio 0.5 gave $(json "$work/open.json" 'r["accepted_rewards"]') rewards"
 [[ $(json "$work/open.json" 'r["learned_rewards"] == r["accepted_rewards"]') == True ]] \
   || fail "open loop: not every accepted reward was learned"
@@ -78,6 +83,9 @@ cat "$work/open.out"
 status=0
 "$loadgen" --target="$target" --mode=open --rate=0 >/dev/null 2>&1 || status=$?
 [[ $status == 64 ]] || fail "--mode=open --rate=0 exited with $status, not 64"
+status=0
+"$loadgen" --target="$target" --client_threads=0 >/dev/null 2>&1 || status=$?
+[[ $status == 64 ]] || fail "--client_threads=0 exited with $status, not 64"
 
 kill -TERM "$pid"
 wait "$pid" || fail "server exited with $? after SIGTERM"
