@@ -11,35 +11,8 @@ server=$build/server/graphbandit-server
 cli=$build/client/graphbandit-cli
 loadtest=$build/client/graphbandit-loadtest
 
-work=$(mktemp -d)
-pid=""
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*" >&2; [[ -f $work/server.log ]] && sed 's/^/  server: /' "$work/server.log" >&2; exit 1; }
-
-start_server() {
-  rm -f "$work/ports"
-  "$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --state_dir="$work/state" \
-    --port_file="$work/ports" 2>>"$work/server.log" &
-  pid=$!
-  for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
-  [[ -s $work/ports ]] || fail "server did not start"
-  read -r grpc_port metrics_port < "$work/ports"
-  target=127.0.0.1:$grpc_port
-}
-
-stop_server() {
-  kill -TERM "$pid"
-  local status=0
-  wait "$pid" || status=$?
-  pid=""
-  [[ $status -eq 0 ]] || fail "server exited with status $status after SIGTERM"
-  grep -q "stopped cleanly" "$work/server.log" || fail "no clean stop in the server log"
-}
+# shellcheck source=tests/client/server_lib.sh
+source "$(dirname "$0")/server_lib.sh"
 
 json_number() {  # json_number FILE KEY: the first number after "KEY": (64-bit integers are quoted)
   grep -o "\"$2\": \"\?[-0-9.eE+]*" "$1" | head -1 | awk '{print $2}' | tr -d '"'

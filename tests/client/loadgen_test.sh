@@ -10,16 +10,8 @@ build=$(cd "$1" && pwd)
 server=$build/server/graphbandit-server
 loadgen=$build/client/graphbandit-loadgen
 
-work=$(mktemp -d)
-pid=""
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM  # through the EXIT trap: the server is stopped
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/client/server_lib.sh
+source "$(dirname "$0")/server_lib.sh"
 
 # json FILE EXPR: a value from the report (Debian's python3, as the rest of the tools).
 json() { /usr/bin/python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
@@ -27,13 +19,7 @@ metric() {  # metric NAME_AND_LABELS: its value on /metrics (0 when absent)
   curl -sf "http://127.0.0.1:$metrics_port/metrics" | awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }'
 }
 
-"$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --state_dir="$work/state" \
-  --port_file="$work/ports" 2>"$work/server.log" &
-pid=$!
-for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
-[[ -s $work/ports ]] || fail "server did not start: $(cat "$work/server.log")"
-read -r grpc_port metrics_port < "$work/ports"
-target=127.0.0.1:$grpc_port
+start_server
 url=http://127.0.0.1:$metrics_port/metrics
 
 # Closed loop: 4 callers, a reward for every decision, the health baseline and the roofline.
@@ -87,7 +73,5 @@ status=0
 "$loadgen" --target="$target" --client_threads=0 >/dev/null 2>&1 || status=$?
 [[ $status == 64 ]] || fail "--client_threads=0 exited with $status, not 64"
 
-kill -TERM "$pid"
-wait "$pid" || fail "server exited with $? after SIGTERM"
-pid=""
+stop_server
 echo "PASS"
