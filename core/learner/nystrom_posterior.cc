@@ -384,7 +384,14 @@ absl::Status NystromPosterior::FinishScan() {
   weights_dirty_ = true;
   basis_snapshot_.reset();
   frozen_.reset();
-  RebuildForm();  // M and the covered block of K_ZZ grew
+  // M and the covered block of K_ZZ grew by bordering: so does the form, unless it is due
+  // for its exact rebuild anyway.
+  if (form_.size() == mr && !form_.ExactDue()) {
+    form_.Grow(chol_zz_.matrix().topLeftCorner(mr + joined, mr + joined), chol_m_.matrix(),
+               options_.ridge);
+  } else {
+    RebuildForm();
+  }
   return absl::OkStatus();
 }
 

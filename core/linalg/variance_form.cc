@@ -18,6 +18,8 @@ void AddScaledInverse(const Eigen::Ref<const Eigen::MatrixXd>& chol, double scal
   b->selfadjointView<Eigen::Lower>().rankUpdate(inverse.transpose(), scale);
 }
 
+int FoldRankFor(int size) { return std::clamp(size / 16, 4, 64); }
+
 // Per-thread scratch of the scoring path: grows to the largest request and stays.
 struct ScoreWorkspace {
   Eigen::VectorXd cross;     // kz, m x C
@@ -56,16 +58,65 @@ void VarianceForm::Rebuild(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
   base_ = std::move(base);
 }
 
+namespace {
+
+// The new blocks of (L L^T)^-1 for a lower factor L whose leading p x p block was known (see
+// VarianceForm::Grow): P (p x k) and N = L22^-1 (k x k, lower triangular).
+void BorderOfInverse(const Eigen::Ref<const Eigen::MatrixXd>& chol, Eigen::Index p,
+                     Eigen::MatrixXd* border, Eigen::MatrixXd* corner_inverse) {
+  const Eigen::Index k = chol.rows() - p;
+  *corner_inverse = Eigen::MatrixXd::Identity(k, k);
+  chol.bottomRightCorner(k, k).triangularView<Eigen::Lower>().solveInPlace(*corner_inverse);
+  Eigen::MatrixXd x = chol.bottomLeftCorner(k, p).transpose();                // L21^T
+  chol.topLeftCorner(p, p).triangularView<Eigen::Lower>().transpose().solveInPlace(x);
+  border->noalias() = -x * corner_inverse->transpose();
+}
+
+}  // namespace
+
+void VarianceForm::Grow(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
+                        const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge) {
+  const Eigen::Index n = chol_m.rows();
+  const Eigen::Index p = size();
+  if (p == 0 || p > n || chol_zz.rows() != n) {
+    Rebuild(chol_zz, chol_m, ridge);
+    return;
+  }
+  if (p == n) return;
+  const Eigen::Index k = n - p;
+  Eigen::MatrixXd pz, nz, pm, nm;
+  BorderOfInverse(chol_zz, p, &pz, &nz);
+  BorderOfInverse(chol_m, p, &pm, &nm);
+  auto base = std::make_shared<Eigen::MatrixXd>(n, n);
+  base->topLeftCorner(p, p) = *base_;
+  base->topLeftCorner(p, p).selfadjointView<Eigen::Lower>().rankUpdate(pz, 1.0);
+  base->topLeftCorner(p, p).selfadjointView<Eigen::Lower>().rankUpdate(pm, -ridge);
+  base->bottomLeftCorner(k, p).noalias() = nz.transpose() * pz.transpose();
+  base->bottomLeftCorner(k, p).noalias() -= ridge * (nm.transpose() * pm.transpose());
+  base->bottomRightCorner(k, k).noalias() = nz.transpose() * nz;
+  base->bottomRightCorner(k, k).noalias() -= ridge * (nm.transpose() * nm);
+  base->triangularView<Eigen::StrictlyUpper>() = base->transpose();
+  base_ = std::move(base);
+  if (corrections_ != nullptr) {
+    // A fresh buffer (published scorers keep theirs): the same columns with zero rows below.
+    auto grown = std::make_shared<Corrections>();
+    const int capacity = FoldRankFor(static_cast<int>(n));  // >= the old one, so >= rank_
+    grown->u.resize(n, capacity);
+    grown->sign.resize(capacity);
+    grown->u.topLeftCorner(p, rank_) = corrections_->u.leftCols(rank_);
+    grown->u.bottomLeftCorner(k, rank_).setZero();
+    grown->sign.head(rank_) = corrections_->sign.head(rank_);
+    corrections_ = std::move(grown);
+  }
+  updates_since_exact_ += k;
+}
+
 void VarianceForm::Clear() {
   base_.reset();
   corrections_.reset();
   rank_ = 0;
   updates_since_exact_ = 0;
 }
-
-namespace {
-int FoldRankFor(int size) { return std::clamp(size / 16, 4, 64); }
-}  // namespace
 
 int VarianceForm::fold_rank() const { return FoldRankFor(size()); }
 

@@ -57,6 +57,17 @@ class VarianceForm {
                const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge);
   void Clear();
 
+  // Grows the form by the points that joined the regression since it was last current: the
+  // arguments are the lower factors of the grown K_ZZ and M (n x n), whose leading size() x
+  // size() blocks are the factors the form is current for (the growth only appended rows). With
+  // L = [L11 0; L21 L22], the inverse of L L^T is [A + P P^T, P N; N^T P^T, N^T N], A the inverse
+  // of L11 L11^T (the form has it), N = L22^-1 and P = -L11^-T L21^T N^T: O(n^2 k) for k new
+  // points instead of Rebuild's O(n^3). The corrections stay (padded with zeros); the k new
+  // points count as k updates towards the next exact rebuild. Rebuilds instead when the form is
+  // empty or larger than the factors.
+  void Grow(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
+            const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge);
+
   // Records M <- M + sign v v^T, given x = M^-1 v and v^T x from the factor before the change.
   // Returns false when 1 + sign v^T x is not positive (a downdate that round-off made
   // infeasible): the caller must Rebuild from its factors.

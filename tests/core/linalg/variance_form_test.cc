@@ -69,6 +69,64 @@ TEST(VarianceFormTest, UpdatesAndDowndatesMatchAFreshInverse) {
   EXPECT_LT(RelativeError(Materialise(fresh.snapshot()), Materialise(form.snapshot())), 1e-9);
 }
 
+// Dictionary growth borders K_ZZ and M with new rows; Grow must give the matrix a rebuild from
+// the grown factors gives, with corrections pending and for one or several points at once, and
+// leave earlier snapshots as they were.
+TEST(VarianceFormTest, GrowingByBorderedFactorsMatchesARebuild) {
+  Rng rng(34);
+  const double ridge = 0.25;
+  const int final_size = 40;
+  // The grown matrices, of which each step takes a larger leading block.
+  const Eigen::MatrixXd kzz = RandomSpd(final_size, rng, 30.0);
+  Eigen::MatrixXd mm = ridge * kzz + RandomSpd(final_size, rng, 10.0);
+  int size = 5;
+  VarianceForm form;
+  form.Rebuild(Lower(kzz.topLeftCorner(size, size)), Lower(mm.topLeftCorner(size, size)), ridge);
+  const std::vector<int> steps = {1, 3, 1, 7, 2, 1, 1, 4, 8, 1, 2, 4};
+  int grown_with_corrections = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    // A few rank-one updates first, so that the form carries corrections into the growth.
+    for (int u = 0; u < static_cast<int>(i % 3) + 1; ++u) {
+      const Eigen::VectorXd v = RandomMatrix(final_size, 1, rng).col(0) * 0.5;
+      const Eigen::VectorXd x = mm.topLeftCorner(size, size).llt().solve(v.head(size));
+      ASSERT_TRUE(form.RankOne(x, v.head(size).dot(x), ridge, 1.0));
+      mm += v * v.transpose();  // the later rows of M see the observation too, as in learning
+    }
+    if (form.rank() > 0) ++grown_with_corrections;
+    const VarianceForm::Snapshot before = form.snapshot();
+    const Eigen::MatrixXd before_matrix = Materialise(before);
+    const int next = size + steps[i];
+    form.Grow(Lower(kzz.topLeftCorner(next, next)), Lower(mm.topLeftCorner(next, next)), ridge);
+    size = next;
+    ASSERT_EQ(form.size(), size);
+    const Eigen::MatrixXd exact = kzz.topLeftCorner(size, size).inverse() -
+                                  ridge * mm.topLeftCorner(size, size).inverse();
+    ASSERT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9) << "step " << i;
+    EXPECT_EQ(Materialise(before), before_matrix) << "a published snapshot changed at step " << i;
+    // Updates after a growth append to the grown buffer and fold into the grown base.
+    Eigen::VectorXd v = RandomMatrix(size, 1, rng).col(0);
+    const Eigen::VectorXd x = mm.topLeftCorner(size, size).llt().solve(v);
+    ASSERT_TRUE(form.RankOne(x, v.dot(x), ridge, 1.0));
+    mm.topLeftCorner(size, size) += v * v.transpose();
+  }
+  EXPECT_GT(grown_with_corrections, 5);
+  VarianceForm fresh;
+  fresh.Rebuild(Lower(kzz.topLeftCorner(size, size)), Lower(mm.topLeftCorner(size, size)), ridge);
+  EXPECT_LT(RelativeError(Materialise(fresh.snapshot()), Materialise(form.snapshot())), 1e-9);
+  // The grown form (base and padded corrections) saves and loads exactly.
+  storage::Encoder out;
+  form.Save(&out);
+  const std::string bytes = out.Release();
+  VarianceForm loaded;
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(loaded.Load(&in, size));
+  EXPECT_EQ(Materialise(loaded.snapshot()), Materialise(form.snapshot()));
+  // An empty form rebuilds instead.
+  VarianceForm empty;
+  empty.Grow(Lower(kzz.topLeftCorner(size, size)), Lower(mm.topLeftCorner(size, size)), ridge);
+  EXPECT_LT(RelativeError(Materialise(empty.snapshot()), Materialise(fresh.snapshot())), 1e-12);
+}
+
 TEST(VarianceFormTest, PublishedSnapshotsNeverChange) {
   Rng rng(5);
   const int m = 20;
