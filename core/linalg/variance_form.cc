@@ -67,7 +67,7 @@ void BorderOfInverse(const Eigen::Ref<const Eigen::MatrixXd>& chol, Eigen::Index
   const Eigen::Index k = chol.rows() - p;
   *corner_inverse = Eigen::MatrixXd::Identity(k, k);
   chol.bottomRightCorner(k, k).triangularView<Eigen::Lower>().solveInPlace(*corner_inverse);
-  Eigen::MatrixXd x = chol.bottomLeftCorner(k, p).transpose();                // L21^T
+  Eigen::MatrixXd x = chol.bottomLeftCorner(k, p).transpose();  // L21^T
   chol.topLeftCorner(p, p).triangularView<Eigen::Lower>().transpose().solveInPlace(x);
   border->noalias() = -x * corner_inverse->transpose();
 }

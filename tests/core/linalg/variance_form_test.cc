@@ -99,8 +99,8 @@ TEST(VarianceFormTest, GrowingByBorderedFactorsMatchesARebuild) {
     form.Grow(Lower(kzz.topLeftCorner(next, next)), Lower(mm.topLeftCorner(next, next)), ridge);
     size = next;
     ASSERT_EQ(form.size(), size);
-    const Eigen::MatrixXd exact = kzz.topLeftCorner(size, size).inverse() -
-                                  ridge * mm.topLeftCorner(size, size).inverse();
+    const Eigen::MatrixXd exact =
+        kzz.topLeftCorner(size, size).inverse() - ridge * mm.topLeftCorner(size, size).inverse();
     ASSERT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9) << "step " << i;
     EXPECT_EQ(Materialise(before), before_matrix) << "a published snapshot changed at step " << i;
     // Updates after a growth append to the grown buffer and fold into the grown base.
