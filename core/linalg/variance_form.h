@@ -18,9 +18,11 @@
 //    u u^T with u = sqrt(lambda / (1 +- v^T x)) x and sign +-1 to B. x comes from the exact
 //    Cholesky factor, so errors do not compound from one update to the next.
 //  * When the buffer is full, B0 + U S U^T becomes the next B0 (O(m^2 r), once per r updates).
-//  * Every kExactEvery-th update, and whenever M or K_ZZ change otherwise (dictionary growth, a
-//    refit, a graph edit, a fallback refactor), B0 is formed again from the two factors
-//    (O(m^3)), and the corrections are dropped.
+//  * Dictionary growth appends rows to both factors: Grow borders B0 with the new points'
+//    blocks, computed from the new rows (O(m^2 k) for k points), and keeps the corrections.
+//  * Every kExactEvery-th update (the joined points count), and whenever M or K_ZZ change
+//    otherwise (a refit, a graph edit, a fallback refactor), B0 is formed again from the two
+//    factors (O(m^3)), and the corrections are dropped.
 // The schedule depends only on the sequence of updates, and snapshots store B0 and the
 // corrections, so a restored learner scores bit-identically to the one that saved it.
 #ifndef GRAPHBANDIT_CORE_LINALG_VARIANCE_FORM_H_
