@@ -15,6 +15,10 @@
 //                      the correction's two triangular solves (~2 m^2).
 //   BM_EigenRankOne/m  Eigen's rank-one update of an m x m symmetric matrix (m^2 flops).
 //   BM_FmaPeak         independent fused multiply-adds in vector registers: one core's peak.
+//   BM_FormRebuild/m   the scoring form formed exactly from the factors of K_ZZ and M (m x m),
+//                      the writer's O(m^3) step every max(1,024, 8 m) updates.
+//   BM_FormGrow/m/k    the same form grown from m - k to m points by bordering (dictionary
+//                      growth, O(m^2 k)); compare with BM_FormRebuild/m, which growth used to run.
 //
 // After the runs a table states, per (m, C), the scoring rate as a ratio of the product's and
 // as a fraction of the FMA peak. Flags are Google Benchmark's (--benchmark_filter,
@@ -23,6 +27,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -174,6 +179,48 @@ void BM_FmaPeak(benchmark::State& state) {
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Lower factors of a kernel-like K (m x m) and of M = ridge K + G G^T, as the learner holds them.
+struct FormFactors {
+  Eigen::MatrixXd chol_zz, chol_m;
+  static constexpr double kRidge = 0.5;
+  explicit FormFactors(int m) {
+    Rng rng(23);
+    Eigen::MatrixXd x(kDim, m), g(m, 2 * m);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = rng.Normal();
+    for (Eigen::Index i = 0; i < g.size(); ++i) g.data()[i] = rng.Normal() * 0.1;
+    Eigen::MatrixXd k(m, m);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < m; ++j) k(i, j) = std::exp(-0.05 * (x.col(i) - x.col(j)).squaredNorm());
+    }
+    k.diagonal().array() += 1e-3;
+    chol_zz = k.llt().matrixL();
+    chol_m = Eigen::MatrixXd((kRidge * k + g * g.transpose()).llt().matrixL());
+  }
+};
+
+void BM_FormRebuild(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));
+  const FormFactors f(m);
+  VarianceForm form;
+  for (auto _ : state) {
+    form.Rebuild(f.chol_zz, f.chol_m, FormFactors::kRidge);
+    benchmark::DoNotOptimize(form.snapshot().base.get());
+  }
+}
+
+void BM_FormGrow(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0)), k = static_cast<int>(state.range(1));
+  const FormFactors f(m);
+  VarianceForm before;  // the form for the leading m - k points
+  before.Rebuild(f.chol_zz.topLeftCorner(m - k, m - k), f.chol_m.topLeftCorner(m - k, m - k),
+                 FormFactors::kRidge);
+  for (auto _ : state) {
+    VarianceForm form = before;  // shares the base; Grow makes a new one and leaves it
+    form.Grow(f.chol_zz, f.chol_m, FormFactors::kRidge);
+    benchmark::DoNotOptimize(form.snapshot().base.get());
+  }
+}
+
 const std::vector<int64_t> kSizes = {64, 256, 1024};
 const std::vector<int64_t> kCandidates = {10, 100, 500};
 
@@ -182,6 +229,8 @@ BENCHMARK(BM_Score)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicros
 BENCHMARK(BM_EigenProduct)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FormGrow)->ArgsProduct({kSizes, {1, 16}})->Unit(benchmark::kMicrosecond);
 
 // Keeps every run's FLOPS counter for the closing table, and prints as the console reporter.
 class RatioReporter : public benchmark::ConsoleReporter {

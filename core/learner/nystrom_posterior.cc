@@ -385,7 +385,7 @@ absl::Status NystromPosterior::FinishScan() {
   basis_snapshot_.reset();
   frozen_.reset();
   // M and the covered block of K_ZZ grew by bordering: so does the form, unless it is due
-  // for its exact rebuild anyway.
+  // for its exact rebuild anyway or is not the size the regression had (then it is rebuilt).
   if (form_.size() == mr && !form_.ExactDue()) {
     form_.Grow(chol_zz_.matrix().topLeftCorner(mr + joined, mr + joined), chol_m_.matrix(),
                options_.ridge);

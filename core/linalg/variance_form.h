@@ -20,7 +20,7 @@
 //  * When the buffer is full, B0 + U S U^T becomes the next B0 (O(m^2 r), once per r updates).
 //  * Dictionary growth appends rows to both factors: Grow borders B0 with the new points'
 //    blocks, computed from the new rows (O(m^2 k) for k points), and keeps the corrections.
-//  * Every kExactEvery-th update (the joined points count), and whenever M or K_ZZ change
+//  * Every max(kExactEvery, 8 m) updates (the joined points count), and whenever M or K_ZZ change
 //    otherwise (a refit, a graph edit, a fallback refactor), B0 is formed again from the two
 //    factors (O(m^3)), and the corrections are dropped.
 // The schedule depends only on the sequence of updates, and snapshots store B0 and the
@@ -66,7 +66,7 @@ class VarianceForm {
   // of L11 L11^T (the form has it), N = L22^-1 and P = -L11^-T L21^T N^T: O(n^2 k) for k new
   // points instead of Rebuild's O(n^3). The corrections stay (padded with zeros); the k new
   // points count as k updates towards the next exact rebuild. Rebuilds instead when the form is
-  // empty or larger than the factors.
+  // empty or larger than the factors, or when the two factors differ in size.
   void Grow(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
             const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge);
 

@@ -127,6 +127,68 @@ TEST(VarianceFormTest, GrowingByBorderedFactorsMatchesARebuild) {
   EXPECT_LT(RelativeError(Materialise(empty.snapshot()), Materialise(fresh.snapshot())), 1e-12);
 }
 
+// Growth across a change of the correction buffer's capacity (16 columns below 80 points would
+// stay 4; at 100 it is 6) with a full buffer, growth of a form that has no corrections yet,
+// and the joined points counting towards the exact rebuild.
+TEST(VarianceFormTest, GrowingChangesTheBufferCapacityAndCountsTowardsTheRebuild) {
+  Rng rng(35);
+  const double ridge = 0.4;
+  const int from = 70, to = 100;
+  const Eigen::MatrixXd kzz = RandomSpd(to, rng, 30.0);
+  Eigen::MatrixXd mm = ridge * kzz + RandomSpd(to, rng, 10.0);
+  VarianceForm form;
+  form.Rebuild(Lower(kzz.topLeftCorner(from, from)), Lower(mm.topLeftCorner(from, from)), ridge);
+  ASSERT_EQ(form.fold_rank(), 4);
+  for (int u = 0; u < form.fold_rank(); ++u) {  // fills the buffer: rank == capacity
+    const Eigen::VectorXd v = RandomMatrix(to, 1, rng).col(0) * 0.3;
+    const Eigen::VectorXd x = mm.topLeftCorner(from, from).llt().solve(v.head(from));
+    ASSERT_TRUE(form.RankOne(x, v.head(from).dot(x), ridge, 1.0));
+    mm += v * v.transpose();
+  }
+  ASSERT_EQ(form.rank(), 4);
+  form.Grow(Lower(kzz), Lower(mm), ridge);
+  ASSERT_EQ(form.size(), to);
+  EXPECT_EQ(form.fold_rank(), 6);
+  EXPECT_EQ(form.rank(), 4);  // the corrections were kept, not folded
+  const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
+  EXPECT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9);
+  // The grown buffer takes two more columns before it folds, and the state saves and loads.
+  for (int u = 0; u < 2; ++u) {
+    const Eigen::VectorXd v = RandomMatrix(to, 1, rng).col(0) * 0.3;
+    const Eigen::VectorXd x = mm.llt().solve(v);
+    ASSERT_TRUE(form.RankOne(x, v.dot(x), ridge, 1.0));
+    mm += v * v.transpose();
+  }
+  EXPECT_EQ(form.rank(), 6);
+  storage::Encoder out;
+  form.Save(&out);
+  const std::string bytes = out.Release();
+  VarianceForm loaded;
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(loaded.Load(&in, to));
+  EXPECT_EQ(Materialise(loaded.snapshot()), Materialise(form.snapshot()));
+  EXPECT_LT(RelativeError(Materialise(loaded.snapshot()), kzz.inverse() - ridge * mm.inverse()),
+            1e-9);
+
+  // A form without corrections grows too; the 30 joined points count as 30 updates: the exact
+  // rebuild (due after max(1,024, 8 m) = 1,024 updates here) comes 30 updates earlier.
+  const Eigen::MatrixXd mm2 = ridge * kzz + RandomSpd(to, rng, 10.0);
+  VarianceForm plain;
+  plain.Rebuild(Lower(kzz.topLeftCorner(from, from)), Lower(mm2.topLeftCorner(from, from)), ridge);
+  plain.Grow(Lower(kzz), Lower(mm2), ridge);
+  EXPECT_EQ(plain.rank(), 0);
+  EXPECT_LT(RelativeError(Materialise(plain.snapshot()), kzz.inverse() - ridge * mm2.inverse()),
+            1e-9);
+  const Eigen::VectorXd v = RandomMatrix(to, 1, rng).col(0) * 1e-3;
+  const Eigen::VectorXd x = mm2.llt().solve(v);
+  int updates = 0;
+  while (!plain.ExactDue()) {
+    ASSERT_TRUE(plain.RankOne(x, v.dot(x), ridge, 1.0));  // the same tiny update, repeated
+    ++updates;
+  }
+  EXPECT_EQ(updates, VarianceForm::kExactEvery - (to - from));
+}
+
 TEST(VarianceFormTest, PublishedSnapshotsNeverChange) {
   Rng rng(5);
   const int m = 20;
