@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -692,6 +693,26 @@ absl::StatusOr<std::string> HttpGet(const std::string& url) {
   return response.substr(body + 4);
 }
 
+// An unlabelled sample on a Prometheus text page (e.g. process_cpu_seconds_total); NaN if absent.
+double MetricValue(const std::string& metrics, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, name) || line.size() <= name.size() || line[name.size()] != ' ') {
+      continue;
+    }
+    double value = NAN;
+    if (absl::SimpleAtod(line.substr(name.size() + 1), &value)) return value;
+  }
+  return NAN;
+}
+
+// CPU time (user + system) this process has used, in seconds.
+double OwnCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return NAN;
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
 // The freshness histogram of one model: upper bound -> cumulative count (+Inf included).
 std::map<double, double> FreshnessBuckets(const std::string& metrics, const std::string& model) {
   std::map<double, double> buckets;
@@ -816,13 +837,28 @@ int Run() {
     generator.RunPhase(absl::GetFlag(FLAGS_warmup_seconds), 0, /*measure=*/false);
   }
   std::map<double, double> fresh_before;
+  // CPU over the measured interval (and the rewards still due after it), on both sides: ours
+  // from getrusage, the server's from its process_cpu_seconds_total (only when it runs on this
+  // machine is the sum what the machine spent).
+  double server_cpu_before = NAN;
   if (!metrics_url.empty()) {
-    if (auto body = HttpGet(metrics_url); body.ok()) fresh_before = FreshnessBuckets(*body, model);
+    if (auto body = HttpGet(metrics_url); body.ok()) {
+      fresh_before = FreshnessBuckets(*body, model);
+      server_cpu_before = MetricValue(*body, "process_cpu_seconds_total");
+    }
   }
+  const double own_cpu_before = OwnCpuSeconds();
   const int64_t accepted_before = generator.accepted_total();
   const absl::StatusOr<v1::ModelDescription> measured_from = generator.Describe();
   generator.RunPhase(absl::GetFlag(FLAGS_duration_seconds), absl::GetFlag(FLAGS_requests), true);
   generator.StopRewards();  // sends every reward still due
+  const double own_cpu = OwnCpuSeconds() - own_cpu_before;
+  double server_cpu = NAN;
+  if (!metrics_url.empty() && std::isfinite(server_cpu_before)) {
+    if (auto body = HttpGet(metrics_url); body.ok()) {
+      server_cpu = MetricValue(*body, "process_cpu_seconds_total") - server_cpu_before;
+    }
+  }
   running = false;
   if (progress.joinable()) progress.join();
 
@@ -909,6 +945,19 @@ int Run() {
     std::printf("freshness (server histogram, measured interval): %.0f rewards, p99 <= %g s\n",
                 fresh_count, fresh_p99);
   }
+  const double calls = static_cast<double>(select.calls);
+  const double server_cpu_per_select = calls > 0 ? server_cpu / calls : NAN;
+  const double own_cpu_per_select = calls > 0 ? own_cpu / calls : NAN;
+  if (calls > 0) {
+    absl::PrintF(
+        "CPU per SelectArm (with its rewards), measured interval: server %s ms, load generator "
+        "%.3f ms (%s s and %.2f s in %.2f s)\n",
+        std::isfinite(server_cpu_per_select) ? absl::StrFormat("%.3f", 1e3 * server_cpu_per_select)
+                                             : "-",
+        1e3 * own_cpu_per_select,
+        std::isfinite(server_cpu) ? absl::StrFormat("%.2f", server_cpu) : "-", own_cpu,
+        select.seconds);
+  }
   if (q0 > 0) {
     std::printf("SelectArm / health throughput: %.3f\n", select.throughput / q0);
   }
@@ -933,7 +982,9 @@ int Run() {
         "\"baseline\": %s, \"select\": %s, \"reward\": %s, \"accepted_rewards\": %d, "
         "\"learned_rewards\": %d, \"freshness_p99_seconds_at_most\": %s, "
         "\"select_over_health\": %s, \"flops_per_request\": %s, \"product_flops_per_second\": %s, "
-        "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s}\n",
+        "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s, "
+        "\"server_cpu_seconds\": %s, \"loadgen_cpu_seconds\": %s, "
+        "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s}\n",
         mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
         absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
         num(absl::GetFlag(FLAGS_reward_ratio)), num(absl::GetFlag(FLAGS_reward_delay_ms)), model,
@@ -941,7 +992,8 @@ int Run() {
         baseline.calls > 0 ? JsonSummary(baseline) : "null", JsonSummary(select),
         rewards.calls > 0 ? JsonSummary(rewards) : "null", accepted, learned, num(fresh_p99),
         num(q0 > 0 ? select.throughput / q0 : NAN), num(flops), num(product), num(roofline),
-        num(std::isfinite(roofline) ? select.throughput / roofline : NAN));
+        num(std::isfinite(roofline) ? select.throughput / roofline : NAN), num(server_cpu),
+        num(own_cpu), num(1e3 * server_cpu_per_select), num(1e3 * own_cpu_per_select));
   }
   if (const std::string path = absl::GetFlag(FLAGS_report_csv); !path.empty()) {
     std::ofstream out(path);

@@ -1,7 +1,10 @@
 #include "server/metrics.h"
 
 #include <prometheus/metric_family.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
@@ -375,9 +378,49 @@ const char* StatusCodeName(grpc::StatusCode code) {
   }
 }
 
+// The process's own CPU time and resident memory, under the names Prometheus's client libraries
+// give them (process_cpu_seconds_total, process_resident_memory_bytes), so that dashboards and
+// capacity arithmetic ("CPU per decision": graphbandit-loadgen reads this counter before and
+// after its run) work without a node exporter. prometheus-cpp has no process collector.
+class ProcessCollector : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> families;
+    rusage usage{};
+    if (getrusage(RUSAGE_SELF, &usage) == 0) {
+      const auto seconds = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+      };
+      prometheus::ClientMetric metric;
+      metric.counter.value = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+      families.push_back({"process_cpu_seconds_total",
+                          "User and system CPU time the server process has used, in seconds.",
+                          prometheus::MetricType::Counter,
+                          {std::move(metric)}});
+    }
+    // /proc/self/statm: total and resident pages.
+    if (std::FILE* statm = std::fopen("/proc/self/statm", "r")) {
+      long total = 0, resident = 0;
+      const bool read = std::fscanf(statm, "%ld %ld", &total, &resident) == 2;
+      std::fclose(statm);
+      if (read) {
+        prometheus::ClientMetric metric;
+        metric.gauge.value =
+            static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+        families.push_back({"process_resident_memory_bytes",
+                            "Resident memory of the server process, in bytes.",
+                            prometheus::MetricType::Gauge,
+                            {std::move(metric)}});
+      }
+    }
+    return families;
+  }
+};
+
 ServerMetrics::ServerMetrics(const Engine* engine)
     : registry_(std::make_shared<prometheus::Registry>()),
       model_collector_(std::make_shared<ModelCollector>(engine)),
+      process_collector_(std::make_shared<ProcessCollector>()),
       rpc_requests_(prometheus::BuildCounter()
                         .Name("graphbandit_rpc_requests_total")
                         .Help("RPCs handled, by method and gRPC status code.")

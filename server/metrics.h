@@ -34,6 +34,9 @@ class ServerMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // The collector of per-model gauges; register it with the exposer next to registry().
   std::shared_ptr<prometheus::Collectable> model_collector() const { return model_collector_; }
+  // The process's CPU time and resident memory (process_cpu_seconds_total,
+  // process_resident_memory_bytes); register it with the exposer too.
+  std::shared_ptr<prometheus::Collectable> process_collector() const { return process_collector_; }
 
   void RecordRpc(const std::string& method, grpc::StatusCode code, double seconds);
   void RecordReward(const std::string& model, RewardOutcome outcome);
@@ -45,6 +48,7 @@ class ServerMetrics {
   };
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<prometheus::Collectable> model_collector_;
+  std::shared_ptr<prometheus::Collectable> process_collector_;
   prometheus::Family<prometheus::Counter>& rpc_requests_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Counter>& rewards_;

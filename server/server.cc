@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
     }
     server->exposer_->RegisterCollectable(server->metrics_->registry());
     server->exposer_->RegisterCollectable(server->metrics_->model_collector());
+    server->exposer_->RegisterCollectable(server->metrics_->process_collector());
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
     server->metrics_port_ = ports.empty() ? 0 : ports.front();
   }

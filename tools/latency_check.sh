@@ -70,12 +70,16 @@ rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["select"]
+num = lambda x: "-" if x is None else "%.3f" % x
 print("saturation: %d SelectArm/s with %s callers (errors %d); health %s/s; F %.3g flops; "
-      "P %.1f GFLOP/s; R %.0f/s; SelectArm / R = %.2f" % (
+      "P %.1f GFLOP/s; R %.0f/s; SelectArm / R = %.2f; CPU per decision: server %s ms, "
+      "load generator %s ms" % (
           s["throughput_per_second"], r.get("concurrency", "?"), s["errors"],
           "%.0f" % r["baseline"]["throughput_per_second"] if r.get("baseline") else "-",
           r["flops_per_request"] or 0, (r["product_flops_per_second"] or 0) / 1e9,
-          r["roofline_rpc_per_second"] or 0, r["select_over_roofline"] or 0), file=sys.stderr)
+          r["roofline_rpc_per_second"] or 0, r["select_over_roofline"] or 0,
+          num(r.get("server_cpu_ms_per_select")), num(r.get("loadgen_cpu_ms_per_select"))),
+      file=sys.stderr)
 print("%.0f" % (float(sys.argv[2]) * s["throughput_per_second"]))
 PY
 )
@@ -98,12 +102,15 @@ r = json.load(open(sys.argv[1]))
 s, w = r["select"], r.get("reward") or {}
 lat = s["latency_seconds"]
 ms = lambda x: "-" if x is None else "%.2f" % (1e3 * x)
+num = lambda x: "-" if x is None else "%.3f" % x
 fresh = r["freshness_p99_seconds_at_most"]
 print("open loop run %s at %s/s: SelectArm %d/s p50 %s p99 %s p99.9 %s max %s ms, errors %d, "
-      "sent late %d; ReportReward p99 %s ms, errors %d; freshness p99 <= %s s; learned %d of %d"
+      "sent late %d; ReportReward p99 %s ms, errors %d; freshness p99 <= %s s; learned %d of %d; "
+      "CPU per rewarded decision: server %s ms, load generator %s ms"
       % (sys.argv[3], sys.argv[2], s["throughput_per_second"], ms(lat["p50"]), ms(lat["p99"]),
          ms(lat["p99_9"]), ms(lat["max"]), s["errors"], s["late_sends"],
          ms((w.get("latency_seconds") or {}).get("p99")), w.get("errors", 0),
-         "-" if fresh is None else fresh, r["learned_rewards"], r["accepted_rewards"]))
+         "-" if fresh is None else fresh, r["learned_rewards"], r["accepted_rewards"],
+         num(r.get("server_cpu_ms_per_select")), num(r.get("loadgen_cpu_ms_per_select"))))
 PY
 done

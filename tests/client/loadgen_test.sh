@@ -38,6 +38,16 @@ calls=$(json "$work/closed.json" 'r["select"]["calls"]') || fail "no SelectArm s
 for p in p50 p90 p99 p99_9 max; do
   [[ $(json "$work/closed.json" "r['select']['latency_seconds']['$p'] > 0") == True ]] || fail "no $p"
 done
+# CPU on both sides over the measured interval (2 s, plus the rewards still due): some, and no
+# more than every core of this machine for the whole time (the server's from its
+# process_cpu_seconds_total on /metrics, the generator's from getrusage).
+cores=$(nproc)
+[[ $(json "$work/closed.json" "0 < r['server_cpu_seconds'] <= $cores * 4 and 0 < r['loadgen_cpu_seconds'] <= $cores * 4") == True ]] \
+  || fail "implausible CPU seconds: server $(json "$work/closed.json" 'r["server_cpu_seconds"]'), generator $(json "$work/closed.json" 'r["loadgen_cpu_seconds"]')"
+[[ $(json "$work/closed.json" "abs(r['server_cpu_ms_per_select'] - 1e3 * r['server_cpu_seconds'] / r['select']['calls']) < 1e-6") == True ]] \
+  || fail "server CPU per SelectArm is not its CPU seconds over the calls"
+grep -q "CPU per SelectArm (with its rewards), measured interval: server [0-9.]* ms" "$work/closed.out" \
+  || fail "no CPU line in the report"
 accepted=$(json "$work/closed.json" 'r["accepted_rewards"]')
 [[ $accepted -gt 100 && $(json "$work/closed.json" 'r["learned_rewards"]') == "$accepted" ]] \
   || fail "not every accepted reward was learned"

@@ -8,15 +8,20 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "server/config.h"
@@ -476,6 +481,32 @@ TEST_F(ServerTest, HealthReflectionAndMetrics) {
   // No user or event ids in labels.
   EXPECT_THAT(metrics, ::testing::Not(HasSubstr("alice")));
   EXPECT_THAT(metrics, ::testing::Not(HasSubstr(decision.event_id())));
+
+  // The process's CPU time and memory (the server runs in this test's process): the counter
+  // grows by at least the CPU this thread burns between two scrapes.
+  const auto value = [](const std::string& text, const std::string& name) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (!absl::StartsWith(line, name + " ")) continue;
+      double v = 0.0;
+      if (absl::SimpleAtod(line.substr(name.size() + 1), &v)) return v;
+    }
+    return -1.0;
+  };
+  const double cpu_before = value(metrics, "process_cpu_seconds_total");
+  EXPECT_GT(cpu_before, 0.0);
+  EXPECT_GT(value(metrics, "process_resident_memory_bytes"), 1e6);
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  timespec thread_start{}, thread_now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &thread_start);
+  volatile double sink = 0.0;
+  while (std::chrono::steady_clock::now() < spin_until) sink = sink + 1.0;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &thread_now);
+  const double burned = static_cast<double>(thread_now.tv_sec - thread_start.tv_sec) +
+                        1e-9 * static_cast<double>(thread_now.tv_nsec - thread_start.tv_nsec);
+  const double cpu_after = value(ScrapeMetrics(), "process_cpu_seconds_total");
+  // getrusage counts in clock ticks on some kernels: allow one tick (10 ms) of rounding.
+  EXPECT_GE(cpu_after - cpu_before, burned - 0.011)
+      << "burned " << burned << " s of CPU in this thread";
 }
 
 TEST(ServerStartTest, ReportsBusyPortsClearly) {
