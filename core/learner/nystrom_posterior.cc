@@ -63,6 +63,13 @@ void NystromPosterior::Score(int32_t user, const Eigen::Ref<const Eigen::MatrixX
                         Weights(), options_.prior_mean, user, points, mean, stddev);
 }
 
+void NystromPosterior::Mean(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                            Eigen::VectorXd* mean) const {
+  const std::shared_ptr<const Basis> basis = BasisSnapshot();
+  MeanWithVarianceForm(kernel_, basis->x, basis->squared_norms, basis->users, form_.size(),
+                       Weights(), options_.prior_mean, user, points, mean);
+}
+
 void NystromPosterior::RebuildForm() {
   const int mr = regression_size();
   form_.Rebuild(chol_zz_.matrix().topLeftCorner(mr, mr), chol_m_.matrix(), options_.ridge);

@@ -121,6 +121,8 @@ class NystromPosterior final : public Learner {
 
   void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
              Eigen::VectorXd* stddev) const override;
+  void Mean(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+            Eigen::VectorXd* mean) const override;
   absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                        double reward) override;
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;

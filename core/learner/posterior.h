@@ -100,6 +100,13 @@ class Scorer {
   // `user` may be kUnknownUser (a user with no data and no edges: the prior).
   virtual void Score(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
                      Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const = 0;
+  // The posterior mean alone, equal to Score's `mean` bit for bit. Learning asks for it (a reward
+  // baseline's prediction); scorers whose variance costs more than their mean override it.
+  virtual void Mean(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                    Eigen::VectorXd* mean) const {
+    Eigen::VectorXd stddev;
+    Score(user, points, mean, &stddev);
+  }
 
   // Policies that draw a whole parameter vector per decision (SemiGraphTS and its linear
   // baselines, core/learner/semi_parametric_ts.h) rather than perturbing each candidate alone.

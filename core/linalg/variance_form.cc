@@ -210,6 +210,43 @@ bool VarianceForm::Load(storage::Decoder* in, int size) {
   return true;
 }
 
+namespace {
+
+// k(Z, points) over the first m basis points, in the thread's workspace, and the mean from it.
+Eigen::Map<Eigen::MatrixXd> CrossAndMean(
+    const MultiUserKernel& kernel, const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
+    const Eigen::Ref<const Eigen::VectorXd>& basis_squared_norms,
+    const std::vector<int32_t>& basis_users, Eigen::Index m, const Eigen::VectorXd& weights,
+    double prior_mean, int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
+    Eigen::VectorXd* mean) {
+  const Eigen::Index c = points.cols();
+  ScoreWorkspace& ws = ThreadWorkspace();
+  Eigen::Map<Eigen::MatrixXd> kz(ScoreWorkspace::Reserve(&ws.cross, m * c), m, c);
+  Eigen::Map<Eigen::VectorXd> factors(ScoreWorkspace::Reserve(&ws.factors, m), m);
+  kernel.CrossForUserInto(basis_x.leftCols(m), basis_squared_norms.head(m), basis_users, user,
+                          points, kz, factors);
+  mean->noalias() = kz.transpose() * weights;
+  if (prior_mean != 0.0) mean->array() += prior_mean;
+  return kz;
+}
+
+}  // namespace
+
+void MeanWithVarianceForm(const MultiUserKernel& kernel,
+                          const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
+                          const Eigen::Ref<const Eigen::VectorXd>& basis_squared_norms,
+                          const std::vector<int32_t>& basis_users, Eigen::Index m,
+                          const Eigen::VectorXd& weights, double prior_mean, int32_t user,
+                          const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean) {
+  mean->resize(points.cols());
+  if (m == 0) {
+    mean->setConstant(prior_mean);
+    return;
+  }
+  CrossAndMean(kernel, basis_x, basis_squared_norms, basis_users, m, weights, prior_mean, user,
+               points, mean);
+}
+
 void ScoreWithVarianceForm(const MultiUserKernel& kernel,
                            const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
                            const Eigen::Ref<const Eigen::VectorXd>& basis_squared_norms,
@@ -228,13 +265,10 @@ void ScoreWithVarianceForm(const MultiUserKernel& kernel,
     *stddev = stddev->cwiseMax(0.0).cwiseSqrt();
     return;
   }
+  const Eigen::Map<Eigen::MatrixXd> kz =
+      CrossAndMean(kernel, basis_x, basis_squared_norms, basis_users, m, weights, prior_mean, user,
+                   points, mean);
   ScoreWorkspace& ws = ThreadWorkspace();
-  Eigen::Map<Eigen::MatrixXd> kz(ScoreWorkspace::Reserve(&ws.cross, m * c), m, c);
-  Eigen::Map<Eigen::VectorXd> factors(ScoreWorkspace::Reserve(&ws.factors, m), m);
-  kernel.CrossForUserInto(basis_x.leftCols(m), basis_squared_norms.head(m), basis_users, user,
-                          points, kz, factors);
-  mean->noalias() = kz.transpose() * weights;
-  if (prior_mean != 0.0) mean->array() += prior_mean;
 
   // The one dense product, on B0's upper triangle only: B0 is symmetric, so with T its upper
   // triangle (diagonal included) and D its diagonal, kz^T B0 kz = kz^T (2 T - D) kz per column.

@@ -114,6 +114,15 @@ void ScoreWithVarianceForm(const MultiUserKernel& kernel,
                            const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean,
                            Eigen::VectorXd* stddev);
 
+// The mean alone, with the same arithmetic as ScoreWithVarianceForm's (bit for bit): what
+// learning needs for a reward baseline's prediction, without the O(m^2) variance.
+void MeanWithVarianceForm(const MultiUserKernel& kernel,
+                          const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
+                          const Eigen::Ref<const Eigen::VectorXd>& basis_squared_norms,
+                          const std::vector<int32_t>& basis_users, Eigen::Index m,
+                          const Eigen::VectorXd& weights, double prior_mean, int32_t user,
+                          const Eigen::Ref<const Eigen::MatrixXd>& points, Eigen::VectorXd* mean);
+
 }  // namespace graphbandit
 
 #endif  // GRAPHBANDIT_CORE_LINALG_VARIANCE_FORM_H_

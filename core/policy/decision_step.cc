@@ -118,8 +118,8 @@ absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t us
                          const Eigen::Ref<const Eigen::VectorXd>& point, double reward) {
   double prediction = 0.0;
   if (baseline.enabled()) {
-    Eigen::VectorXd mean, stddev;
-    learner.Score(user, point, &mean, &stddev);
+    Eigen::VectorXd mean;
+    learner.Mean(user, point, &mean);
     prediction = mean(0);
   }
   const double target = baseline.Target(reward);

@@ -450,6 +450,42 @@ TEST(NystromPosteriorTest, FrozenScorerIsIndependentOfLaterLearning) {
   EXPECT_NE(live_mean, mean_before);
 }
 
+// Learning asks for the mean alone (a reward baseline's prediction) through Mean, which skips
+// the variance: it must equal Score's mean bit for bit, or learning would change.
+TEST(NystromPosteriorTest, MeanAloneEqualsScoresMeanBitForBit) {
+  const Problem p = MakeProblem(60, 31);
+  NystromOptions options;
+  options.ridge = p.ridge;
+  options.kors_mu = 0.5;
+  options.prior_mean = 0.25;
+  NystromPosterior nystrom(p.dim, p.arm, p.green, options);
+  Rng rng(32);
+  const Eigen::MatrixXd q = RandomMatrix(p.dim, 7, rng);
+  const auto expect_same = [&](const char* when) {
+    for (int user : {0, 3, 7, static_cast<int>(kUnknownUser)}) {
+      for (Eigen::Index c : {1, 7}) {
+        Eigen::VectorXd scored, sd, alone;
+        nystrom.Score(user, q.leftCols(c), &scored, &sd);
+        nystrom.Mean(user, q.leftCols(c), &alone);
+        EXPECT_EQ(alone, scored) << when << ", user " << user << ", C = " << c;
+      }
+    }
+  };
+  expect_same("no data");  // the prior mean, not 0
+  for (int i = 0; i < p.x.cols(); ++i) {
+    ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+    if (i == 0 || i == 20 || i + 1 == p.x.cols()) expect_same("after learning");
+  }
+  ASSERT_GT(nystrom.dictionary_size(), 1);
+  // The default (any other scorer) goes through Score.
+  ExactGpPosterior exact(p.dim, p.arm, p.green, p.ridge);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(exact.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
+  Eigen::VectorXd scored, sd, alone;
+  exact.Score(2, q, &scored, &sd);
+  exact.Mean(2, q, &alone);
+  EXPECT_EQ(alone, scored);
+}
+
 TEST(NystromPosteriorTest, SameSeedAndDataGiveBitIdenticalState) {
   const Problem p = MakeProblem(200, 26);
   NystromOptions options;
