@@ -823,11 +823,21 @@ int Run() {
   const std::string model = before->name();
   const std::string metrics_url = absl::GetFlag(FLAGS_metrics_url);
 
+  // CPU of the server (its process_cpu_seconds_total; NaN without --metrics_url) and ours.
+  const auto server_cpu_now = [&metrics_url]() -> double {
+    if (metrics_url.empty()) return NAN;
+    absl::StatusOr<std::string> body = HttpGet(metrics_url);
+    return body.ok() ? MetricValue(*body, "process_cpu_seconds_total") : NAN;
+  };
   Summary baseline;
+  double baseline_server_cpu = NAN, baseline_own_cpu = NAN;
   if (absl::GetFlag(FLAGS_baseline_seconds) > 0) {
     generator.Baseline(absl::GetFlag(FLAGS_concurrency), 0.5);  // warm-up
+    const double server_before = server_cpu_now(), own_before = OwnCpuSeconds();
     baseline =
         generator.Baseline(absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_baseline_seconds));
+    baseline_own_cpu = OwnCpuSeconds() - own_before;
+    baseline_server_cpu = server_cpu_now() - server_before;
   }
   std::atomic<bool> running{true};
   std::thread progress;
@@ -925,7 +935,15 @@ int Run() {
       absl::GetFlag(FLAGS_reward_ratio), absl::GetFlag(FLAGS_reward_delay_ms), model.c_str(),
       v1::Policy_Name(after->config().policy()).c_str(), static_cast<long long>(m),
       static_cast<long long>(m_start));
-  if (baseline.calls > 0) PrintSummary(baseline);
+  if (baseline.calls > 0) {
+    PrintSummary(baseline);
+    absl::PrintF("    CPU per health call: server %s ms, load generator %.4f ms\n",
+                 std::isfinite(baseline_server_cpu)
+                     ? absl::StrFormat(
+                           "%.4f", 1e3 * baseline_server_cpu / static_cast<double>(baseline.calls))
+                     : "-",
+                 1e3 * baseline_own_cpu / static_cast<double>(baseline.calls));
+  }
   PrintSummary(select);
   if (mode == "open") {
     std::printf("    sent more than 1 ms after their scheduled time: %lld\n",
@@ -984,7 +1002,8 @@ int Run() {
         "\"select_over_health\": %s, \"flops_per_request\": %s, \"product_flops_per_second\": %s, "
         "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s, "
         "\"server_cpu_seconds\": %s, \"loadgen_cpu_seconds\": %s, "
-        "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s}\n",
+        "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s, "
+        "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s}\n",
         mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
         absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
         num(absl::GetFlag(FLAGS_reward_ratio)), num(absl::GetFlag(FLAGS_reward_delay_ms)), model,
@@ -993,7 +1012,11 @@ int Run() {
         rewards.calls > 0 ? JsonSummary(rewards) : "null", accepted, learned, num(fresh_p99),
         num(q0 > 0 ? select.throughput / q0 : NAN), num(flops), num(product), num(roofline),
         num(std::isfinite(roofline) ? select.throughput / roofline : NAN), num(server_cpu),
-        num(own_cpu), num(1e3 * server_cpu_per_select), num(1e3 * own_cpu_per_select));
+        num(own_cpu), num(1e3 * server_cpu_per_select), num(1e3 * own_cpu_per_select),
+        num(baseline.calls > 0 ? 1e3 * baseline_server_cpu / static_cast<double>(baseline.calls)
+                               : NAN),
+        num(baseline.calls > 0 ? 1e3 * baseline_own_cpu / static_cast<double>(baseline.calls)
+                               : NAN));
   }
   if (const std::string path = absl::GetFlag(FLAGS_report_csv); !path.empty()) {
     std::ofstream out(path);

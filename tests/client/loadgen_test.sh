@@ -48,6 +48,8 @@ cores=$(nproc)
   || fail "server CPU per SelectArm is not its CPU seconds over the calls"
 grep -q "CPU per SelectArm (with its rewards), measured interval: server [0-9.]* ms" "$work/closed.out" \
   || fail "no CPU line in the report"
+[[ $(json "$work/closed.json" "0 < r['baseline_server_cpu_ms_per_call'] and 0 < r['baseline_loadgen_cpu_ms_per_call']") == True ]] \
+  || fail "no CPU per health call in the report"
 accepted=$(json "$work/closed.json" 'r["accepted_rewards"]')
 [[ $accepted -gt 100 && $(json "$work/closed.json" 'r["learned_rewards"]') == "$accepted" ]] \
   || fail "not every accepted reward was learned"
