@@ -14,6 +14,8 @@
 # Environment: CHECK_M (256), CHECK_CALLERS (16), CHECK_FRACTION (0.5), CHECK_SECONDS (30, the
 # open-loop measured interval), CHECK_RUNS (1, open-loop runs, each on a fresh warmed server),
 # CHECK_RATE (the open-loop rate, instead of the fraction of the measured saturation),
+# CHECK_COSTS (1: also measure what a health call and a decision cost both processes' CPU, with
+# one caller and, decisions only, in open loop at the check's rate; 0 skips it),
 # CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block).
 # The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
 # directory, removed). Everything it starts it stops, by PID.
@@ -65,7 +67,6 @@ bench_loadgen "$loadgen" "$out_dir/saturation.json" "$out_dir/saturation.log" \
   --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=closed --concurrency="$callers" \
   --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=3 --duration_seconds=10 \
   --reward_ratio=0 --progress=false
-bench_stop_server
 rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -88,6 +89,41 @@ if [[ -n "${CHECK_RATE:-}" ]]; then
   rate=$CHECK_RATE
 fi
 
+# What each call costs the machine (both processes' CPU), on the same server: a bare gRPC round
+# trip (health) and a decision with one caller, then decisions alone in open loop at the check's
+# rate. With CHECK_COSTS=0, skipped.
+if [[ "${CHECK_COSTS:-1}" != 0 ]]; then
+  bench_loadgen "$loadgen" "$out_dir/costs-one-caller.json" "$out_dir/costs-one-caller.log" \
+    --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
+    --mode=closed --concurrency=1 --candidates=50 --dim=16 --warmup_seconds=1 \
+    --baseline_seconds=5 --duration_seconds=5 --reward_ratio=0 --roofline=false --progress=false
+  bench_loadgen "$loadgen" "$out_dir/costs-open-decisions.json" \
+    "$out_dir/costs-open-decisions.log" --target="127.0.0.1:$port" \
+    --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=open --rate="$rate" \
+    --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=0 \
+    --duration_seconds=10 --reward_ratio=0 --roofline=false --progress=false
+  python3 - "$out_dir" "$rate" <<'PY' >&2
+import json, sys
+one = json.load(open(sys.argv[1] + "/costs-one-caller.json"))
+opn = json.load(open(sys.argv[1] + "/costs-open-decisions.json"))
+sat = json.load(open(sys.argv[1] + "/saturation.json"))
+def both(server, loadgen):
+    if server is None or loadgen is None:
+        return "-"
+    return "%.3f ms (server %.3f + load generator %.3f)" % (server + loadgen, server, loadgen)
+print("CPU per call, both processes: health with one caller %s; SelectArm with one caller %s; "
+      "SelectArm at saturation %s; SelectArm alone in open loop at %s/s %s (p99 %.2f ms)" % (
+          both(one.get("baseline_server_cpu_ms_per_call"),
+               one.get("baseline_loadgen_cpu_ms_per_call")),
+          both(one.get("server_cpu_ms_per_select"), one.get("loadgen_cpu_ms_per_select")),
+          both(sat.get("server_cpu_ms_per_select"), sat.get("loadgen_cpu_ms_per_select")),
+          sys.argv[2],
+          both(opn.get("server_cpu_ms_per_select"), opn.get("loadgen_cpu_ms_per_select")),
+          1e3 * opn["select"]["latency_seconds"]["p99"]))
+PY
+fi
+bench_stop_server
+
 for run in $(seq "$runs"); do
   start_warm_server
   bench_loadgen "$loadgen" "$out_dir/open-$run.json" "$out_dir/open-$run.log" \
@@ -97,20 +133,29 @@ for run in $(seq "$runs"); do
     --roofline=false --duration_seconds="$seconds" --reward_ratio=1 --progress=false
   bench_stop_server
   python3 - "$out_dir/open-$run.json" "$rate" "$run" <<'PY'
-import json, sys
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 s, w = r["select"], r.get("reward") or {}
 lat = s["latency_seconds"]
 ms = lambda x: "-" if x is None else "%.2f" % (1e3 * x)
 num = lambda x: "-" if x is None else "%.3f" % x
+def busy(r):
+    # Both processes' CPU over the measured interval against this machine's cores.
+    server, loadgen = r.get("server_cpu_seconds"), r.get("loadgen_cpu_seconds")
+    seconds = r["select"].get("seconds") or 0
+    if server is None or loadgen is None or seconds <= 0:
+        return ""
+    cores = os.cpu_count() or 1
+    return " (%.2f of %d cores busy)" % ((server + loadgen) / seconds, cores)
 fresh = r["freshness_p99_seconds_at_most"]
 print("open loop run %s at %s/s: SelectArm %d/s p50 %s p99 %s p99.9 %s max %s ms, errors %d, "
       "sent late %d; ReportReward p99 %s ms, errors %d; freshness p99 <= %s s; learned %d of %d; "
-      "CPU per rewarded decision: server %s ms, load generator %s ms"
+      "CPU per rewarded decision: server %s ms, load generator %s ms%s"
       % (sys.argv[3], sys.argv[2], s["throughput_per_second"], ms(lat["p50"]), ms(lat["p99"]),
          ms(lat["p99_9"]), ms(lat["max"]), s["errors"], s["late_sends"],
          ms((w.get("latency_seconds") or {}).get("p99")), w.get("errors", 0),
          "-" if fresh is None else fresh, r["learned_rewards"], r["accepted_rewards"],
-         num(r.get("server_cpu_ms_per_select")), num(r.get("loadgen_cpu_ms_per_select"))))
+         num(r.get("server_cpu_ms_per_select")), num(r.get("loadgen_cpu_ms_per_select")),
+         busy(r)))
 PY
 done
