@@ -103,13 +103,24 @@ ARMS = 8
 USERS = 24
 
 
+_ISSUED_PORTS = set()
+
+
 def free_ports(n):
+    """n loopback ports free right now and never handed out before in this run.
+
+    The kernel may give a port that was bound and closed here again, so two calls (for
+    example gRPC ports, then metrics ports) could otherwise return the same port and one
+    process would fail to bind it."""
     sockets, ports = [], []
-    for _ in range(n):
+    while len(ports) < n:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         sockets.append(s)
-        ports.append(s.getsockname()[1])
+        port = s.getsockname()[1]
+        if port not in _ISSUED_PORTS:
+            _ISSUED_PORTS.add(port)
+            ports.append(port)
     for s in sockets:
         s.close()
     return ports

@@ -39,11 +39,24 @@ import time
 import urllib.request
 
 
+_ISSUED_PORTS = set()
+
+
 def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
+    """n loopback ports free right now and never handed out before in this run.
+
+    The kernel may give a port that was bound and closed here again, so two calls (for
+    example gRPC ports, then metrics ports) could otherwise return the same port and one
+    process would fail to bind it."""
+    sockets, ports = [], []
+    while len(ports) < n:
+        s = socket.socket()
         s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
+        sockets.append(s)
+        port = s.getsockname()[1]
+        if port not in _ISSUED_PORTS:
+            _ISSUED_PORTS.add(port)
+            ports.append(port)
     for s in sockets:
         s.close()
     return ports
