@@ -21,6 +21,13 @@
 // Eigen (m x m)(m x C) product measured here in the same run on one core; latency percentiles
 // (p50/p90/p99/p99.9/max, nearest rank), status codes, rewards by outcome and freshness. It is
 // printed as text, and written as JSON (--report_json) and CSV (--report_csv, one row per RPC).
+//
+// With --metrics_url the report also states the CPU a SelectArm (with its rewards) cost the
+// server (its process_cpu_seconds_total) and this process (getrusage), over the measured
+// interval and the sending of the rewards still due after it, and the same per health call over
+// the baseline. The window closes before the wait for learning: work the writer still owes then
+// is not counted (and backlog it owed from the warm-up is), so when learning falls behind the
+// server's figure is low. The sum is what the machine spent only when both run on it.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
@@ -690,6 +697,14 @@ absl::StatusOr<std::string> HttpGet(const std::string& url) {
   close(fd);
   const size_t body = response.find("\r\n\r\n");
   if (body == std::string::npos) return absl::UnavailableError("no HTTP response");
+  // "HTTP/1.x 200 ...": anything else (a 404 for a wrong path, say) is not a metrics page.
+  const size_t line_end = response.find("\r\n");
+  const absl::string_view status_line(response.data(), line_end);
+  const std::vector<absl::string_view> words = absl::StrSplit(status_line, ' ');
+  if (words.size() < 2 || !absl::StartsWith(words[0], "HTTP/") || words[1] != "200") {
+    return absl::UnavailableError(
+        absl::StrCat("GET ", url, " answered \"", status_line, "\", not 200"));
+  }
   return response.substr(body + 4);
 }
 

@@ -107,19 +107,20 @@ import json, sys
 one = json.load(open(sys.argv[1] + "/costs-one-caller.json"))
 opn = json.load(open(sys.argv[1] + "/costs-open-decisions.json"))
 sat = json.load(open(sys.argv[1] + "/saturation.json"))
+ms = lambda x: "-" if x is None else "%.2f" % (1e3 * x)
 def both(server, loadgen):
     if server is None or loadgen is None:
         return "-"
     return "%.3f ms (server %.3f + load generator %.3f)" % (server + loadgen, server, loadgen)
 print("CPU per call, both processes: health with one caller %s; SelectArm with one caller %s; "
-      "SelectArm at saturation %s; SelectArm alone in open loop at %s/s %s (p99 %.2f ms)" % (
+      "SelectArm at saturation %s; SelectArm alone in open loop at %s/s %s (p99 %s ms)" % (
           both(one.get("baseline_server_cpu_ms_per_call"),
                one.get("baseline_loadgen_cpu_ms_per_call")),
           both(one.get("server_cpu_ms_per_select"), one.get("loadgen_cpu_ms_per_select")),
           both(sat.get("server_cpu_ms_per_select"), sat.get("loadgen_cpu_ms_per_select")),
           sys.argv[2],
           both(opn.get("server_cpu_ms_per_select"), opn.get("loadgen_cpu_ms_per_select")),
-          1e3 * opn["select"]["latency_seconds"]["p99"]))
+          ms(((opn.get("select") or {}).get("latency_seconds") or {}).get("p99"))))
 PY
 fi
 bench_stop_server
@@ -140,12 +141,14 @@ lat = s["latency_seconds"]
 ms = lambda x: "-" if x is None else "%.2f" % (1e3 * x)
 num = lambda x: "-" if x is None else "%.3f" % x
 def busy(r):
-    # Both processes' CPU over the measured interval against this machine's cores.
+    # Both processes' CPU over the measured interval against the cores this script may use
+    # (its affinity mask; a cgroup CPU quota is not looked at). The CPU window also covers
+    # sending the rewards still due at the interval's end, so this reads a little high.
     server, loadgen = r.get("server_cpu_seconds"), r.get("loadgen_cpu_seconds")
     seconds = r["select"].get("seconds") or 0
     if server is None or loadgen is None or seconds <= 0:
         return ""
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) or 1
     return " (%.2f of %d cores busy)" % ((server + loadgen) / seconds, cores)
 fresh = r["freshness_p99_seconds_at_most"]
 print("open loop run %s at %s/s: SelectArm %d/s p50 %s p99 %s p99.9 %s max %s ms, errors %d, "

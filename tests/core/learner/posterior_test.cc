@@ -476,8 +476,13 @@ TEST(NystromPosteriorTest, MeanAloneEqualsScoresMeanBitForBit) {
     ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
     if (i == 0 || i == 20 || i + 1 == p.x.cols()) expect_same("after learning");
   }
+  // The comparisons after learning were of a learned mean, not of the prior again.
   ASSERT_GT(nystrom.dictionary_size(), 1);
-  // The default (any other scorer) goes through Score.
+  Eigen::VectorXd learned;
+  nystrom.Mean(0, q, &learned);
+  EXPECT_GT((learned.array() - options.prior_mean).abs().maxCoeff(), 1e-3);
+  // Scorers without their own Mean (the exact GP here) get the default, which goes through
+  // Score; this guards an override added later.
   ExactGpPosterior exact(p.dim, p.arm, p.green, p.ridge);
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(exact.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
   Eigen::VectorXd scored, sd, alone;
