@@ -838,6 +838,14 @@ int Run() {
   const std::string model = before->name();
   const std::string metrics_url = absl::GetFlag(FLAGS_metrics_url);
 
+  // A metrics URL that does not answer a page is said once, before anything is measured; the
+  // figures read from it are then missing ("-", null) rather than wrong.
+  if (!metrics_url.empty()) {
+    if (absl::StatusOr<std::string> body = HttpGet(metrics_url); !body.ok()) {
+      std::fprintf(stderr, "graphbandit-loadgen: --metrics_url: %s; no server CPU or freshness\n",
+                   std::string(body.status().message()).c_str());
+    }
+  }
   // CPU of the server (its process_cpu_seconds_total; NaN without --metrics_url) and ours.
   const auto server_cpu_now = [&metrics_url]() -> double {
     if (metrics_url.empty()) return NAN;

@@ -476,7 +476,8 @@ TEST(NystromPosteriorTest, MeanAloneEqualsScoresMeanBitForBit) {
     ASSERT_TRUE(nystrom.Observe(p.users_of[i], p.x.col(i), p.y(i)).ok());
     if (i == 0 || i == 20 || i + 1 == p.x.cols()) expect_same("after learning");
   }
-  // The comparisons after learning were of a learned mean, not of the prior again.
+  // The last comparison was of a learned mean (a dictionary, a mean away from the prior), not
+  // of the prior again.
   ASSERT_GT(nystrom.dictionary_size(), 1);
   Eigen::VectorXd learned;
   nystrom.Mean(0, q, &learned);
