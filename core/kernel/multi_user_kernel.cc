@@ -35,12 +35,17 @@ void MultiUserKernel::CrossForUserInto(const Eigen::Ref<const Eigen::MatrixXd>& 
                                        Eigen::Ref<Eigen::VectorXd> factors) const {
   arm_.CrossInto(x, x_squared_norms, q, out);
   if (out.size() == 0) return;
+  UserFactorsInto(users, user, factors);
+  out.array().colwise() *= factors.array();
+}
+
+void MultiUserKernel::UserFactorsInto(const std::vector<int32_t>& users, int32_t user,
+                                      Eigen::Ref<Eigen::VectorXd> factors) const {
   const UserKernel::Column column = users_->ColumnOf(user);
   const bool own = eta_ > 0.0 && user != kUnknownUser;
-  for (size_t i = 0; i < users.size(); ++i) {
+  for (Eigen::Index i = 0; i < factors.size(); ++i) {
     factors(i) = column.At(users[i]) + ((own && users[i] == user) ? eta_ : 0.0);
   }
-  out.array().colwise() *= factors.array();
 }
 
 Eigen::VectorXd MultiUserKernel::Diagonal(int32_t user,

@@ -44,6 +44,11 @@ class MultiUserKernel {
                         const Eigen::Ref<const Eigen::MatrixXd>& q, Eigen::Ref<Eigen::MatrixXd> out,
                         Eigen::Ref<Eigen::VectorXd> factors) const;
 
+  // factors(i) = G[users[i], user] (+ the user's own variance when users[i] == user), for i <
+  // factors.size(): the user factors of CrossForUserInto, allocating nothing.
+  void UserFactorsInto(const std::vector<int32_t>& users, int32_t user,
+                       Eigen::Ref<Eigen::VectorXd> factors) const;
+
   // K((q_j, user), (q_j, user)) for every column j.
   Eigen::VectorXd Diagonal(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q) const;
   void DiagonalInto(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,

@@ -70,6 +70,21 @@ void NystromPosterior::Mean(int32_t user, const Eigen::Ref<const Eigen::MatrixXd
                        Weights(), options_.prior_mean, user, points, mean);
 }
 
+void NystromPosterior::MeanBatch(const std::vector<int32_t>& users,
+                                 const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                 Eigen::VectorXd* mean) const {
+  const int mr = regression_size();
+  if (mr == 0) {
+    mean->setConstant(points.cols(), options_.prior_mean);
+    return;
+  }
+  const std::shared_ptr<const Basis> basis = BasisSnapshot();
+  Eigen::MatrixXd kz;
+  kernel_.Cross(basis->x, basis->users, points, users.data(), &kz);
+  mean->noalias() = kz.transpose() * Weights();
+  mean->array() += options_.prior_mean;
+}
+
 void NystromPosterior::RebuildForm() {
   const int mr = regression_size();
   form_.Rebuild(chol_zz_.matrix().topLeftCorner(mr, mr), chol_m_.matrix(), options_.ridge);
@@ -136,6 +151,14 @@ int NystromPosterior::FindDuplicate(int32_t user,
 
 absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                        double reward) {
+  absl::Status status = ObserveOne(user, point, reward);
+  CheckSinglePrecision();
+  return status;
+}
+
+absl::Status NystromPosterior::ObserveOne(int32_t user,
+                                          const Eigen::Ref<const Eigen::VectorXd>& point,
+                                          double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   frozen_.reset();
   double k_ss = 0.0;
@@ -200,6 +223,156 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
     if (scan_.next >= scan_.end) return FinishScan();
   }
   return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
+                                            const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                            const Eigen::Ref<const Eigen::VectorXd>& rewards) {
+  const Eigen::Index k = points.cols();
+  if (static_cast<Eigen::Index>(users.size()) != k || rewards.size() != k) {
+    return absl::InvalidArgumentError("a batch needs one user and one reward per point");
+  }
+  for (Eigen::Index i = 0; i < k; ++i) {
+    if (absl::Status s = CheckObservation(users[i], points.col(i), rewards(i), dim_); !s.ok()) {
+      return s;
+    }
+  }
+  const int m = static_cast<int>(dictionary_size());
+  if (k <= 1 || options_.forget_evicted || m == 0 || force_accept_) {
+    absl::Status status;
+    for (Eigen::Index i = 0; i < k && status.ok(); ++i) {
+      status = ObserveOne(users[i], points.col(i), rewards(i));
+    }
+    CheckSinglePrecision();
+    return status;
+  }
+  frozen_.reset();
+  ++stats_.batches;
+  const int mr = regression_size();
+  // Every point's kernel column over every dictionary point (pending ones included).
+  Eigen::MatrixXd kz;  // m x k
+  kernel_.Cross(basis_x_.view(), basis_users_, points, users.data(), &kz);
+  Eigen::VectorXd k_ss(k);
+  for (Eigen::Index i = 0; i < k; ++i) k_ss(i) = kernel_.Diagonal(users[i], points.col(i))(0);
+
+  // KORS draws on the dictionary before the batch, one per observation in order (EK Algorithm 2,
+  // step 5). At the cap, with nothing pending, a point can only merge into an identical
+  // dictionary point; for every other one the draw only counts it (kors_accepted,
+  // skipped_full), and its leverage is computed in single precision: a third of a batch's
+  // triangular solves, where the statistics need no more.
+  std::vector<double> p(k, 1.0);
+  std::vector<bool> accept(k);
+  {
+    const bool full = m >= options_.max_dictionary_size && mr == m && scan_.count == 0;
+    std::vector<Eigen::Index> exact;  // columns whose leverage needs double precision
+    for (Eigen::Index i = 0; i < k; ++i) {
+      if (!full || FindDuplicate(users[i], points.col(i)) >= 0) exact.push_back(i);
+    }
+    Eigen::VectorXd fitted(k);  // |L^-1 kz|^2 per point
+    if (static_cast<Eigen::Index>(exact.size()) < k) {
+      const Eigen::MatrixXf lower =
+          chol_kors_.matrix().triangularView<Eigen::Lower>().toDenseMatrix().cast<float>();
+      Eigen::MatrixXf b = kz.cast<float>();
+      lower.triangularView<Eigen::Lower>().solveInPlace(b);
+      fitted = b.colwise().squaredNorm().transpose().cast<double>();
+    }
+    if (!exact.empty()) {
+      Eigen::MatrixXd b(m, static_cast<Eigen::Index>(exact.size()));
+      for (size_t j = 0; j < exact.size(); ++j) b.col(j) = kz.col(exact[j]);
+      chol_kors_.ForwardSolveInPlace(b);
+      for (size_t j = 0; j < exact.size(); ++j) fitted(exact[j]) = b.col(j).squaredNorm();
+    }
+    for (Eigen::Index i = 0; i < k; ++i) {
+      const double r = std::max(k_ss(i) - fitted(i), 0.0);
+      const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
+      p[i] = std::min(1.0, options_.kors_gamma * tau);
+      accept[i] = rng_.Uniform() < p[i];
+    }
+  }
+
+  // Learn the batch on the regression's points (step 6 for k points): M += V V^T with
+  // V = K_Z(points) over them, Gamma += V (y - m0), and the form told of the change first.
+  bool form_current = true;
+  if (mr > 0) {
+    const auto v = kz.topRows(mr);
+    if (form_.size() > 0) {
+      Eigen::MatrixXd x = v;
+      chol_m_.ForwardSolveInPlace(x);  // W = L^-1 V
+      const Eigen::MatrixXd v_dot_x = x.transpose() * x;
+      chol_m_.matrix().transpose().triangularView<Eigen::Upper>().solveInPlace(x);  // M^-1 V
+      form_current = form_.RankUpdate(x, v_dot_x, options_.ridge);
+    }
+    chol_m_.RankUpdate(v);
+    gamma_.noalias() += v * (rewards.array() - options_.prior_mean).matrix();
+  }
+  if (scan_.count > 0) {
+    for (Eigen::Index i = 0; i < k; ++i) ScanObservation(kz.col(i), rewards(i), 1.0);
+  }
+  for (Eigen::Index i = 0; i < k; ++i) {
+    if (history_.Append(points.col(i), users[i], rewards(i))) ++stats_.evicted;
+  }
+  weights_dirty_ = true;
+  if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
+
+  // The accepted points join in order; once one has changed the dictionary, the later ones'
+  // columns are computed again over the dictionary as it is then.
+  bool changed = false;
+  for (Eigen::Index i = 0; i < k; ++i) {
+    if (!accept[i]) continue;
+    const int64_t before = dictionary_size();
+    absl::Status s;
+    if (!changed) {
+      s = AdmitAccepted(users[i], points.col(i), kz.col(i), k_ss(i), p[i]);
+    } else {
+      double kss = 0.0;
+      const Eigen::VectorXd column = DictionaryColumn(users[i], points.col(i), &kss);
+      s = AdmitAccepted(users[i], points.col(i), column, kss, p[i]);
+    }
+    if (!s.ok()) return s;
+    changed = changed || dictionary_size() != before || regression_size() != mr;
+  }
+  if (scan_.count > 0 && options_.spread_growth_scan) {
+    AdvanceScan(k * ScanStep());
+    if (scan_.next >= scan_.end) {
+      if (absl::Status s = FinishScan(); !s.ok()) return s;
+    }
+  }
+  CheckSinglePrecision();
+  return absl::OkStatus();
+}
+
+void NystromPosterior::CheckSinglePrecision() {
+  // Every B0 formed or grown is checked before it scores in single precision; folds of
+  // corrections (every fold_rank() updates) change B0 by a low-rank term and are checked every
+  // kSingleCheckEvery of them.
+  if (form_.rebuild_version() == checked_rebuild_ &&
+      form_.base_version() - checked_base_ < kSingleCheckEvery) {
+    return;
+  }
+  checked_base_ = form_.base_version();
+  checked_rebuild_ = form_.rebuild_version();
+  const int mr = form_.size();
+  if (!options_.single_precision || mr == 0) {
+    form_.set_single(false);
+    return;
+  }
+  constexpr int kProbes = 8;
+  const int count = std::min(kProbes, mr);
+  std::vector<int32_t> probe_users(count);
+  Eigen::MatrixXd probes(dim_, count);
+  Eigen::VectorXd k_ss(count);
+  for (int i = 0; i < count; ++i) {
+    const int j =
+        count == 1 ? 0 : static_cast<int>(static_cast<int64_t>(i) * (mr - 1) / (count - 1));
+    probes.col(i) = basis_x_.col(j);
+    probe_users[i] = basis_users_[j];
+    k_ss(i) = kernel_.Diagonal(probe_users[i], probes.col(i))(0);
+  }
+  const std::vector<int32_t> users(basis_users_.begin(), basis_users_.begin() + mr);
+  Eigen::MatrixXd kz;
+  kernel_.Cross(basis_x_.view().leftCols(mr), users, probes, probe_users.data(), &kz);
+  stats_.single_error = form_.SingleStddevError(kz, k_ss);
+  form_.set_single(stats_.single_error <= VarianceForm::kSingleTolerance);
 }
 
 absl::Status NystromPosterior::AdmitAccepted(int32_t user,
@@ -284,6 +457,7 @@ absl::Status NystromPosterior::FlushPendingDictionary() {
     AdvanceScan(std::numeric_limits<int64_t>::max());
     if (absl::Status s = FinishScan(); !s.ok()) return s;
   }
+  CheckSinglePrecision();
   return absl::OkStatus();
 }
 
@@ -417,7 +591,9 @@ void NystromPosterior::DropPendingFrom(int index) {
 absl::Status NystromPosterior::SetGraph(const UserGraph& /*graph*/,
                                         std::shared_ptr<const UserKernel> users) {
   kernel_.set_users(std::move(users));
-  return Readmit(/*thin=*/false);
+  absl::Status status = Readmit(/*thin=*/false);
+  CheckSinglePrecision();
+  return status;
 }
 
 void NystromPosterior::RebuildHashIndex() {
@@ -534,7 +710,9 @@ absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
   options_.kors_mu = refit.kors_mu;
   options_.prior_mean = refit.prior_mean;
   ++stats_.refits;
-  return Readmit(/*thin=*/true);
+  absl::Status status = Readmit(/*thin=*/true);
+  CheckSinglePrecision();
+  return status;
 }
 
 absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
@@ -583,13 +761,15 @@ std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
 // dropped_pending (the last two since 4), history, columns basis_x, users basis_users, doubles
 // basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors, vector gamma, variance
 // form (since 3), double admission guard (since 4), growth scan (since 4: count scanning and,
-// when it is not 0, count next, count end, matrix rows, vector gamma). Not stored: the weights
+// when it is not 0, count next, count end, matrix rows, vector gamma), u8 single-precision
+// scoring (2: never checked) and count folds since its check (since 5). Not stored: the weights
 // M^-1 Gamma (recomputed lazily from chol_m and gamma, bit-identically), the duplicate index
 // (rebuilt from the dictionary in order), the basis snapshot shared with frozen scorers.
 namespace {
 // 1: without the thinned and refits counts; 2: without the variance form (rebuilt on load);
-// 3: without the growth scan (none under way) and the growth_rebuilds count.
-constexpr uint8_t kNystromStateVersion = 4;
+// 3: without the growth scan (none under way) and the growth_rebuilds count; 4: without the
+// single-precision check (checked again on load).
+constexpr uint8_t kNystromStateVersion = 5;
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
@@ -619,6 +799,11 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
     PutMatrix(&s, scan_.rows);
     PutVector(&s, scan_.gamma);
   }
+  // Since 5: whether the form scores in single precision (0 double, 1 single, 2 never checked
+  // because this learner's option is off) and the folds since its last check, so that a restored
+  // learner scores and checks exactly as this one.
+  s.PutU8(!options_.single_precision ? 2 : form_.single() ? 1 : 0);
+  PutCount(&s, static_cast<int64_t>(form_.base_version() - checked_base_));
   PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
 }
 
@@ -713,6 +898,12 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
       }
     }
   }
+  uint8_t single = 0;
+  int64_t folds_unchecked = 0;
+  if (version >= 5 && (!d.GetU8(&single) || single > 2 || !GetCount(&d, &folds_unchecked) ||
+                       folds_unchecked >= static_cast<int64_t>(kSingleCheckEvery))) {
+    return malformed("single-precision check");
+  }
   if (!d.done()) return malformed("trailing bytes");
 
   rng_.set_state(rng_state);
@@ -735,6 +926,16 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   scan_ = std::move(scan);
   admit_guard_ = admit_guard;
   if (version < 3) RebuildForm();
+  if (version >= 5) {
+    form_.set_single(single == 1 && options_.single_precision);
+    checked_rebuild_ = form_.rebuild_version();
+    checked_base_ = form_.base_version() - static_cast<uint64_t>(folds_unchecked);
+    // Saved with the option off and loaded with it on: checked now.
+    if (single == 2 && options_.single_precision) checked_rebuild_ = ~uint64_t{0};
+  } else {
+    checked_rebuild_ = ~uint64_t{0};
+  }
+  CheckSinglePrecision();
   return absl::OkStatus();
 }
 

@@ -80,6 +80,10 @@ struct NystromOptions {
   // are learned on the dictionary without them. 0: every point at once (EK Algorithm 2, the
   // papers' presets).
   int growth_batch_divisor = 0;
+  // Scoring may use single precision where it agrees with double precision on the state's
+  // probe points (core/linalg/variance_form.h); false: always double (the papers' presets and
+  // the identities the tests check). Served models turn it on (ResearchOptions).
+  bool single_precision = false;
   // Spread each batch's pass over the history across the observations that follow: a pending
   // batch scans the history retained when it filled, ScanStep() entries per observation, and
   // adds each later observation's terms as it arrives, then joins the regression. The result is
@@ -98,6 +102,8 @@ inline constexpr int kMaxGrowthBatch = 16;
 // A spread scan visits at least this many history entries per observation.
 inline constexpr int64_t kMinGrowthScanStep = 16;
 inline constexpr double kMaxReadmitGuard = 1e-2;
+// Folds of the scoring form between two checks of single precision (see CheckSinglePrecision).
+inline constexpr uint64_t kSingleCheckEvery = 8;
 
 // Counters describing how the dictionary evolved.
 struct NystromStats {
@@ -112,6 +118,8 @@ struct NystromStats {
   // A pending point could not join M (round-off made it dependent on the points M has)...
   int64_t growth_rebuilds = 0;  // ...and the state was rebuilt from the history without it
   int64_t dropped_pending = 0;  // ...and it and the points pending after it were dropped
+  int64_t batches = 0;          // batches learned by ObserveBatch's rank-k path
+  double single_error = 0.0;    // the last single-precision check's largest stddev error
 };
 
 class NystromPosterior final : public Learner {
@@ -123,8 +131,23 @@ class NystromPosterior final : public Learner {
              Eigen::VectorXd* stddev) const override;
   void Mean(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& points,
             Eigen::VectorXd* mean) const override;
+  // One kernel product for the whole batch.
+  void MeanBatch(const std::vector<int32_t>& users, const Eigen::Ref<const Eigen::MatrixXd>& points,
+                 Eigen::VectorXd* mean) const override;
   absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                        double reward) override;
+  // A batch of k observations: the KORS draws on the dictionary as it was before the batch (one
+  // triangular solve with k right-hand sides), then one rank-k update of M's factor
+  // (CholeskyFactor::RankUpdate), of Gamma and of the scoring form (VarianceForm::RankUpdate,
+  // from X = M^-1 V solved for the k columns at once), then the accepted points join the
+  // dictionary in order. In exact arithmetic the posterior equals k calls of Observe; the KORS
+  // probabilities differ only in not seeing points the same batch added or merged. A batch of
+  // one, or one that must forget evicted observations (forget_evicted) or seed an empty
+  // dictionary, is learned one Observe at a time.
+  absl::Status ObserveBatch(const std::vector<int32_t>& users,
+                            const Eigen::Ref<const Eigen::MatrixXd>& points,
+                            const Eigen::Ref<const Eigen::VectorXd>& rewards) override;
+  bool LearnsInBatches() const override { return true; }
   absl::Status SetGraph(const UserGraph& graph, std::shared_ptr<const UserKernel> users) override;
   std::shared_ptr<const Scorer> Freeze() const override;
   // A refit rescales the stored points, switches to the new kernel, ridge, KORS mu and prior
@@ -179,6 +202,9 @@ class NystromPosterior final : public Learner {
   struct Basis;  // immutable dictionary snapshot shared with frozen scorers
   class FrozenScorer;
 
+  // Observe without the single-precision check (Observe and ObserveBatch check once).
+  absl::Status ObserveOne(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                          double reward);
   // K_Z(s) for one point.
   Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                    double* k_ss) const;
@@ -218,6 +244,10 @@ class NystromPosterior final : public Learner {
   // M <- M + sign v v^T before the factor changes (false: it must be formed again).
   void RebuildForm();
   bool TrackRankOne(const Eigen::Ref<const Eigen::VectorXd>& v, double sign);
+  // After a change: when the form has a new B0, scores the probe points (dictionary points
+  // spread over it, where the variance cancels most) in both precisions and lets snapshots
+  // score in single precision only if they agree (VarianceForm::kSingleTolerance).
+  void CheckSinglePrecision();
 
   int dim_;
   MultiUserKernel kernel_;
@@ -257,6 +287,9 @@ class NystromPosterior final : public Learner {
   mutable bool weights_dirty_ = true;
   mutable std::shared_ptr<const Basis> basis_snapshot_;
   VarianceForm form_;  // B = K_ZZ^-1 - lambda M^-1 over the regression's points
+  // The form's versions CheckSinglePrecision last probed.
+  uint64_t checked_base_ = 0;
+  uint64_t checked_rebuild_ = ~uint64_t{0};
   mutable std::shared_ptr<const Scorer> frozen_;  // Freeze()'s result until the state changes
 };
 

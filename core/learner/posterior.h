@@ -108,6 +108,20 @@ class Scorer {
     Score(user, points, mean, &stddev);
   }
 
+  // The means at points of several users (column i for users[i]), as Mean gives them one at a
+  // time (up to rounding: a scorer may compute them together). Learning a batch asks for them
+  // (its rewards' baseline predictions).
+  virtual void MeanBatch(const std::vector<int32_t>& users,
+                         const Eigen::Ref<const Eigen::MatrixXd>& points,
+                         Eigen::VectorXd* mean) const {
+    mean->resize(points.cols());
+    Eigen::VectorXd one;
+    for (Eigen::Index i = 0; i < points.cols(); ++i) {
+      Mean(users[i], points.col(i), &one);
+      (*mean)(i) = one(0);
+    }
+  }
+
   // Policies that draw a whole parameter vector per decision (SemiGraphTS and its linear
   // baselines, core/learner/semi_parametric_ts.h) rather than perturbing each candidate alone.
   // SampleValues writes `draws` joint draws of the candidates' values, one row per draw and one
@@ -124,6 +138,26 @@ class Learner : public Scorer {
   // Learns reward y at (point, user); user must be a registered index (>= 0).
   virtual absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                double reward) = 0;
+  // Learns the rewards of several observations (column i of `points` for users[i]) in this
+  // order. The default calls Observe for each; a learner that LearnsInBatches does the batch's
+  // work together (fewer passes over its state, matrix products instead of vector ones), which
+  // may round differently from one Observe per reward but depends only on the batch. Checks
+  // every observation first and learns none when one is invalid.
+  virtual absl::Status ObserveBatch(const std::vector<int32_t>& users,
+                                    const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                    const Eigen::Ref<const Eigen::VectorXd>& rewards) {
+    if (static_cast<Eigen::Index>(users.size()) != points.cols() ||
+        rewards.size() != points.cols()) {
+      return absl::InvalidArgumentError("a batch needs one user and one reward per point");
+    }
+    for (Eigen::Index i = 0; i < points.cols(); ++i) {
+      if (absl::Status s = Observe(users[i], points.col(i), rewards(i)); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // Whether ObserveBatch is cheaper per reward than Observe (the model then learns rewards in
+  // batches: core/model/learned_state.h).
+  virtual bool LearnsInBatches() const { return false; }
   // Whether learning needs the whole decision (every candidate's point and the probability with
   // which the policy would have chosen it) rather than the chosen point alone. Such a learner
   // learns through ObserveDecision only; its Observe fails with FailedPrecondition.

@@ -80,6 +80,81 @@ void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
 
 void CholeskyFactor::RankOneUpdate(Eigen::VectorXd v) { Sweep(v, /*downdate=*/false); }
 
+void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
+  const int n = size_;
+  const int k = static_cast<int>(v.cols());
+  if (n == 0 || k == 0) return;
+  if (k == 1) {
+    RankOneUpdate(v.col(0));
+    return;
+  }
+  // [L V] Q = [L' 0] for an orthogonal Q, so that L' L'^T = L L^T + V V^T. Step j reflects the
+  // row [L(j,j), V(j,:)] onto [r, 0...] (r > 0) with H_j = I - tau_j u_j u_j^T acting on column
+  // j of L and the columns of V only; rows above j are zero in both, so later steps keep them
+  // zero. The reflections of a panel of b columns are applied to the rows below it at once, in
+  // the compact WY form H_0 ... H_{b-1} = I - Y T Y^T (LAPACK's dlarft): Y's column t holds
+  // u_t, which is u0_t at panel column t and the row vector y_t over the columns of V, and T is
+  // b x b upper triangular. For the rows below, Z = [L(rows, panel) V(rows, :)] becomes
+  // Z - (Z Y) T Y^T, where Z Y = L(rows, panel) diag(u0) + V(rows, :) Y_V: three products.
+  Eigen::MatrixXd w = v;  // V as the reflections transform it
+  Eigen::MatrixXd yv, t_factor, zy, zyt;
+  Eigen::VectorXd u0, taus;
+  for (int j0 = 0; j0 < n; j0 += kRankPanel) {
+    const int b = std::min(kRankPanel, n - j0);
+    yv.resize(k, b);  // the reflectors' parts over the columns of V
+    u0.resize(b);
+    taus.resize(b);
+    auto panel_l = storage_.block(j0, j0, b, b);
+    auto panel_v = w.middleRows(j0, b);
+    for (int t = 0; t < b; ++t) {
+      const double tail = panel_v.row(t).squaredNorm();
+      if (tail == 0.0) {  // nothing to fold: H_t = I
+        u0(t) = 0.0;
+        taus(t) = 0.0;
+        yv.col(t).setZero();
+        continue;
+      }
+      const double a0 = panel_l(t, t);
+      const double r = std::sqrt(a0 * a0 + tail);
+      // u = [a0 - r, V(t,:)], with a0 - r written without cancellation.
+      u0(t) = -tail / (a0 + r);
+      taus(t) = 2.0 / (u0(t) * u0(t) + tail);
+      yv.col(t) = panel_v.row(t).transpose();
+      // The panel's rows t+1..b-1: y <- y - tau (y u) u^T.
+      const int below = b - t - 1;
+      if (below > 0) {
+        Eigen::VectorXd dots = panel_l.col(t).tail(below) * u0(t);
+        dots.noalias() += panel_v.bottomRows(below) * yv.col(t);
+        dots *= taus(t);
+        panel_l.col(t).tail(below) -= u0(t) * dots;
+        panel_v.bottomRows(below).noalias() -= dots * yv.col(t).transpose();
+      }
+      panel_l(t, t) = r;
+      panel_v.row(t).setZero();
+    }
+    const int rest = n - j0 - b;
+    if (rest == 0) break;
+    // T: T(t,t) = tau_t, T(0:t, t) = -tau_t T(0:t, 0:t) (Y(:, 0:t)^T u_t); the panel parts of
+    // distinct reflectors never overlap, so Y^T u_t is Y_V^T y_t.
+    t_factor.setZero(b, b);
+    for (int t = 0; t < b; ++t) {
+      if (t > 0) {
+        const Eigen::VectorXd c = yv.leftCols(t).transpose() * yv.col(t);
+        const Eigen::VectorXd tc = t_factor.topLeftCorner(t, t).triangularView<Eigen::Upper>() * c;
+        t_factor.col(t).head(t) = -taus(t) * tc;
+      }
+      t_factor(t, t) = taus(t);
+    }
+    auto rows_l = storage_.block(j0 + b, j0, rest, b);
+    auto rows_v = w.bottomRows(rest);
+    zy.noalias() = rows_v * yv;
+    zy += rows_l * u0.asDiagonal();
+    zyt.noalias() = zy * t_factor.triangularView<Eigen::Upper>();
+    rows_l -= zyt * u0.asDiagonal();
+    rows_v.noalias() -= zyt * yv.transpose();
+  }
+}
+
 absl::Status CholeskyFactor::RankOneDowndate(Eigen::VectorXd v) {
   // Check feasibility first so that a failed downdate leaves the factor untouched:
   // A - v v^T is positive definite iff |L^-1 v| < 1.

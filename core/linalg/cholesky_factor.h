@@ -50,6 +50,15 @@ class CholeskyFactor {
   // A <- A + v v^T. Always succeeds for finite v.
   void RankOneUpdate(Eigen::VectorXd v);
 
+  // A <- A + V V^T for the k columns of V (size() x k) at once. Always succeeds for finite V.
+  // Each row of V is folded into the factor's diagonal by one Householder reflection acting on
+  // that column of L and the k columns of V; the reflections of a panel of kRankPanel columns
+  // are applied to every row below the panel at once in compact WY form (matrix products), so
+  // that the O(size()^2 k) work runs at the rate of a matrix product (BLAS-3) instead of k
+  // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
+  void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
+  static constexpr int kRankPanel = 64;
+
   // A <- A - v v^T. Fails with FailedPrecondition (factor unchanged) if the result would not be
   // positive definite.
   absl::Status RankOneDowndate(Eigen::VectorXd v);

@@ -60,6 +60,49 @@ TEST(CholeskyFactorTest, RankOneUpdatesMatchRefactorisationOverManySteps) {
   EXPECT_LT(RelativeError(f.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
 }
 
+// The blocked rank-k update against factorising L L^T + V V^T from scratch, for sizes below,
+// at and across the panel width and for k from 2 to more than the size.
+TEST(CholeskyFactorTest, RankUpdateMatchesRefactorisation) {
+  Rng rng(13);
+  for (int n : {1, 5, CholeskyFactor::kRankPanel, CholeskyFactor::kRankPanel + 1, 100}) {
+    for (int k : {2, 3, 17, 40, 130}) {
+      Eigen::MatrixXd a = RandomSpd(n, rng, 1e4);
+      CholeskyFactor f;
+      ASSERT_TRUE(f.Reset(a).ok());
+      const Eigen::MatrixXd v = RandomMatrix(n, k, rng);
+      f.RankUpdate(v);
+      a += v * v.transpose();
+      Eigen::LLT<Eigen::MatrixXd> reference(a);
+      EXPECT_LT(RelativeError(f.matrix(), reference.matrixL().toDenseMatrix()), 1e-10)
+          << "n " << n << " k " << k;
+      EXPECT_TRUE((f.matrix().diagonal().array() > 0.0).all());
+      EXPECT_EQ(f.matrix().triangularView<Eigen::StrictlyUpper>().toDenseMatrix().norm(), 0.0);
+    }
+  }
+}
+
+// Many batches in a row stay as accurate as the rank-one sweeps (the learner's use), and a zero
+// column or a V with zero rows (a sparse kernel column) changes nothing it should not.
+TEST(CholeskyFactorTest, RankUpdatesOverManyBatchesAndZeroRows) {
+  Rng rng(17);
+  const int n = 70;
+  Eigen::MatrixXd a = RandomSpd(n, rng, 1e3);
+  CholeskyFactor batched, single;
+  ASSERT_TRUE(batched.Reset(a).ok());
+  ASSERT_TRUE(single.Reset(a).ok());
+  for (int step = 0; step < 200; ++step) {
+    Eigen::MatrixXd v = RandomMatrix(n, 8, rng);
+    v.middleRows(10, 20).setZero();
+    v.col(3).setZero();
+    a += v * v.transpose();
+    batched.RankUpdate(v);
+    for (int c = 0; c < v.cols(); ++c) single.RankOneUpdate(v.col(c));
+  }
+  Eigen::LLT<Eigen::MatrixXd> reference(a);
+  EXPECT_LT(RelativeError(batched.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
+  EXPECT_LT(RelativeError(batched.matrix(), single.matrix()), 1e-10);
+}
+
 TEST(CholeskyFactorTest, DowndateUndoesUpdateAndRefusesIndefiniteResults) {
   Rng rng(5);
   const int n = 30;
