@@ -164,6 +164,14 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.max_history = static_cast<int64_t>(c.nystrom().max_history());
   o.forget_evicted = c.nystrom().forget_evicted();
   o.coarsen_full_dictionary = c.nystrom().coarsen_when_full();
+  o.max_learn_batch = static_cast<int>(std::min<uint32_t>(
+      Or<uint32_t>(c.nystrom().max_learn_batch(), static_cast<uint32_t>(d.max_learn_batch)),
+      uint32_t{1} << 30));
+  o.single_precision_scoring = !c.nystrom().double_precision_scoring();
+  o.max_learn_delay = c.nystrom().max_learn_delay_ms() > 0
+                          ? absl::Milliseconds(c.nystrom().max_learn_delay_ms())
+                      : c.nystrom().max_learn_delay_ms() < 0 ? absl::ZeroDuration()
+                                                             : d.max_learn_delay;
   o.exact_max_observations =
       static_cast<int>(Or<uint32_t>(c.exact_gp().max_observations(), d.exact_max_observations));
   o.context_dim = static_cast<int>(c.context_dim());
@@ -228,6 +236,13 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_nystrom()->set_max_history(o.max_history);
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
   c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);
+  c.mutable_nystrom()->set_max_learn_batch(static_cast<uint32_t>(o.max_learn_batch));
+  c.mutable_nystrom()->set_double_precision_scoring(!o.single_precision_scoring);
+  c.mutable_nystrom()->set_max_learn_delay_ms(
+      o.max_learn_delay > absl::ZeroDuration()
+          ? static_cast<int32_t>(
+                std::min<int64_t>(absl::ToInt64Milliseconds(o.max_learn_delay), INT32_MAX))
+          : -1);
   c.mutable_linear()->set_lambda(o.linear_lambda);
   c.mutable_linear()->set_intercept(o.linear_intercept);
   {

@@ -72,6 +72,10 @@ class ModelCollector : public prometheus::Collectable {
         {"graphbandit_queued_operations", "Logged operations waiting for the model's writer.",
          prometheus::MetricType::Gauge,
          [](const ModelStats& s) { return double(s.queued_operations); }},
+        {"graphbandit_rewards_staged",
+         "Accepted rewards applied and waiting for their learning batch.",
+         prometheus::MetricType::Gauge,
+         [](const ModelStats& s) { return double(s.view.rewards_staged); }},
         {"graphbandit_shared_log_read_position",
          "Cluster mode: position of the last record this node read from the model's shared "
          "log (0 on a single node).",

@@ -246,6 +246,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_arm_feature_dim(stats.view.arm_dim);
   response->set_dimensions_fixed(stats.view.dimensions_fixed);
   response->set_queued_operations(stats.queued_operations);
+  response->set_rewards_staged(static_cast<uint64_t>(stats.view.rewards_staged));
   response->set_reward_baseline(stats.view.baseline);
   response->set_dictionary_points_refused(
       static_cast<uint64_t>(stats.view.dictionary_points_refused));

@@ -189,7 +189,8 @@ v1::ModelDescription Session::WaitForLearning(double max_seconds) const {
     absl::StatusOr<v1::ModelDescription> after = Describe();
     if (!after.ok()) return last;
     last = *std::move(after);
-    if (last.queued_operations() == 0 || std::chrono::steady_clock::now() > wait_until) {
+    if ((last.queued_operations() == 0 && last.rewards_staged() == 0) ||
+        std::chrono::steady_clock::now() > wait_until) {
       return last;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -14,8 +14,9 @@
 namespace graphbandit {
 namespace {
 
-// 3: with the hyper-parameters block; 2: without (the configured values apply).
-constexpr uint8_t kStateVersion = 3;
+// 4: with the staged observations (batches); 3: with the hyper-parameters block; 2: without
+// (the configured values apply).
+constexpr uint8_t kStateVersion = 4;
 constexpr uint8_t kOldestStateVersion = 2;
 
 }  // namespace
@@ -93,6 +94,20 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
   };
   std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
   if (!std::holds_alternative<DecideOp>(op)) ++learner_changes_;
+  if (const auto* learn = std::get_if<LearnOp>(&op)) {
+    return LearnStaged(
+        std::min(staged(), std::max<int64_t>(0, learn->through - learned_through())));
+  }
+  // What changes the learner otherwise learns the staged observations first, as a batch: at the
+  // same point of the log live and in replay.
+  if (!staged_.empty() &&
+      (std::holds_alternative<HyperparametersOp>(op) || std::holds_alternative<SetEdgesOp>(op) ||
+       std::holds_alternative<RemoveEdgesOp>(op))) {
+    if (absl::Status s = LearnStaged(staged()); !s.ok()) {
+      LogWarning(absl::StrFormat("model \"%s\": staged rewards not learned: %s", options_.name,
+                                 s.message()));
+    }
+  }
   if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
     if (learner_ != nullptr) {
       if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
@@ -179,6 +194,16 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
         Eigen::VectorXd point(scaling_.joint_dim() + (options_.intercept() ? 1 : 0));
         scaling_.Apply(observe->context.data(), observe->features.data(), point.data());
         if (options_.intercept()) point(point.size() - 1) = 1.0;
+        if (learner_->LearnsInBatches()) {
+          if (absl::Status s = CheckObservation(user, point, observe->reward, point.size());
+              !s.ok()) {
+            status = s;
+            continue;
+          }
+          staged_.push_back(Staged{user, std::move(point), observe->reward});
+          ++staged_total_;
+          continue;  // learned by a LearnOp (counted then)
+        }
         // The learning step the simulator takes too (core/policy/decision_step.h): a drifting
         // baseline is taken out before learning.
         learned = LearnReward(*learner_, baseline_, user, point, observe->reward);
@@ -218,6 +243,34 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
   }
   result->edges = graph_.num_edges();
   return absl::OkStatus();
+}
+
+absl::Status LearnedState::LearnStaged(int64_t count) {
+  absl::Status status;
+  std::vector<int32_t> users;
+  std::vector<Eigen::VectorXd> points;
+  std::vector<double> rewards;
+  while (count > 0) {
+    const int n = static_cast<int>(std::min<int64_t>(count, std::max(1, options_.max_learn_batch)));
+    users.clear();
+    points.clear();
+    rewards.clear();
+    for (int i = 0; i < n; ++i) {
+      Staged& s = staged_.front();
+      users.push_back(s.user);
+      points.push_back(std::move(s.point));
+      rewards.push_back(s.reward);
+      staged_.pop_front();
+    }
+    count -= n;
+    absl::Status learned = LearnRewards(*learner_, baseline_, users, points, rewards);
+    if (learned.ok()) {
+      rewards_learned_ += n;
+    } else if (status.ok()) {
+      status = learned;
+    }
+  }
+  return status;
 }
 
 absl::Status LearnedState::ApplyHyperparameters(const HyperparametersOp& op) {
@@ -352,6 +405,7 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
     }
   }
   view->rewards_learned = rewards_learned_;
+  view->rewards_staged = staged();
   view->baseline = baseline_.value();
   view->edges = graph_.num_edges();
   view->graph_users = registry_->size();
@@ -401,6 +455,14 @@ std::string LearnedState::Save(uint64_t seq) const {
   out.PutDouble(baseline_.value());
   out.PutVarint64(static_cast<uint64_t>(coarsenings_));
   if (learner_ != nullptr) learner_->SaveState(&out);
+  // Version 4: the staged observations (batches) and how many were staged in all.
+  out.PutVarint64(static_cast<uint64_t>(staged_total_));
+  out.PutVarint64(staged_.size());
+  for (const Staged& staged : staged_) {
+    out.PutVarint64(static_cast<uint32_t>(staged.user));
+    out.PutDoubles(staged.point.data(), staged.point.size());
+    out.PutDouble(staged.reward);
+  }
   return out.Release();  // the ledger follows (core/model/ledger_records.h)
 }
 
@@ -515,6 +577,28 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) return bad(s.message());
   }
   rewards_learned_ = static_cast<int64_t>(learned);
+  if (version >= 4) {
+    uint64_t total = 0, count = 0;
+    if (!in.GetVarint64(&total) || total > INT64_MAX || !in.GetVarint64(&count) || count > total ||
+        count > in.remaining() || (count > 0 && learner_ == nullptr)) {
+      return bad("staged observations");
+    }
+    const int64_t dim =
+        learner_ != nullptr ? scaling_.joint_dim() + (options_.intercept() ? 1 : 0) : 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t user = 0;
+      std::vector<double> point;
+      double reward = 0.0;
+      if (!in.GetVarint64(&user) || user >= static_cast<uint64_t>(registry_->size()) ||
+          !in.GetDoubles(&point, 1u << 20) || static_cast<int64_t>(point.size()) != dim ||
+          !in.GetDouble(&reward) || !std::isfinite(reward)) {
+        return bad("staged observation");
+      }
+      staged_.push_back(Staged{static_cast<int32_t>(user),
+                               Eigen::Map<const Eigen::VectorXd>(point.data(), dim), reward});
+    }
+    staged_total_ = static_cast<int64_t>(total);
+  }
   if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
     // Values the configuration fixes win over the snapshot's (the configuration may have
     // changed since): rebuild with them, as a logged fit would.
@@ -524,6 +608,8 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
           absl::StrFormat("model \"%s\": the configuration fixes hyper-parameters the "
                           "snapshot had otherwise (%s); rebuilding with %s",
                           options_.name, hyper_.DebugString(), configured.DebugString()));
+      // Staged points are scaled with the old values: learned first, as before any switch.
+      if (absl::Status s = LearnStaged(staged()); !s.ok()) return s;
       if (absl::Status s = SwitchHyperparameters(configured, kors_mu_factor_); !s.ok()) return s;
     }
   }

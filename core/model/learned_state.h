@@ -5,6 +5,15 @@
 // bit-identical state (the learner's only randomness is a seeded stream kept in snapshots; sums
 // over graph neighbours run in index order).
 //
+// Batches. A learner that LearnsInBatches (the EK policies) does not learn a reward when its
+// record is applied: the observation is staged, and a LearnOp later in the log learns every
+// staged observation before its `through` ordinal as one batch (Learner::ObserveBatch; several
+// in turn of at most ModelOptions::max_learn_batch each). The
+// writer logs a LearnOp after each batch of records it applied (core/model/model_writer.cc), so
+// under load a batch holds what arrived while the previous one was learned, and replay learns
+// the same batches at the same points of the log. Operations that change the learner otherwise
+// (graph edits, hyper-parameters) learn what is staged first; snapshots keep what is staged.
+//
 // Not thread-safe: owned by the model's writer thread, or by recovery before it starts. Two
 // things are shared: the user registry (thread-safe, read by request threads to map user ids)
 // and the published ModelView (immutable).
@@ -12,6 +21,7 @@
 #define GRAPHBANDIT_CORE_MODEL_LEARNED_STATE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,6 +92,13 @@ class LearnedState {
   void set_next_fit_at(int64_t rewards) { next_fit_at_ = rewards; }
   KernelShape CurrentShape() const;
 
+  // ---- batches ----
+  // Observations staged in all (the ordinal the next one gets), learned in batches (the ordinal
+  // below which every staged observation is learned), and waiting now.
+  int64_t staged_total() const { return staged_total_; }
+  int64_t learned_through() const { return staged_total_ - static_cast<int64_t>(staged_.size()); }
+  int64_t staged() const { return static_cast<int64_t>(staged_.size()); }
+
   // ---- for the model ----
   const std::shared_ptr<UserRegistry>& registry() const { return registry_; }
   Dimensions dimensions() const;
@@ -102,6 +119,8 @@ class LearnedState {
   int32_t Register(const std::string& id, bool* added = nullptr);
   // Learns one reward of a policy that learns from whole decisions (LearnsFromDecisions).
   absl::Status LearnFromDecision(const ObserveOp& observe, int32_t user);
+  // Learns the oldest `count` staged observations, in batches of at most max_learn_batch.
+  absl::Status LearnStaged(int64_t count);
 
   const ModelOptions options_;
   std::function<void(const std::string&)> on_user_registered_;
@@ -129,6 +148,14 @@ class LearnedState {
   int32_t last_fit_points_ = 0;
   double last_fit_log_likelihood_ = 0.0;
   BaselineTracker baseline_;
+  // Staged observations (batches), oldest first: the learner's point, user and reward.
+  struct Staged {
+    int32_t user = 0;
+    Eigen::VectorXd point;
+    double reward = 0.0;
+  };
+  std::deque<Staged> staged_;
+  int64_t staged_total_ = 0;
 };
 
 }  // namespace graphbandit

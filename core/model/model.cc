@@ -159,6 +159,14 @@ absl::Status Model::StartLog(uint64_t next_seq) {
     next_seq_ = next_seq;
     applied_seq_ = next_seq - 1;
     decided_seq_ = next_seq - 1;
+    // Observations the snapshot or the replayed log left staged: their records are at or before
+    // the last one applied; the writer asks for their batch first.
+    learn_requested_ = state_->learned_through();
+    for (int64_t o = state_->learned_through(); o < state_->staged_total(); ++o) {
+      staged_rewards_.push_back(StagedReward{o, std::max<uint64_t>(next_seq - 1, 1),
+                                             absl::InfinitePast(), absl::InfinitePast()});
+    }
+    learned_seq_ = LearnedThrough(applied_seq_);
     rewards_held_ = state_->history_size();
     dims_ = state_->dimensions();
     if (log_ != nullptr) {
@@ -724,11 +732,16 @@ void Model::WaitForFits() {
     queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return fits_in_flight_ == 0 || stopping_;
     });
-    // Not only applied: the writer must also have decided, after applying, whether a fit is
-    // due (AfterBatch), or a fit about to start would be missed here.
+    // Not only applied: every reward logged so far learned (its batch's LearnOp applied), and
+    // the writer must also have decided, after that, whether a fit is due (AfterBatch), or a fit
+    // about to start would be missed here.
     const uint64_t target = next_seq_ - 1;
     queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return decided_seq_ >= target || (stopping_ && queue_.empty());
+      return LearnedOrBlocked(target) || (stopping_ && queue_.empty());
+    });
+    const uint64_t applied = applied_seq_;
+    queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return decided_seq_ >= applied || (stopping_ && queue_.empty());
     });
     if (fits_in_flight_ == 0 || stopping_) return;
   }
@@ -751,22 +764,29 @@ absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
         "use a model_version returned by ReportReward",
         version, options_.name, logged));
   }
+  // A reward's version is its record's: wait until its batch is learned too (learned_seq_).
   queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return applied_seq_ >= version || stopping_ || draining_;
+    return learned_seq_ >= version || stopping_ || draining_;
   });
-  if (applied_seq_ >= version) return absl::OkStatus();
+  if (learned_seq_ >= version) return absl::OkStatus();
   if (stopping_ || draining_) return absl::UnavailableError("the model is shutting down");
   return absl::DeadlineExceededError(
       absl::StrFormat("the deadline passed before model \"%s\" published version %d (it is at %d)",
-                      options_.name, version, applied_seq_));
+                      options_.name, version, learned_seq_));
 }
 
 void Model::WaitForWriter() {
   MutexLock lock(&queue_mu_);
   const uint64_t target = next_seq_ - 1;
   queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return applied_seq_ >= target || (stopping_ && queue_.empty());
+    return LearnedOrBlocked(target) || (stopping_ && queue_.empty());
   });
+}
+
+bool Model::LearnedOrBlocked(uint64_t target) const {
+  // While the local log refuses writes no LearnOp can be logged: the staged rewards (durable in
+  // the log) wait for its repair, and the waits settle for everything being applied.
+  return learned_seq_ >= target || (LogDegraded() && applied_seq_ >= target);
 }
 
 absl::StatusOr<uint64_t> Model::Snapshot() {
@@ -835,6 +855,19 @@ bool Model::Shutdown(absl::Time deadline) {
       waiter->status = absl::UnavailableError("the model is shutting down");
       waiter->done.Notify();
     }
+  }
+  if (!replicated() && state_->staged() > 0) {
+    // The writer has applied everything but a batch still staged: learn it before the final
+    // snapshot (a LearnOp in the log, as the writer would have logged).
+    absl::StatusOr<uint64_t> seq;
+    {
+      MutexLock ledger(&ledger_mu_);
+      MutexLock lock(&queue_mu_);
+      stopping_ = false;
+      seq = AppendLocked(ModelOp(LearnOp{state_->staged_total()}), nullptr, absl::InfinitePast());
+      stopping_ = true;
+    }
+    if (seq.ok()) ApplyUpTo(*seq);
   }
   {
     // The writer has applied everything; a final snapshot if anything changed since the last.

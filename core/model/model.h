@@ -397,6 +397,23 @@ class Model : private FitScheduler::Host {
   absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   absl::StatusOr<uint64_t> TakeSnapshot() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  // Batches (core/model/learned_state.h): logs a LearnOp for the observations the state staged
+  // beyond those a LearnOp of this node already asked for (single node: appended to the log;
+  // cluster mode: published to the shared log). False when it could not be logged now (a
+  // degraded log, a shutdown, the shared log unreachable): the writer tries again.
+  bool RequestLearning() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  // Everything through `target` learned, or applied while the local log is degraded (no LearnOp
+  // can be logged until it is repaired): what WaitForWriter and WaitForFits wait for.
+  bool LearnedOrBlocked(uint64_t target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // When the staged rewards not asked for yet are due for their LearnOp: at once
+  // (InfinitePast) when a whole batch waits, else nystrom.max_learn_delay after the oldest was
+  // staged.
+  absl::Time LearnDueAt() const;
+  // After the writer applied a record that staged observations: remembers their record and
+  // acknowledgement, for the freshness measured when they are learned and for learned_seq_.
+  void NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged);
+  // The records before the oldest staged observation's (all of them when nothing is staged).
+  uint64_t LearnedThrough(uint64_t applied) const;
   // FitScheduler::Host.
   absl::Status LogHyperparameters(HyperparametersOp op) override
       ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
@@ -439,6 +456,17 @@ class Model : private FitScheduler::Host {
 
   // Owned by the writer thread (by Open before it starts, by Shutdown after it stopped).
   std::unique_ptr<LearnedState> state_;
+  // Batches: each staged observation's ordinal, record and acknowledgement (InfinitePast for
+  // those restored at start), oldest first; and the staged total the last LearnOp this node
+  // logged asked for.
+  struct StagedReward {
+    int64_t ordinal;
+    uint64_t seq;
+    absl::Time acknowledged;
+    absl::Time staged_at;
+  };
+  std::deque<StagedReward> staged_rewards_;
+  int64_t learn_requested_ = 0;
   FitScheduler fits_;         // its stats are thread-safe
   SnapshotWriter snapshots_;  // its stats are thread-safe
 
@@ -447,6 +475,9 @@ class Model : private FitScheduler::Host {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // Every reward of the records up to here is learned and published (applied_seq_ less the
+  // records whose rewards wait in a batch): what WaitForVersion and WaitForWriter wait for.
+  uint64_t learned_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   // Applied and past the fit decisions (FitScheduler::AfterBatch); WaitForFits waits on it.
   uint64_t decided_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::shared_ptr<const std::function<void()>> after_apply_hook_ ABSL_GUARDED_BY(queue_mu_);

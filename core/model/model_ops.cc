@@ -171,6 +171,7 @@ struct EncodeVisitor {
     out->PutVarint64(static_cast<uint32_t>(op.points));
     out->PutDouble(op.log_likelihood);
   }
+  void operator()(const LearnOp& op) const { out->PutVarint64(static_cast<uint64_t>(op.through)); }
 };
 
 absl::Status Malformed(OpType type) {
@@ -365,6 +366,13 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       if (!(op.kors_mu_factor > 0.0) || op.kors_mu_factor > kMaxKorsMuFactor) {
         return Malformed(type);
       }
+      return op;
+    }
+    case OpType::kLearn: {
+      LearnOp op;
+      uint64_t through = 0;
+      if (!in.GetVarint64(&through) || through > INT64_MAX || !in.done()) return Malformed(type);
+      op.through = static_cast<int64_t>(through);
       return op;
     }
   }

@@ -115,8 +115,16 @@ struct HyperparametersOp {
   double log_likelihood = 0.0;  // per point, at the fitted values
 };
 
+// Learns the rewards waiting in a batch (core/model/learned_state.h, "Batches"): the staged
+// observations whose ordinal (counted from the model's first staged observation) is below
+// `through`, all at once. Logged by the writer, which decides when a batch ends; replay learns
+// the same batches at the same points, so that batched learning stays bit-identical.
+struct LearnOp {
+  int64_t through = 0;
+};
+
 using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
-                             DecideOp, RewardOp, CloseOp, HyperparametersOp>;
+                             DecideOp, RewardOp, CloseOp, HyperparametersOp, LearnOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -129,6 +137,7 @@ enum class OpType : uint8_t {
   kReward = 7,
   kClose = 8,
   kHyperparameters = 9,
+  kLearn = 10,
 };
 
 // The observations an operation teaches the learner (rewards learned now), or empty.

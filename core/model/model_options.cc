@@ -191,6 +191,7 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
        {std::pair<int64_t, absl::string_view>{o.max_dictionary_size, "nystrom.max_dictionary_size"},
         {o.exact_max_observations, "exact_gp.max_observations"},
         {o.max_candidates, "limits.max_candidates"},
+        {o.max_learn_batch, "nystrom.max_learn_batch"},
         {o.max_feature_dim, "limits.max_feature_dim"},
         {o.max_users, "limits.max_users"},
         {o.max_graph_edits_per_call, "limits.max_graph_edits_per_call"},
@@ -217,9 +218,19 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": ledger.max_tombstones must be >= 0", o.name));
   }
+  if (o.max_learn_batch > kMaxLearnBatchLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model \"%s\": nystrom.max_learn_batch must be at most %d, got %d", o.name,
+                        kMaxLearnBatchLimit, o.max_learn_batch));
+  }
   if (o.max_history < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": nystrom.max_history must be >= 0", o.name));
+  }
+  if (o.max_learn_delay < absl::ZeroDuration() || o.max_learn_delay > absl::Minutes(1)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": nystrom.max_learn_delay_ms must be at most 60000 (one minute), got %d",
+        o.name, absl::ToInt64Milliseconds(o.max_learn_delay)));
   }
   if (o.reward_window <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

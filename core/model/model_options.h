@@ -48,6 +48,9 @@ enum class PolicyKind {
   kRandom,   // a uniformly random choice
 };
 
+// The largest nystrom.max_learn_batch a model accepts (a batch's work and memory grow with it).
+inline constexpr int kMaxLearnBatchLimit = 1024;
+
 // BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
 inline constexpr double kServedBatchedMinGrowth = 0.05;
 
@@ -125,6 +128,15 @@ struct ModelOptions {
   // EK policies: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h). Off by
   // default: within 5,000 rounds it cost regret on every robustness task that reached the cap.
   bool coarsen_full_dictionary = false;
+  // EK policies: rewards learned together at most (a LearnOp's batch, core/model/learned_state.h;
+  // rank-k updates). 1 learns each reward alone.
+  int max_learn_batch = 128;
+  // EK policies: a batch is logged once max_learn_batch rewards wait or the oldest has waited
+  // this long (0: after every batch of records the writer applied, however few).
+  absl::Duration max_learn_delay = absl::Milliseconds(50);
+  // EK policies: score in single precision while it agrees with double precision on the
+  // state's probe points (NystromOptions::single_precision); false always scores in double.
+  bool single_precision_scoring = true;
   int64_t max_history = 0;      // EK policies: retained observations (0 = all)
   bool forget_evicted = false;  // EK policies: sliding window
   int exact_max_observations = 2000;

@@ -33,6 +33,8 @@ struct ModelView {
   int arm_dim = 0;
   bool dimensions_fixed = false;
   int64_t rewards_learned = 0;
+  // Accepted rewards waiting in a learning batch (model_options.h, max_learn_batch).
+  int64_t rewards_staged = 0;
   int64_t history_size = 0;
   int64_t dictionary_size = 0;
   int64_t dictionary_points_refused = 0;  // at the cap (core/learner/posterior.h)

@@ -1,5 +1,6 @@
 // The model's writer thread: applies logged operations to the learned state in log order,
 // publishes views, takes snapshots, and lets the fit scheduler decide after each batch.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -12,14 +13,27 @@ namespace graphbandit {
 
 void Model::WriterLoop() {
   for (;;) {
+    // Staged rewards not asked for yet are asked for (a LearnOp logged) once a whole batch
+    // waits, or the oldest has waited nystrom.max_learn_delay; until then the writer waits for
+    // that moment as well as for records. A LearnOp that could not be logged is tried again
+    // 100 ms later.
+    absl::Time learn_at = absl::InfiniteFuture();
+    if (state_->staged_total() > learn_requested_) {
+      learn_at = LearnDueAt();
+      if (learn_at <= absl::Now()) {
+        learn_at =
+            RequestLearning() ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(100);
+      }
+    }
     std::deque<Pending> batch;
     bool snapshot = false;
     std::shared_ptr<const std::function<void()>> hook;
     {
       MutexLock lock(&queue_mu_);
-      queue_cv_.Wait(&queue_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      const auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
         return !queue_.empty() || stopping_ || snapshot_requested_ || fit_ready_;
-      });
+      };
+      queue_cv_.WaitUntil(&queue_mu_, learn_at, ready);
       if (queue_.empty() && stopping_) return;  // everything logged is applied
       batch.swap(queue_);
       snapshot = snapshot_requested_;
@@ -56,44 +70,55 @@ void Model::WriterLoop() {
 void Model::ApplyBatch(std::deque<Pending>* batch) {
   if (batch->empty()) return;
   for (Pending& pending : *batch) {
+    const int64_t staged_before = state_->staged_total();
     EdgeEditResult result;
+    absl::Status status;
     if (pending.replicated != nullptr) {
-      absl::Status status = ApplyReplicated(pending, &result);
-      if (pending.completion != nullptr) {
-        pending.completion->status = status;
-        pending.completion->result = result;
+      status = ApplyReplicated(pending, &result);
+    } else {
+      status = state_->Apply(pending.op, &result);
+      if (std::holds_alternative<HyperparametersOp>(pending.op)) fits_.HyperparametersApplied();
+      if (!status.ok()) {
+        LogWarning(absl::StrFormat("model \"%s\": operation %d not applied: %s", options_.name,
+                                   pending.seq, status.message()));
       }
-      continue;
-    }
-    absl::Status status = state_->Apply(pending.op, &result);
-    if (std::holds_alternative<HyperparametersOp>(pending.op)) fits_.HyperparametersApplied();
-    if (!status.ok()) {
-      LogWarning(absl::StrFormat("model \"%s\": operation %d not applied: %s", options_.name,
-                                 pending.seq, status.message()));
     }
     if (pending.completion != nullptr) {
       pending.completion->status = status;
       pending.completion->result = result;
+    }
+    if (state_->staged_total() > staged_before) {
+      // Staged rewards count towards freshness when a LearnOp learns them (below), not now.
+      NoteStaged(staged_before, pending.seq, pending.acknowledged);
+      pending.acknowledged = absl::InfinitePast();
     }
   }
   Publish(batch->back().seq);
   const absl::Time published = absl::Now();
   {
     MutexLock lock(&stats_mu_);
-    for (const Pending& pending : *batch) {
-      if (pending.acknowledged == absl::InfinitePast()) continue;
-      const double seconds = absl::ToDoubleSeconds(published - pending.acknowledged);
+    const auto count = [&](absl::Time acknowledged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stats_mu_) {
+      if (acknowledged == absl::InfinitePast()) return;
+      const double seconds = absl::ToDoubleSeconds(published - acknowledged);
       ++freshness_.count;
       freshness_.sum += seconds;
       for (int b = 0; b < FreshnessStats::kBuckets; ++b) {
         if (seconds <= FreshnessStats::kBounds[b]) ++freshness_.buckets[b];
       }
+    };
+    for (const Pending& pending : *batch) count(pending.acknowledged);
+    // Staged rewards that a LearnOp of this batch learned.
+    while (!staged_rewards_.empty() &&
+           staged_rewards_.front().ordinal < state_->learned_through()) {
+      count(staged_rewards_.front().acknowledged);
+      staged_rewards_.pop_front();
     }
   }
   snapshots_.CountApplied(static_cast<int64_t>(batch->size()));
   {
     MutexLock lock(&queue_mu_);
     applied_seq_ = batch->back().seq;
+    learned_seq_ = LearnedThrough(applied_seq_);
     queue_cv_.SignalAll();
     room_cv_.SignalAll();
   }
@@ -178,6 +203,54 @@ absl::StatusOr<uint64_t> Model::TakeSnapshot() {
   prepared = CompleteSnapshotState(std::move(prepared));
   if (!prepared.ok()) return prepared.status();
   return snapshots_.Write(*prepared);
+}
+
+void Model::NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged) {
+  const absl::Time now = absl::Now();
+  for (int64_t ordinal = from; ordinal < state_->staged_total(); ++ordinal) {
+    staged_rewards_.push_back(StagedReward{ordinal, seq, acknowledged, now});
+  }
+}
+
+absl::Time Model::LearnDueAt() const {
+  if (state_->staged_total() - learn_requested_ >= options_.max_learn_batch ||
+      options_.max_learn_delay <= absl::ZeroDuration()) {
+    return absl::InfinitePast();
+  }
+  // The oldest staged reward no LearnOp of this node asked for yet.
+  for (const StagedReward& staged : staged_rewards_) {
+    if (staged.ordinal >= learn_requested_) return staged.staged_at + options_.max_learn_delay;
+  }
+  return absl::InfinitePast();  // restored at start (no entry): at once
+}
+
+uint64_t Model::LearnedThrough(uint64_t applied) const {
+  // Entries the state learned already are dropped after each batch; the front may lag by one
+  // batch only while ApplyBatch runs.
+  for (const StagedReward& staged : staged_rewards_) {
+    if (staged.ordinal >= state_->learned_through()) return std::min(applied, staged.seq - 1);
+  }
+  return applied;
+}
+
+bool Model::RequestLearning() {
+  LearnOp op;
+  op.through = state_->staged_total();
+  if (replicated()) {
+    // Every replica asks for its batches; the first LearnOp in the stream learns them, the
+    // others find nothing left below their `through` (or a few later arrivals).
+    absl::StatusOr<uint64_t> seq = PublishOnly(ModelOp(op), absl::Now() + absl::Seconds(5));
+    if (!seq.ok()) return false;
+  } else {
+    MutexLock ledger(&ledger_mu_);
+    MutexLock lock(&queue_mu_);
+    if (!AppendLocked(ModelOp(op), nullptr, absl::InfinitePast()).ok()) {
+      queue_cv_.SignalAll();  // waits that settle for a degraded log look again
+      return false;
+    }
+  }
+  learn_requested_ = op.through;
+  return true;
 }
 
 absl::Status Model::LogHyperparameters(HyperparametersOp op) {

@@ -99,6 +99,8 @@ std::string KindName(uint8_t type) {
       return "close";
     case OpType::kHyperparameters:
       return "hyperparameters";
+    case OpType::kLearn:
+      return "learn";
   }
   return "unknown";
 }

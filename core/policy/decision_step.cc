@@ -128,6 +128,35 @@ absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t us
   return learned;
 }
 
+absl::Status LearnRewards(Learner& learner, BaselineTracker& baseline,
+                          const std::vector<int32_t>& users,
+                          const std::vector<Eigen::VectorXd>& points,
+                          const std::vector<double>& rewards) {
+  const Eigen::Index n = static_cast<Eigen::Index>(users.size());
+  if (points.size() != users.size() || rewards.size() != users.size()) {
+    return absl::InvalidArgumentError("a batch needs one point and one reward per user");
+  }
+  if (n == 0) return absl::OkStatus();
+  Eigen::MatrixXd x(points[0].size(), n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    if (points[i].size() != x.rows()) {
+      return absl::InvalidArgumentError("the points of a batch differ in dimension");
+    }
+    x.col(i) = points[i];
+  }
+  Eigen::VectorXd predictions = Eigen::VectorXd::Zero(n);
+  if (baseline.enabled()) learner.MeanBatch(users, x, &predictions);
+  BaselineTracker moved = baseline;
+  Eigen::VectorXd targets(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    targets(i) = moved.Target(rewards[i]);
+    moved.Update(targets(i), predictions(i));
+  }
+  absl::Status learned = learner.ObserveBatch(users, x, targets);
+  if (learned.ok()) baseline = moved;
+  return learned;
+}
+
 }  // namespace graphbandit
 
 namespace graphbandit {

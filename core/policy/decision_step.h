@@ -64,6 +64,15 @@ absl::Status DecideSlate(const Scorer& scorer, int32_t user, const Eigen::Matrix
 absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t user,
                          const Eigen::Ref<const Eigen::VectorXd>& point, double reward);
 
+// Learns a batch of rewards at once (Learner::ObserveBatch): users[i], points[i] and rewards[i]
+// in order. Each reward's baseline prediction is the learner's mean at its point before the
+// batch; the tracker moves through the batch in order, as it does one reward at a time, and
+// only if the learner accepted the batch. A batch of one is LearnReward.
+absl::Status LearnRewards(Learner& learner, BaselineTracker& baseline,
+                          const std::vector<int32_t>& users,
+                          const std::vector<Eigen::VectorXd>& points,
+                          const std::vector<double>& rewards);
+
 // Learns `reward` for candidate `chosen` of a decision whose candidates' points are the columns
 // of `points`, chosen with `propensities` (a learner that LearnsFromDecisions). No baseline
 // tracker: such learners are built to be immune to an arm-independent baseline.

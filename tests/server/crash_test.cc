@@ -207,7 +207,7 @@ v1::ModelDescription Settled(const std::string& target) {
     context.set_deadline(In(5000));
     description.Clear();
     if (admin->DescribeModel(&context, v1::DescribeModelRequest(), &description).ok() &&
-        description.queued_operations() == 0) {
+        description.queued_operations() == 0 && description.rewards_staged() == 0) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -45,6 +45,18 @@ std::unique_ptr<Engine> OpenNode(const std::string& id, const std::shared_ptr<Sh
 
 Model& TheModel(Engine& engine) { return **engine.FindModel(""); }
 
+// How many of the shared log's records from index `from` on are ordinary operations of `type`.
+int RecordsOfType(MemorySharedLog& log, size_t from, OpType type) {
+  int count = 0;
+  const auto records = log.Records();
+  for (size_t i = from; i < records.size(); ++i) {
+    auto decoded = DecodeReplicated(records[i].payload);
+    if (!decoded.ok()) continue;
+    if (const auto* op = std::get_if<ModelOp>(&*decoded)) count += TypeOf(*op) == type ? 1 : 0;
+  }
+  return count;
+}
+
 // Waits until no node has a fit running and every node has applied the whole shared log.
 void Settle(const std::vector<Engine*>& nodes, MemorySharedLog& log) {
   for (int round = 0; round < 20; ++round) {
@@ -219,7 +231,9 @@ TEST(ClusterModeTest, AnAppendWhoseAnswerWasLostIsRetriedAndStoredOnce) {
   auto result = a->ReportReward({decision->event_id, 1.0, {}, ""});
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->outcome, RewardOutcome::kAccepted);
-  EXPECT_EQ(log->Records().size(), records + 1);
+  TheModel(*a).WaitForWriter();  // the reward's batch learned (a LearnOp after it)
+  EXPECT_EQ(RecordsOfType(*log, records, OpType::kLearn), 1);
+  EXPECT_EQ(log->Records().size(), records + 2);  // the report once, and the LearnOp
   EXPECT_EQ(TheModel(*a).View()->rewards_learned, 1);
 
   // The shared log takes nothing until the deadline: a retryable error, nothing learned.
@@ -233,6 +247,7 @@ TEST(ClusterModeTest, AnAppendWhoseAnswerWasLostIsRetriedAndStoredOnce) {
   auto later = a->ReportReward({second->event_id, 0.5, {}, ""});
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_EQ(later->outcome, RewardOutcome::kAccepted);
+  TheModel(*a).WaitForWriter();
   EXPECT_EQ(TheModel(*a).View()->rewards_learned, 2);
 }
 

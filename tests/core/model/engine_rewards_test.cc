@@ -141,6 +141,10 @@ TEST(EngineTest, SlateRewardsChangeTheStateExactlyAsSingleRewards) {
       options.exploration_width = width;
       options.prior_mean = 0.3;
       options.refit.enabled = false;  // no fit timing in the comparison
+      // One reward per learning step on both sides: a slate's rewards would otherwise be learned
+      // as one batch (learned_state.h), which rounds differently and draws KORS on the
+      // dictionary before the batch (tests/core/learner/posterior_test.cc compares batches).
+      options.max_learn_batch = 1;
       auto slates = OpenEngine({options});
       auto singles = OpenEngine({options});
       const std::vector<double> rewards = {0.9, -0.2, 0.45};

@@ -48,6 +48,8 @@ void Learn(LearnedState* state, Rng* rng, int rewards) {
     reward.learn.push_back(std::move(observe));
     EdgeEditResult ignored;
     ASSERT_TRUE(state->Apply(reward, &ignored).ok());
+    // EK learns in batches (learned_state.h): one LearnOp per reward here.
+    ASSERT_TRUE(state->Apply(LearnOp{state->staged_total()}, &ignored).ok());
   }
 }
 

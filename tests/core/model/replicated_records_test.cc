@@ -73,6 +73,12 @@ class Replica {
       EdgeEditResult ignored;
       EXPECT_TRUE(state_->Apply(op, &ignored).ok());
     }
+    // As the writer does after each batch of records: the staged rewards are learned by a
+    // LearnOp (learned_state.h, "Batches"), here one per record.
+    if (state_->staged() > 0) {
+      EdgeEditResult ignored;
+      EXPECT_TRUE(state_->Apply(LearnOp{state_->staged_total()}, &ignored).ok());
+    }
     return resolution;
   }
 
