@@ -16,7 +16,7 @@
 //   BM_EigenRankOne/m  Eigen's rank-one update of an m x m symmetric matrix (m^2 flops).
 //   BM_FmaPeak         independent fused multiply-adds in vector registers: one core's peak.
 //   BM_FormRebuild/m   the scoring form formed exactly from the factors of K_ZZ and M (m x m),
-//                      the writer's O(m^3) step every max(1,024, 8 m) updates.
+//                      the writer's O(m^3) step every max(1,024, 32 m) updates.
 //   BM_FormGrow/m/k    the same form grown from m - k to m points by bordering (dictionary
 //                      growth, O(m^2 k)); compare with BM_FormRebuild/m, which growth used to run.
 //
@@ -38,7 +38,10 @@
 #include "core/base/random.h"
 #include "core/graph/green_function.h"
 #include "core/graph/user_graph.h"
+#include "core/learner/baseline_tracker.h"
 #include "core/learner/nystrom_posterior.h"
+#include "core/model/model_options.h"
+#include "core/policy/decision_step.h"
 
 namespace graphbandit {
 namespace {
@@ -53,14 +56,24 @@ std::shared_ptr<const UserKernel> RingOfFriends() {
   return *GreenFunction::Build(graph, 0.1);
 }
 
-// An EK state whose dictionary holds exactly m points (every point forced in, then the cap),
-// having learned `rewards` observations in all.
-std::unique_ptr<NystromPosterior> TrainedState(int m, int rewards) {
+NystromOptions StateOptions(int m, bool single) {
   NystromOptions options;
   options.max_dictionary_size = m;
   options.seed = 3;
+  options.single_precision = single;
+  // Grown as served (core/model/model_options.h): batches of m / 64 rows, so that building a
+  // state of thousands of points takes seconds.
+  options.growth_batch_divisor = kServedGrowthBatchDivisor;
+  options.spread_growth_scan = true;
+  return options;
+}
+
+// An EK state whose dictionary holds exactly m points (every point forced in, then the cap),
+// having learned `rewards` observations in all; scoring in single precision where the state
+// allows it (`single`, as served) or always in double precision.
+std::unique_ptr<NystromPosterior> TrainedState(int m, int rewards, bool single = false) {
   auto learner = std::make_unique<NystromPosterior>(kDim, ArmKernel(KernelType::kRbf, 1.0),
-                                                    RingOfFriends(), options);
+                                                    RingOfFriends(), StateOptions(m, single));
   Rng rng(11);
   Eigen::VectorXd point(kDim);
   for (int t = 0; t < std::max(m, rewards); ++t) {
@@ -71,6 +84,10 @@ std::unique_ptr<NystromPosterior> TrainedState(int m, int rewards) {
       std::fprintf(stderr, "microbench: training failed\n");
       std::exit(1);
     }
+  }
+  if (!learner->FlushPendingDictionary().ok() || learner->dictionary_size() != m) {
+    std::fprintf(stderr, "microbench: the dictionary did not reach %d points\n", m);
+    std::exit(1);
   }
   return learner;
 }
@@ -83,22 +100,91 @@ Eigen::MatrixXd Candidates(int c, uint64_t seed) {
 }
 
 double ScoreFlops(int m, int c) { return 2.0 * c * m * m + 2.0 * c * m * kDim; }
-// The arithmetic scoring needs: the triangular half of the form's product, and the kernel.
-double ExecutedScoreFlops(int m, int c) { return 1.0 * c * m * m + 2.0 * c * m * kDim; }
+
+// The same learned state scoring in the other precision (a copy through its snapshot bytes).
+std::unique_ptr<NystromPosterior> Copy(const NystromPosterior& learner, bool single) {
+  const int m = static_cast<int>(learner.options().max_dictionary_size);
+  auto copy = std::make_unique<NystromPosterior>(kDim, ArmKernel(KernelType::kRbf, 1.0),
+                                                 RingOfFriends(), StateOptions(m, single));
+  storage::Encoder out;
+  learner.SaveState(&out);
+  const std::string bytes = out.Release();
+  storage::Decoder in(bytes);
+  if (!copy->LoadState(&in).ok()) {
+    std::fprintf(stderr, "microbench: copying a state failed\n");
+    std::exit(1);
+  }
+  return copy;
+}
+
+// One trained state per m (built once: thousands of points take seconds), in each precision.
+const NystromPosterior& CachedState(int m, bool single) {
+  static auto* cache = new std::map<std::pair<int, bool>, std::unique_ptr<NystromPosterior>>;
+  auto& slot = (*cache)[{m, single}];
+  if (slot == nullptr) {
+    auto& base = (*cache)[{m, false}];
+    if (base == nullptr) base = TrainedState(m, 2 * m);
+    if (single) slot = Copy(*base, true);
+  }
+  return *slot;
+}
 
 void BM_Score(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0)), c = static_cast<int>(state.range(1));
-  const auto learner = TrainedState(m, 2 * m);
-  const std::shared_ptr<const Scorer> scorer = learner->Freeze();
+  const bool single = state.range(2) != 0;
+  const NystromPosterior& learner = CachedState(m, single);
+  const std::shared_ptr<const Scorer> scorer = learner.Freeze();
   const Eigen::MatrixXd points = Candidates(c, 5);
   Eigen::VectorXd mean, stddev;
   for (auto _ : state) {
     scorer->Score(7, points, &mean, &stddev);
     benchmark::DoNotOptimize(stddev.data());
   }
-  state.counters["dictionary"] = static_cast<double>(learner->dictionary_size());
+  // Single precision is what the state's own check allows: say when it refused.
+  state.SetLabel(!single ? "double"
+                 : learner.stats().single_error <= VarianceForm::kSingleTolerance
+                     ? "single"
+                     : "single refused: double");
+  state.counters["dictionary"] = static_cast<double>(learner.dictionary_size());
   state.counters["FLOPS"] =
       benchmark::Counter(ScoreFlops(m, c), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// What the writer does for one batch of rewards as served: a full dictionary, single-precision
+// scoring where allowed, the drifting-baseline tracker on, batches of the served
+// nystrom.max_learn_batch (the size batches reach under load: the writer learns what arrived
+// while it learned the previous batch), then the publish (Freeze). Counted as 6 m^2 flops per
+// reward, the yardstick: the rank-k factor update and the form's correction (the solves
+// with the k rewards' columns), KORS's leverage scores and the form's folds and exact rebuilds
+// come to about 8 m^2.
+void BM_Learn(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0));
+  const int k = ModelOptions().max_learn_batch;
+  const auto learner = Copy(CachedState(m, false), /*single=*/true);
+  BaselineTracker baseline(kDefaultBaselineHalfLife);
+  Rng rng(19);
+  std::vector<int32_t> users(k);
+  std::vector<Eigen::VectorXd> points(k, Eigen::VectorXd(kDim));
+  std::vector<double> rewards(k);
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < k; ++i) {
+      for (int j = 0; j < kDim; ++j) points[i](j) = rng.Normal() * 0.7;
+      users[i] = static_cast<int32_t>(rng.UniformInt(kUsers));
+      rewards[i] = std::sin(points[i].sum()) + 0.1 * rng.Normal();
+    }
+    state.ResumeTiming();
+    if (!LearnRewards(*learner, baseline, users, points, rewards).ok()) {
+      state.SkipWithError("learning failed");
+      break;
+    }
+    benchmark::DoNotOptimize(learner->Freeze().get());
+  }
+  state.SetItemsProcessed(state.iterations() * k);
+  state.counters["batch"] = k;
+  state.counters["dictionary"] = static_cast<double>(learner->dictionary_size());
+  state.counters["FLOPS"] =
+      benchmark::Counter(6.0 * m * m * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_EigenProduct(benchmark::State& state) {
@@ -116,7 +202,7 @@ void BM_EigenProduct(benchmark::State& state) {
 
 void BM_Update(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0));
-  const auto learner = TrainedState(m, m + 16);
+  const auto learner = Copy(CachedState(m, false), false);
   Rng rng(17);
   Eigen::VectorXd point(kDim);
   for (auto _ : state) {
@@ -222,11 +308,21 @@ void BM_FormGrow(benchmark::State& state) {
 }
 
 const std::vector<int64_t> kSizes = {64, 256, 1024};
-const std::vector<int64_t> kCandidates = {10, 100, 500};
+const std::vector<int64_t> kCandidates = {10, 50, 100, 500};
+const std::vector<int64_t> kLearnSizes = {256, 1024, 4096};
 
 BENCHMARK(BM_FmaPeak);
-BENCHMARK(BM_Score)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Score)
+    ->ArgsProduct({kSizes, kCandidates, {0, 1}})
+    ->Args({4096, 50, 0})
+    ->Args({4096, 50, 1})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenProduct)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicrosecond);
+// At m <= 1,024, one whole cycle of the form's exact rebuild (every 32 m updates), so that its
+// share is counted; at m = 4,096 (a cycle of 131,072 updates) 64 batches, without it.
+BENCHMARK(BM_Learn)->Arg(256)->Iterations(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Learn)->Arg(1024)->Iterations(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Learn)->Arg(4096)->Iterations(64)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
@@ -248,24 +344,25 @@ class RatioReporter : public benchmark::ConsoleReporter {
     const double peak = Rate("BM_FmaPeak");
     std::printf("\nOne core's FMA peak (this run): %.1f GFLOP/s\n", peak / 1e9);
     std::printf(
-        "score counts F = 2 C m^2 + 2 C m d per request; \"executed\" counts the C m^2 + 2 C m d "
-        "of the symmetric form's triangular product and the kernel (not the O(C m) dot "
-        "products)\n");
-    std::printf("%6s %5s %14s %16s %18s %14s %18s %16s\n", "m", "C", "score GFLOP/s",
-                "product GFLOP/s", "score / product", "score / peak", "executed GFLOP/s",
-                "executed / peak");
-    for (int64_t m : kSizes) {
+        "score counts F = 2 C m^2 + 2 C m d per request (what the full form's product needs; "
+        "scoring runs the symmetric half); \"single\" is the same state scoring in single "
+        "precision\n");
+    std::printf("%6s %5s %15s %15s %16s %16s %16s %14s\n", "m", "C", "double GFLOP/s",
+                "single GFLOP/s", "product GFLOP/s", "double / product", "single / double",
+                "single / peak");
+    std::vector<int64_t> sizes = kSizes;
+    sizes.push_back(4096);
+    for (int64_t m : sizes) {
       for (int64_t c : kCandidates) {
         const std::string shape = std::to_string(m) + "/" + std::to_string(c);
-        const double score = Rate("BM_Score/" + shape), product = Rate("BM_EigenProduct/" + shape);
-        if (score <= 0.0 || product <= 0.0) continue;
-        const double executed = score *
-                                ExecutedScoreFlops(static_cast<int>(m), static_cast<int>(c)) /
-                                ScoreFlops(static_cast<int>(m), static_cast<int>(c));
-        std::printf("%6lld %5lld %14.1f %16.1f %18.2f %14.2f %18.1f %16.2f\n",
-                    static_cast<long long>(m), static_cast<long long>(c), score / 1e9,
-                    product / 1e9, score / product, peak > 0.0 ? score / peak : 0.0, executed / 1e9,
-                    peak > 0.0 ? executed / peak : 0.0);
+        const double score = Rate("BM_Score/" + shape + "/0");
+        const double single = Rate("BM_Score/" + shape + "/1");
+        const double product = Rate("BM_EigenProduct/" + shape);
+        if (score <= 0.0) continue;
+        std::printf("%6lld %5lld %15.1f %15.1f %16.1f %16.2f %16.2f %14.2f\n",
+                    static_cast<long long>(m), static_cast<long long>(c), score / 1e9, single / 1e9,
+                    product / 1e9, product > 0.0 ? score / product : 0.0, single / score,
+                    peak > 0.0 ? single / peak : 0.0);
       }
     }
     std::printf("%6s %14s %18s %14s\n", "m", "update GFLOP/s", "Eigen rank-one", "update / peak");
@@ -276,12 +373,33 @@ class RatioReporter : public benchmark::ConsoleReporter {
       std::printf("%6lld %14.2f %18.2f %14.2f\n", static_cast<long long>(m), update / 1e9,
                   rank_one / 1e9, peak > 0.0 ? update / peak : 0.0);
     }
+    std::printf(
+        "learn: rewards learned per second in the served batches (BM_Learn), times 6 m^2, against "
+        "the FMA peak of this run\n");
+    std::printf("%6s %6s %12s %18s %14s\n", "m", "batch", "rewards/s", "x 6 m^2 GFLOP/s",
+                "/ FMA peak");
+    for (int64_t m : kLearnSizes) {
+      const double flops = Rate("BM_Learn/" + std::to_string(m));
+      if (flops <= 0.0) continue;
+      const double rewards = flops / (6.0 * static_cast<double>(m) * static_cast<double>(m));
+      std::printf("%6lld %6d %12.0f %18.1f %14.3f\n", static_cast<long long>(m),
+                  ModelOptions().max_learn_batch, rewards, flops / 1e9,
+                  peak > 0.0 ? flops / peak : 0.0);
+    }
   }
 
  private:
+  // The rate of the run named `name`, or of `name` with Google Benchmark's suffixes
+  // ("/iterations:N", "/min_time:T").
   double Rate(const std::string& name) const {
-    auto it = rates_.find(name);
-    return it == rates_.end() ? 0.0 : it->second;
+    for (const auto& [run, rate] : rates_) {
+      if (run == name ||
+          (run.size() > name.size() && run.compare(0, name.size(), name) == 0 &&
+           run[name.size()] == '/' && run.find(':', name.size()) != std::string::npos)) {
+        return rate;
+      }
+    }
+    return 0.0;
   }
   std::map<std::string, double> rates_;
 };
