@@ -27,7 +27,9 @@
 // interval and the sending of the rewards still due after it, and the same per health call over
 // the baseline. The window closes before the wait for learning: work the writer still owes then
 // is not counted (and backlog it owed from the warm-up is), so when learning falls behind the
-// server's figure is low. The sum is what the machine spent only when both run on it.
+// server's figure is low. The sum is what the machine spent only when both run on it. A second
+// server window closes after that wait (every reward learned); its CPU per SelectArm over the
+// server's CPU per health call is printed as the decision's cost in health calls.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
@@ -89,6 +91,10 @@ ABSL_FLAG(int32_t, dim, 16, "Features per candidate (d).");
 ABSL_FLAG(int32_t, context_dim, 0, "Context values per request.");
 ABSL_FLAG(int32_t, items, 1000, "Distinct items the candidates are drawn from.");
 ABSL_FLAG(int32_t, users, 200, "Distinct users.");
+ABSL_FLAG(int32_t, graph_degree, 0,
+          "If > 0, first register the users and join each to its graph_degree nearest in a ring "
+          "(user i to i +- 1 .. graph_degree / 2, rounded up; one connected component); 0 leaves "
+          "the users without edges (each its own component).");
 ABSL_FLAG(int32_t, slate_size, 1, "Arms chosen per SelectArm.");
 ABSL_FLAG(double, reward_ratio, 1.0, "Fraction of decisions that get a ReportReward.");
 ABSL_FLAG(double, reward_delay_ms, 0, "Delay between a decision and its reward.");
@@ -420,6 +426,41 @@ class Generator {
       last_rewards = r;
       last = now;
     }
+  }
+
+  // Registers users u0..u(n-1) and a ring lattice of `degree` over them (AddUsers, AddEdges).
+  absl::Status AddRingGraph(int users, int degree) {
+    const auto call = [this](auto method, const auto& request, auto* response) {
+      grpc::ClientContext context;
+      channels_[0].Authorize(&context, "graphbandit.v1.AdminService");
+      NameModel(&context, absl::GetFlag(FLAGS_model));
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      return (admin_[0].get()->*method)(&context, request, response);
+    };
+    v1::AddUsersRequest add_users;
+    add_users.set_model(absl::GetFlag(FLAGS_model));
+    for (int u = 0; u < users; ++u) add_users.add_user_ids(absl::StrCat("u", u));
+    v1::AddUsersResponse users_added;
+    grpc::Status status = call(&v1::AdminService::Stub::AddUsers, add_users, &users_added);
+    if (!status.ok())
+      return absl::UnavailableError(absl::StrCat("AddUsers: ", status.error_message()));
+    v1::AddEdgesRequest add_edges;
+    add_edges.set_model(absl::GetFlag(FLAGS_model));
+    for (int u = 0; u < users; ++u) {
+      for (int step = 1; step <= (degree + 1) / 2 && step < users; ++step) {
+        const int v = (u + step) % users;
+        if (v == u || (2 * step == users && u >= v)) continue;  // each edge once
+        v1::Edge* edge = add_edges.add_edges();
+        edge->set_user_a(absl::StrCat("u", u));
+        edge->set_user_b(absl::StrCat("u", v));
+        edge->set_weight(1.0);
+      }
+    }
+    v1::AddEdgesResponse edges_added;
+    status = call(&v1::AdminService::Stub::AddEdges, add_edges, &edges_added);
+    if (!status.ok())
+      return absl::UnavailableError(absl::StrCat("AddEdges: ", status.error_message()));
+    return absl::OkStatus();
   }
 
   absl::StatusOr<v1::ModelDescription> Describe() {
@@ -830,6 +871,18 @@ int Run() {
     channels.push_back(*std::move(c));
   }
   Generator generator(std::move(channels), BuildWorkload(512));
+  if (absl::GetFlag(FLAGS_graph_degree) < 0) {
+    std::fprintf(stderr, "--graph_degree must be >= 0\n");
+    return 64;
+  }
+  if (absl::GetFlag(FLAGS_graph_degree) > 0) {
+    if (absl::Status s =
+            generator.AddRingGraph(absl::GetFlag(FLAGS_users), absl::GetFlag(FLAGS_graph_degree));
+        !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
   const absl::StatusOr<v1::ModelDescription> before = generator.Describe();
   if (!before.ok()) {
     std::fprintf(stderr, "%s\n", std::string(before.status().message()).c_str());
@@ -911,6 +964,13 @@ int Run() {
     after = generator.Describe();
   }
   const double learn_wait = Seconds(Clock::now() - learn_start);
+  // The server's CPU again once every reward is learned: the window from the start of the
+  // measured interval to here also holds the learning the writer still owed when the interval
+  // closed (and the idle polling of the wait).
+  double server_cpu_learned = NAN;
+  if (!metrics_url.empty() && std::isfinite(server_cpu_before)) {
+    server_cpu_learned = server_cpu_now() - server_cpu_before;
+  }
   if (!after.ok()) {
     std::fprintf(stderr, "%s\n", std::string(after.status().message()).c_str());
     return 1;
@@ -999,6 +1059,19 @@ int Run() {
         std::isfinite(server_cpu) ? absl::StrFormat("%.2f", server_cpu) : "-", own_cpu,
         select.seconds);
   }
+  // Server CPU per rewarded decision (through learning) over server CPU per health call, the
+  // two measured in this run: what the model costs in units of a bare gRPC round trip.
+  const double health_cpu_per_call =
+      baseline.calls > 0 ? baseline_server_cpu / static_cast<double>(baseline.calls) : NAN;
+  const double learned_cpu_per_select = calls > 0 ? server_cpu_learned / calls : NAN;
+  const double cpu_ratio =
+      health_cpu_per_call > 0 ? learned_cpu_per_select / health_cpu_per_call : NAN;
+  if (std::isfinite(cpu_ratio)) {
+    absl::PrintF(
+        "server CPU per SelectArm through the learning of its rewards %.3f ms (window closed "
+        "after the wait) / per health call %.4f ms = %.1fx\n",
+        1e3 * learned_cpu_per_select, 1e3 * health_cpu_per_call, cpu_ratio);
+  }
   if (q0 > 0) {
     std::printf("SelectArm / health throughput: %.3f\n", select.throughput / q0);
   }
@@ -1026,7 +1099,8 @@ int Run() {
         "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s, "
         "\"server_cpu_seconds\": %s, \"loadgen_cpu_seconds\": %s, "
         "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s, "
-        "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s}\n",
+        "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s, "
+        "\"server_cpu_ms_per_select_learned\": %s, \"server_cpu_select_over_health\": %s}\n",
         mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
         absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
         num(absl::GetFlag(FLAGS_reward_ratio)), num(absl::GetFlag(FLAGS_reward_delay_ms)), model,
@@ -1039,7 +1113,8 @@ int Run() {
         num(baseline.calls > 0 ? 1e3 * baseline_server_cpu / static_cast<double>(baseline.calls)
                                : NAN),
         num(baseline.calls > 0 ? 1e3 * baseline_own_cpu / static_cast<double>(baseline.calls)
-                               : NAN));
+                               : NAN),
+        num(1e3 * learned_cpu_per_select), num(cpu_ratio));
   }
   if (const std::string path = absl::GetFlag(FLAGS_report_csv); !path.empty()) {
     std::ofstream out(path);
