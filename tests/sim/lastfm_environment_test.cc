@@ -3,6 +3,7 @@
 #include "sim/lastfm_environment.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -16,7 +17,9 @@ namespace {
 class TinyLastFm {
  public:
   TinyLastFm() {
-    dir_ = ::testing::TempDir() + "/lastfm_test";
+    // One directory per process: ctest runs these tests in parallel, and one test's destructor
+    // must not remove the files another is reading.
+    dir_ = ::testing::TempDir() + "/lastfm_test." + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
     // CRLF line ends and a header, as the distributed files.
     Write("user_artists.dat",
