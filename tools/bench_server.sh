@@ -10,6 +10,8 @@
 #     dictionary stays short of M. Sets server_pid.
 #   bench_stop_server
 #     stops the server started last (by PID), if it runs.
+# BENCH_SERVER_CPUS and BENCH_LOADGEN_CPUS (taskset CPU lists, e.g. 0 and 1), when set, pin the
+# server and every load generator run to those cores.
 #   bench_loadgen LOADGEN REPORT LOG ARGS...
 #     runs LOADGEN with a fresh JSON report REPORT (its output in LOG). Exit status 2 (a
 #     SelectArm failed or a reward was not learned) is a result to report; any other failure,
@@ -30,7 +32,9 @@ bench_loadgen() {
   shift 3
   rm -f "$report"  # a run that fails before writing must not be read as the previous one
   local status=0
-  "$loadgen" --report_json="$report" "$@" >"$log" 2>&1 || status=$?
+  local pin=()
+  [[ -n "${BENCH_LOADGEN_CPUS:-}" ]] && pin=(taskset -c "$BENCH_LOADGEN_CPUS")
+  "${pin[@]}" "$loadgen" --report_json="$report" "$@" >"$log" 2>&1 || status=$?
   if [[ $status -ne 0 && $status -ne 2 ]] || [[ ! -s "$report" ]]; then
     echo "graphbandit-loadgen failed (exit status $status); its output:" >&2
     tail -20 "$log" >&2
@@ -41,7 +45,9 @@ bench_loadgen() {
 bench_start_warm_server() {
   local server=$1 config=$2 work=$3 port=$4 metrics_port=$5 loadgen=$6 m=$7
   rm -rf "$work/state"
-  "$server" --config="$config" --state_dir="$work/state" --listen="127.0.0.1:$port" \
+  local pin=()
+  [[ -n "${BENCH_SERVER_CPUS:-}" ]] && pin=(taskset -c "$BENCH_SERVER_CPUS")
+  "${pin[@]}" "$server" --config="$config" --state_dir="$work/state" --listen="127.0.0.1:$port" \
     --metrics_listen="127.0.0.1:$metrics_port" >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do

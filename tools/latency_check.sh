@@ -16,7 +16,11 @@
 # CHECK_RATE (the open-loop rate, instead of the fraction of the measured saturation),
 # CHECK_COSTS (1: also measure what a health call and a decision cost both processes' CPU, with
 # one caller and, decisions only, in open loop at the check's rate; 0 skips it),
-# CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block).
+# CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block),
+# CHECK_PIN (1: the server on core 0 and the load generator on core 1, with taskset, so that
+# they do not share cores; 0, the default, leaves both to the scheduler),
+# CHECK_SATURATION_REWARDS (1: saturation is measured with a reward for every decision, the
+# rewarded-decision saturation; 0, the default, with decisions only, as issue 14 measured it).
 # The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
 # directory, removed). Everything it starts it stops, by PID.
 set -euo pipefail
@@ -29,6 +33,10 @@ fraction=${CHECK_FRACTION:-0.5}
 seconds=${CHECK_SECONDS:-30}
 runs=${CHECK_RUNS:-1}
 port=${CHECK_PORT:-50081}
+saturation_rewards=${CHECK_SATURATION_REWARDS:-0}
+if [[ "${CHECK_PIN:-0}" == 1 ]]; then
+  export BENCH_SERVER_CPUS=0 BENCH_LOADGEN_CPUS=1
+fi
 metrics_port=$((port + 1))
 work=$(mktemp -d /tmp/graphbandit-latency.XXXXXX)
 [[ -n "$out_dir" ]] || out_dir="$work/reports"
@@ -66,11 +74,25 @@ bench_loadgen "$loadgen" "$out_dir/saturation.json" "$out_dir/saturation.log" \
   --target="127.0.0.1:$port" \
   --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=closed --concurrency="$callers" \
   --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=3 --duration_seconds=10 \
-  --reward_ratio=0 --progress=false
-rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
+  --reward_ratio="$saturation_rewards" --progress=false
+server_cores=$(nproc)
+[[ -n "${BENCH_SERVER_CPUS:-}" ]] && server_cores=1
+rate=$(python3 - "$out_dir/saturation.json" "$fraction" "$saturation_rewards" "$server_cores" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["select"]
+# With rewards, a closed loop can decide faster than the writer learns (the backlog shows as
+# freshness): the sustainable rewarded-decision rate is also bounded by the server's cores over
+# its CPU per decision through the learning of its reward.
+saturation = s["throughput_per_second"]
+learned_ms = r.get("server_cpu_ms_per_select_learned")
+if sys.argv[3] != "0" and learned_ms:
+    sustainable = float(sys.argv[4]) * 1e3 / learned_ms
+    print("rewarded-decision saturation: closed loop %d/s; %s server core(s) / %.3f ms of server "
+          "CPU per decision through learning (%.1fx a health call) = %.0f/s; the lower is used" % (
+              saturation, sys.argv[4], learned_ms, r.get("server_cpu_select_over_health") or 0,
+              sustainable), file=sys.stderr)
+    saturation = min(saturation, sustainable)
 num = lambda x: "-" if x is None else "%.3f" % x
 print("saturation: %d SelectArm/s with %s callers (errors %d); health %s/s; F %.3g flops; "
       "P %.1f GFLOP/s; R %.0f/s; SelectArm / R = %.2f; CPU per decision: server %s ms, "
@@ -81,7 +103,7 @@ print("saturation: %d SelectArm/s with %s callers (errors %d); health %s/s; F %.
           r["roofline_rpc_per_second"] or 0, r["select_over_roofline"] or 0,
           num(r.get("server_cpu_ms_per_select")), num(r.get("loadgen_cpu_ms_per_select"))),
       file=sys.stderr)
-print("%.0f" % (float(sys.argv[2]) * s["throughput_per_second"]))
+print("%.0f" % (float(sys.argv[2]) * saturation))
 PY
 )
 if [[ -n "${CHECK_RATE:-}" ]]; then
