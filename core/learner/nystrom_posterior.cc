@@ -239,9 +239,12 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   }
   const int m = static_cast<int>(dictionary_size());
   if (k <= 1 || options_.forget_evicted || m == 0 || force_accept_) {
+    // Every observation is learned even if one fails (a numerical breakdown; the input was
+    // checked above); the first failure is returned.
     absl::Status status;
-    for (Eigen::Index i = 0; i < k && status.ok(); ++i) {
-      status = ObserveOne(users[i], points.col(i), rewards(i));
+    for (Eigen::Index i = 0; i < k; ++i) {
+      absl::Status s = ObserveOne(users[i], points.col(i), rewards(i));
+      if (status.ok()) status = s;
     }
     CheckSinglePrecision();
     return status;
@@ -317,6 +320,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   // The accepted points join in order; once one has changed the dictionary, the later ones'
   // columns are computed again over the dictionary as it is then.
   bool changed = false;
+  absl::Status status;  // the first admission that failed; the others are still tried
   for (Eigen::Index i = 0; i < k; ++i) {
     if (!accept[i]) continue;
     const int64_t before = dictionary_size();
@@ -328,17 +332,17 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       const Eigen::VectorXd column = DictionaryColumn(users[i], points.col(i), &kss);
       s = AdmitAccepted(users[i], points.col(i), column, kss, p[i]);
     }
-    if (!s.ok()) return s;
+    if (!s.ok() && status.ok()) status = s;
     changed = changed || dictionary_size() != before || regression_size() != mr;
   }
   if (scan_.count > 0 && options_.spread_growth_scan) {
     AdvanceScan(k * ScanStep());
     if (scan_.next >= scan_.end) {
-      if (absl::Status s = FinishScan(); !s.ok()) return s;
+      if (absl::Status s = FinishScan(); !s.ok() && status.ok()) status = s;
     }
   }
-  CheckSinglePrecision();
-  return absl::OkStatus();
+  CheckSinglePrecision();  // on every exit: a saved state has always been checked
+  return status;
 }
 
 void NystromPosterior::CheckSinglePrecision() {
@@ -900,8 +904,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   }
   uint8_t single = 0;
   int64_t folds_unchecked = 0;
-  if (version >= 5 && (!d.GetU8(&single) || single > 2 || !GetCount(&d, &folds_unchecked) ||
-                       folds_unchecked >= static_cast<int64_t>(kSingleCheckEvery))) {
+  if (version >= 5 && (!d.GetU8(&single) || single > 2 || !GetCount(&d, &folds_unchecked))) {
     return malformed("single-precision check");
   }
   if (!d.done()) return malformed("trailing bytes");
@@ -930,8 +933,11 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
     form_.set_single(single == 1 && options_.single_precision);
     checked_rebuild_ = form_.rebuild_version();
     checked_base_ = form_.base_version() - static_cast<uint64_t>(folds_unchecked);
-    // Saved with the option off and loaded with it on: checked now.
-    if (single == 2 && options_.single_precision) checked_rebuild_ = ~uint64_t{0};
+    // Saved with the option off and loaded with it on, or due for a check: checked now.
+    if ((single == 2 && options_.single_precision) ||
+        folds_unchecked >= static_cast<int64_t>(kSingleCheckEvery)) {
+      checked_rebuild_ = ~uint64_t{0};
+    }
   } else {
     checked_rebuild_ = ~uint64_t{0};
   }

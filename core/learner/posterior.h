@@ -142,7 +142,9 @@ class Learner : public Scorer {
   // order. The default calls Observe for each; a learner that LearnsInBatches does the batch's
   // work together (fewer passes over its state, matrix products instead of vector ones), which
   // may round differently from one Observe per reward but depends only on the batch. Checks
-  // every observation first and learns none when one is invalid.
+  // the shape first; an observation that fails (invalid, or a numerical breakdown) does not stop
+  // the others from being learned, and the first failure is returned. A learner that
+  // LearnsInBatches checks every observation first and learns none when one is invalid.
   virtual absl::Status ObserveBatch(const std::vector<int32_t>& users,
                                     const Eigen::Ref<const Eigen::MatrixXd>& points,
                                     const Eigen::Ref<const Eigen::VectorXd>& rewards) {
@@ -150,10 +152,12 @@ class Learner : public Scorer {
         rewards.size() != points.cols()) {
       return absl::InvalidArgumentError("a batch needs one user and one reward per point");
     }
+    absl::Status status;
     for (Eigen::Index i = 0; i < points.cols(); ++i) {
-      if (absl::Status s = Observe(users[i], points.col(i), rewards(i)); !s.ok()) return s;
+      absl::Status s = Observe(users[i], points.col(i), rewards(i));
+      if (status.ok()) status = s;
     }
-    return absl::OkStatus();
+    return status;
   }
   // Whether ObserveBatch is cheaper per reward than Observe (the model then learns rewards in
   // batches: core/model/learned_state.h).

@@ -1,6 +1,7 @@
 #include "core/linalg/variance_form.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/storage/state_coding.h"
@@ -115,7 +116,13 @@ void VarianceForm::BaseChanged(bool structural) {
 Eigen::MatrixXd* VarianceForm::WritableBase() {
   // use_count() == 1: no snapshot holds B0 (only the writer hands them out, so none can appear
   // meanwhile), and it may change in place.
-  if (base_.use_count() > 1) base_ = std::make_shared<Eigen::MatrixXd>(*base_);
+  if (base_.use_count() > 1) {
+    base_ = std::make_shared<Eigen::MatrixXd>(*base_);
+  } else {
+    // use_count() is a relaxed load: order the last reader's reads of B0 (before it released
+    // its snapshot) before the writes that follow.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
   return base_.get();
 }
 

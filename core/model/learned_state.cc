@@ -251,7 +251,9 @@ absl::Status LearnedState::LearnStaged(int64_t count) {
   std::vector<Eigen::VectorXd> points;
   std::vector<double> rewards;
   while (count > 0) {
-    const int n = static_cast<int>(std::min<int64_t>(count, std::max(1, options_.max_learn_batch)));
+    // A fixed chunk, not the configured batch: what replay learns must not depend on the
+    // configuration (the writer's LearnOps hold at most max_learn_batch rewards each).
+    const int n = static_cast<int>(std::min<int64_t>(count, kMaxLearnBatchLimit));
     users.clear();
     points.clear();
     rewards.clear();

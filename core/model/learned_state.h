@@ -8,9 +8,9 @@
 // Batches. A learner that LearnsInBatches (the EK policies) does not learn a reward when its
 // record is applied: the observation is staged, and a LearnOp later in the log learns every
 // staged observation before its `through` ordinal as one batch (Learner::ObserveBatch; several
-// in turn of at most ModelOptions::max_learn_batch each). The
-// writer logs a LearnOp after each batch of records it applied (core/model/model_writer.cc), so
-// under load a batch holds what arrived while the previous one was learned, and replay learns
+// in turn of at most kMaxLearnBatchLimit each, a constant, so that replay does not depend on the
+// configuration). The writer logs a LearnOp of at most max_learn_batch rewards once that many
+// wait or the oldest has waited max_learn_delay (core/model/model_writer.cc), and replay learns
 // the same batches at the same points of the log. Operations that change the learner otherwise
 // (graph edits, hyper-parameters) learn what is staged first; snapshots keep what is staged.
 //

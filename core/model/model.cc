@@ -163,8 +163,9 @@ absl::Status Model::StartLog(uint64_t next_seq) {
     // the last one applied; the writer asks for their batch first.
     learn_requested_ = state_->learned_through();
     for (int64_t o = state_->learned_through(); o < state_->staged_total(); ++o) {
-      staged_rewards_.push_back(StagedReward{o, std::max<uint64_t>(next_seq - 1, 1),
-                                             absl::InfinitePast(), absl::InfinitePast()});
+      // Their records are somewhere before next_seq: seq 1 keeps learned_seq_ (what
+      // min_model_version waits for) at 0 until a LearnOp learns them.
+      staged_rewards_.push_back(StagedReward{o, 1, absl::InfinitePast(), absl::InfinitePast()});
     }
     learned_seq_ = LearnedThrough(applied_seq_);
     rewards_held_ = state_->history_size();
@@ -766,9 +767,9 @@ absl::Status Model::WaitForVersion(uint64_t version, absl::Time deadline) {
   }
   // A reward's version is its record's: wait until its batch is learned too (learned_seq_).
   queue_cv_.WaitUntil(&queue_mu_, deadline, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return learned_seq_ >= version || stopping_ || draining_;
+    return LearnedOrBlocked(version) || stopping_ || draining_;
   });
-  if (learned_seq_ >= version) return absl::OkStatus();
+  if (LearnedOrBlocked(version)) return absl::OkStatus();
   if (stopping_ || draining_) return absl::UnavailableError("the model is shutting down");
   return absl::DeadlineExceededError(
       absl::StrFormat("the deadline passed before model \"%s\" published version %d (it is at %d)",

@@ -402,6 +402,7 @@ class Model : private FitScheduler::Host {
   // cluster mode: published to the shared log). False when it could not be logged now (a
   // degraded log, a shutdown, the shared log unreachable): the writer tries again.
   bool RequestLearning() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  bool RequestLearningBatch() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   // Everything through `target` learned, or applied while the local log is degraded (no LearnOp
   // can be logged until it is repaired): what WaitForWriter and WaitForFits wait for.
   bool LearnedOrBlocked(uint64_t target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);

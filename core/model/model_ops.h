@@ -117,8 +117,9 @@ struct HyperparametersOp {
 
 // Learns the rewards waiting in a batch (core/model/learned_state.h, "Batches"): the staged
 // observations whose ordinal (counted from the model's first staged observation) is below
-// `through`, all at once. Logged by the writer, which decides when a batch ends; replay learns
-// the same batches at the same points, so that batched learning stays bit-identical.
+// `through` (one ObserveBatch per kMaxLearnBatchLimit of them; the writer logs at most
+// max_learn_batch per LearnOp). Logged by the writer, which decides when a batch ends; replay
+// learns the same batches at the same points, so that batched learning stays bit-identical.
 struct LearnOp {
   int64_t through = 0;
 };

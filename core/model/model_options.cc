@@ -229,7 +229,7 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
   }
   if (o.max_learn_delay < absl::ZeroDuration() || o.max_learn_delay > absl::Minutes(1)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "model \"%s\": nystrom.max_learn_delay_ms must be at most 60000 (one minute), got %d",
+        "model \"%s\": nystrom.max_learn_delay_ms must be 0..60000 (at most one minute), got %d",
         o.name, absl::ToInt64Milliseconds(o.max_learn_delay)));
   }
   if (o.reward_window <= absl::ZeroDuration()) {

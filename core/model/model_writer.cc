@@ -18,6 +18,8 @@ void Model::WriterLoop() {
     // that moment as well as for records. A LearnOp that could not be logged is tried again
     // 100 ms later.
     absl::Time learn_at = absl::InfiniteFuture();
+    // What a graph edit, a fit or another replica's LearnOp learned needs no LearnOp of ours.
+    learn_requested_ = std::max(learn_requested_, state_->learned_through());
     if (state_->staged_total() > learn_requested_) {
       learn_at = LearnDueAt();
       if (learn_at <= absl::Now()) {
@@ -234,8 +236,17 @@ uint64_t Model::LearnedThrough(uint64_t applied) const {
 }
 
 bool Model::RequestLearning() {
+  // One LearnOp per batch of at most max_learn_batch rewards (each is learned as one batch).
+  while (state_->staged_total() > learn_requested_) {
+    if (!RequestLearningBatch()) return false;
+  }
+  return true;
+}
+
+bool Model::RequestLearningBatch() {
   LearnOp op;
-  op.through = state_->staged_total();
+  op.through = std::min(state_->staged_total(),
+                        learn_requested_ + static_cast<int64_t>(options_.max_learn_batch));
   if (replicated()) {
     // Every replica asks for its batches; the first LearnOp in the stream learns them, the
     // others find nothing left below their `through` (or a few later arrivals).

@@ -67,7 +67,8 @@ absl::Status LearnReward(Learner& learner, BaselineTracker& baseline, int32_t us
 // Learns a batch of rewards at once (Learner::ObserveBatch): users[i], points[i] and rewards[i]
 // in order. Each reward's baseline prediction is the learner's mean at its point before the
 // batch; the tracker moves through the batch in order, as it does one reward at a time, and
-// only if the learner accepted the batch. A batch of one is LearnReward.
+// only if the learner accepted the batch. (The baseline predictions come from MeanBatch, which
+// may round differently from LearnReward's Mean.)
 absl::Status LearnRewards(Learner& learner, BaselineTracker& baseline,
                           const std::vector<int32_t>& users,
                           const std::vector<Eigen::VectorXd>& points,

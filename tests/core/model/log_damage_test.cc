@@ -258,7 +258,7 @@ TEST(LogDamageTest, ASnapshotAfterRecoveryEndsTheDamageReports) {
     EXPECT_GE(model->Stats().snapshots_written, 1);
     // Kill -9 right now: the snapshot written at open already covers the damage.
     const std::string again_image = CrashCopy(image, image + "-again");
-    const int64_t learned = model->View()->rewards_learned;
+    const int64_t learned = LearnedOnceCaughtUp(model);
     recovered->reset();
     auto reopened = Reopen(again_image);
     ASSERT_TRUE(reopened.ok()) << reopened.status();
