@@ -194,36 +194,48 @@ FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, con
   return users;
 }
 
-absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelShape& shape,
-                                  double kors_mu_factor, const UserGraph& graph,
-                                  FeatureScaling* scaling,
-                                  std::shared_ptr<const UserKernel>* user_kernel,
-                                  Learner* learner) {
-  if (!values.InRange(scaling->joint_dim())) {
+absl::StatusOr<PreparedRefit> PrepareHyperparameters(
+    const Hyperparameters& values, const KernelShape& shape, double kors_mu_factor,
+    const UserGraph& graph, const FeatureScaling& scaling,
+    const std::shared_ptr<const UserKernel>& user_kernel) {
+  if (!values.InRange(scaling.joint_dim())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("hyper-parameters out of range: %s", values.DebugString()));
   }
-  std::shared_ptr<const UserKernel> users = *user_kernel;
+  PreparedRefit out;
+  out.user_kernel = user_kernel;
   if (shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     UserKernelOptions options = shape.user_kernel;
     options.rho = values.rho;
     auto built = BuildUserKernel(graph, options);
     if (!built.ok()) return built.status();
-    users = *std::move(built);
+    out.user_kernel = *std::move(built);
   }
-  LearnerRefit refit;
+  LearnerRefit& refit = out.refit;
   refit.arm = ArmKernel(shape.kernel, values.signal_variance, values.offset_variance,
                         values.linear_variance);
-  refit.users = users;
+  refit.users = out.user_kernel;
   refit.user_variance = values.user_variance;
   refit.ridge = values.noise_variance;
   refit.kors_mu = KorsMu(shape.fixed_kors_mu, kors_mu_factor, values.noise_variance);
   refit.prior_mean = values.prior_mean;
-  const Eigen::VectorXd old_lengthscales = scaling->lengthscales();
-  refit.rescale = old_lengthscales.cwiseQuotient(values.lengthscales);
-  if (absl::Status s = learner->Refit(refit); !s.ok()) return s;
-  scaling->per_dimension = values.lengthscales;
-  *user_kernel = std::move(users);
+  refit.rescale = scaling.lengthscales().cwiseQuotient(values.lengthscales);
+  out.scaling = scaling;
+  out.scaling.per_dimension = values.lengthscales;
+  return out;
+}
+
+absl::Status ApplyHyperparameters(const Hyperparameters& values, const KernelShape& shape,
+                                  double kors_mu_factor, const UserGraph& graph,
+                                  FeatureScaling* scaling,
+                                  std::shared_ptr<const UserKernel>* user_kernel,
+                                  Learner* learner) {
+  auto prepared =
+      PrepareHyperparameters(values, shape, kors_mu_factor, graph, *scaling, *user_kernel);
+  if (!prepared.ok()) return prepared.status();
+  if (absl::Status s = learner->Refit(prepared->refit); !s.ok()) return s;
+  *scaling = std::move(prepared->scaling);
+  *user_kernel = std::move(prepared->user_kernel);
   return absl::OkStatus();
 }
 

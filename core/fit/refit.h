@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/fit/hyperparameter_fit.h"
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
@@ -160,6 +161,19 @@ bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameter
 // The FitUsers for a fit of a model with this graph and user kernel.
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, const UserGraph& graph,
                       std::shared_ptr<const UserKernel> current);
+
+// What switching to `values` takes: the learner's refit (rescale from `scaling`'s length-scales
+// to the new ones), and the scaling and user kernel (built for values.rho when it is the
+// Green's function) the model uses with it.
+struct PreparedRefit {
+  LearnerRefit refit;
+  FeatureScaling scaling;
+  std::shared_ptr<const UserKernel> user_kernel;
+};
+absl::StatusOr<PreparedRefit> PrepareHyperparameters(
+    const Hyperparameters& values, const KernelShape& shape, double kors_mu_factor,
+    const UserGraph& graph, const FeatureScaling& scaling,
+    const std::shared_ptr<const UserKernel>& user_kernel);
 
 // Switches `learner` (and the model's `scaling` and `user_kernel`) to `values`: builds the user
 // kernel for values.rho when it is the Green's function, rescales, and calls Learner::Refit.

@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
       // Served: the dictionary's rows of M are computed in batches (one history pass per batch).
       nystrom.growth_batch_divisor = options.research.growth_batch_divisor;
       nystrom.spread_growth_scan = options.research.spread_growth_scan;
+      nystrom.spread_refit_work = options.research.spread_refit_work;
       nystrom.single_precision = options.single_precision_scoring;
       nystrom.kors_epsilon = options.kors_epsilon;
       nystrom.kors_gamma = options.kors_gamma;

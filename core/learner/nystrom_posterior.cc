@@ -159,6 +159,17 @@ absl::Status NystromPosterior::Observe(int32_t user, const Eigen::Ref<const Eige
 absl::Status NystromPosterior::ObserveOne(int32_t user,
                                           const Eigen::Ref<const Eigen::VectorXd>& point,
                                           double reward) {
+  if (refit_ != nullptr && !refit_->kernel.has_value()) {
+    return absl::FailedPreconditionError("a restored refit was not resumed");
+  }
+  absl::Status status = LearnOne(user, point, reward);
+  if (absl::Status s = StepRefit(1); !s.ok() && status.ok()) status = s;
+  return status;
+}
+
+absl::Status NystromPosterior::LearnOne(int32_t user,
+                                        const Eigen::Ref<const Eigen::VectorXd>& point,
+                                        double reward) {
   if (absl::Status s = CheckObservation(user, point, reward, dim_); !s.ok()) return s;
   frozen_.reset();
   double k_ss = 0.0;
@@ -190,7 +201,9 @@ absl::Status NystromPosterior::ObserveOne(int32_t user,
   if (scan_.count > 0) ScanObservation(kz, reward, 1.0);
   const int64_t oldest = history_.total() - history_.size();  // absolute index
   HistoryBuffer::Entry evicted;
-  if (history_.Append(point, user, reward, &evicted)) {
+  const bool evicts = history_.Append(point, user, reward, &evicted);
+  if (refit_ != nullptr) RefitObservations(point, &user, &reward);
+  if (evicts) {
     ++stats_.evicted;
     // Whether a scan under way counted the evicted observation already.
     const bool scanned = scan_.count > 0 && (oldest < scan_.next || oldest >= scan_.end);
@@ -236,6 +249,9 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     if (absl::Status s = CheckObservation(users[i], points.col(i), rewards(i), dim_); !s.ok()) {
       return s;
     }
+  }
+  if (refit_ != nullptr && !refit_->kernel.has_value()) {
+    return absl::FailedPreconditionError("a restored refit was not resumed");
   }
   const int m = static_cast<int>(dictionary_size());
   if (k <= 1 || options_.forget_evicted || m == 0 || force_accept_) {
@@ -314,6 +330,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   for (Eigen::Index i = 0; i < k; ++i) {
     if (history_.Append(points.col(i), users[i], rewards(i))) ++stats_.evicted;
   }
+  if (refit_ != nullptr) RefitObservations(points, users.data(), rewards.data());
   weights_dirty_ = true;
   if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
 
@@ -341,6 +358,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       if (absl::Status s = FinishScan(); !s.ok() && status.ok()) status = s;
     }
   }
+  if (absl::Status s = StepRefit(k); !s.ok() && status.ok()) status = s;
   CheckSinglePrecision();  // on every exit: a saved state has always been checked
   return status;
 }
@@ -594,6 +612,8 @@ void NystromPosterior::DropPendingFrom(int index) {
 
 absl::Status NystromPosterior::SetGraph(const UserGraph& /*graph*/,
                                         std::shared_ptr<const UserKernel> users) {
+  // A pending refit was built for the old graph: it switches first.
+  if (absl::Status s = CompleteRefit(); !s.ok()) return s;
   kernel_.set_users(std::move(users));
   absl::Status status = Readmit(/*thin=*/false);
   CheckSinglePrecision();
@@ -607,6 +627,43 @@ void NystromPosterior::RebuildHashIndex() {
   }
 }
 
+absl::StatusOr<NystromPosterior::Readmission> NystromPosterior::SelectReadmitted(
+    const Eigen::MatrixXd& kzz_all, bool thin, double guard, double kors_mu) {
+  // Re-admit the dictionary in order, dropping points that became (numerically) dependent,
+  // with the same guard as growth; when thinning, a point is also kept only with KORS's
+  // probability given the points kept before it (the first always is).
+  const int m = static_cast<int>(kzz_all.rows());
+  Readmission out;
+  CholeskyFactor kors;  // K_kept + mu W^-1, for the thinning draws
+  for (int j = 0; j < m; ++j) {
+    Eigen::VectorXd border(out.kept.size());
+    for (size_t i = 0; i < out.kept.size(); ++i) border(i) = kzz_all(out.kept[i], j);
+    double weight = basis_weights_[j];
+    if (thin && !out.kept.empty()) {
+      Eigen::VectorXd b = border;
+      kors.ForwardSolveInPlace(b);
+      const double r = std::max(kzz_all(j, j) - b.squaredNorm(), 0.0);
+      const double tau = (1.0 + options_.kors_epsilon) * r / (r + kors_mu);
+      const double p = std::min(1.0, options_.kors_gamma * tau);
+      if (!(rng_.Uniform() < p)) {
+        ++stats_.thinned;
+        continue;
+      }
+      weight /= p;
+    }
+    if (!out.chol_zz.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
+      ++stats_.skipped_dependent;
+      continue;
+    }
+    if (thin && !kors.Append(border, kzz_all(j, j) + kors_mu / weight).ok()) {
+      return absl::InternalError("KORS factor lost definiteness while re-admitting");
+    }
+    out.kept.push_back(j);
+    out.weights.push_back(weight);
+  }
+  return out;
+}
+
 absl::Status NystromPosterior::Readmit(bool thin, double guard) {
   scan_ = GrowthScan();  // every point joins the regression below
   admit_guard_ = 0.0;    // a new kernel or graph: round-off is learned afresh
@@ -617,48 +674,19 @@ absl::Status NystromPosterior::Readmit(bool thin, double guard) {
   const int m = static_cast<int>(dictionary_size());
   if (m == 0) return absl::OkStatus();
 
-  // Re-admit the dictionary in order under the current kernel, dropping points that became
-  // (numerically) dependent, with the same guard as growth; when thinning, a point is also
-  // kept only with KORS's probability given the points kept before it (the first always is).
   Eigen::MatrixXd kzz_all;
   kernel_.Cross(basis_x_.view(), basis_users_, basis_x_.view(), basis_users_.data(), &kzz_all);
-  std::vector<int> kept;
-  std::vector<double> kept_weights;
-  chol_zz_.Clear();
-  CholeskyFactor kors;  // K_kept + mu W^-1, for the thinning draws
-  for (int j = 0; j < m; ++j) {
-    Eigen::VectorXd border(kept.size());
-    for (size_t i = 0; i < kept.size(); ++i) border(i) = kzz_all(kept[i], j);
-    double weight = basis_weights_[j];
-    if (thin && !kept.empty()) {
-      Eigen::VectorXd b = border;
-      kors.ForwardSolveInPlace(b);
-      const double r = std::max(kzz_all(j, j) - b.squaredNorm(), 0.0);
-      const double tau = (1.0 + options_.kors_epsilon) * r / (r + options_.kors_mu);
-      const double p = std::min(1.0, options_.kors_gamma * tau);
-      if (!(rng_.Uniform() < p)) {
-        ++stats_.thinned;
-        continue;
-      }
-      weight /= p;
-    }
-    if (!chol_zz_.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
-      ++stats_.skipped_dependent;
-      continue;
-    }
-    if (thin && !kors.Append(border, kzz_all(j, j) + options_.kors_mu / weight).ok()) {
-      return absl::InternalError("KORS factor lost definiteness while re-admitting");
-    }
-    kept.push_back(j);
-    kept_weights.push_back(weight);
-  }
+  auto selected = SelectReadmitted(kzz_all, thin, guard, options_.kors_mu);
+  if (!selected.ok()) return selected.status();
+  std::vector<int>& kept = selected->kept;
+  chol_zz_ = std::move(selected->chol_zz);
   if (static_cast<int>(kept.size()) < m) {
     basis_x_.Select(kept);
     std::vector<int32_t> users;
     for (int j : kept) users.push_back(basis_users_[j]);
     basis_users_ = std::move(users);
   }
-  basis_weights_ = std::move(kept_weights);
+  basis_weights_ = std::move(selected->weights);
   RebuildHashIndex();
   const int mk = static_cast<int>(kept.size());
   Eigen::MatrixXd kzz(mk, mk);
@@ -705,6 +733,15 @@ FitData NystromPosterior::SpreadObservations(int64_t max) const {
 
 absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
   if (absl::Status status = CheckRefit(refit, dim_, /*kors=*/true); !status.ok()) return status;
+  // One refit at a time: a pending one switches first.
+  if (absl::Status status = CompleteRefit(); !status.ok()) return status;
+  last_refit_applied_ = true;
+  const double m = static_cast<double>(dictionary_size());
+  if (refit.may_spread && options_.spread_growth_scan && !options_.forget_evicted &&
+      options_.spread_refit_work >= 0.0 && m > 0 && history_.size() > 0 &&
+      static_cast<double>(history_.size()) * m * m >= options_.spread_refit_work) {
+    return StartRefit(refit);
+  }
   if (refit.rescale.size() > 0) {
     history_.ScaleRows(refit.rescale);
     basis_x_.ScaleRows(refit.rescale);
@@ -717,6 +754,162 @@ absl::Status NystromPosterior::Refit(const LearnerRefit& refit) {
   absl::Status status = Readmit(/*thin=*/true);
   CheckSinglePrecision();
   return status;
+}
+
+absl::Status NystromPosterior::StartRefit(const LearnerRefit& refit) {
+  auto r = std::make_unique<PendingRefit>();
+  r->kernel.emplace(refit.arm, refit.users, refit.user_variance);
+  r->ridge = refit.ridge;
+  r->kors_mu = refit.kors_mu;
+  r->prior_mean = refit.prior_mean;
+  r->user_variance = refit.user_variance;
+  r->rescale = refit.rescale;
+  r->x = basis_x_;
+  if (r->rescale.size() > 0) r->x.ScaleRows(r->rescale);
+  // The re-admission Readmit(thin) would do, on the dictionary as it is now.
+  Eigen::MatrixXd kzz_all;
+  r->kernel->Cross(r->x.view(), basis_users_, r->x.view(), basis_users_.data(), &kzz_all);
+  auto selected =
+      SelectReadmitted(kzz_all, /*thin=*/true, options_.min_relative_residual, r->kors_mu);
+  if (!selected.ok()) return selected.status();
+  const std::vector<int>& kept = selected->kept;
+  const int mk = static_cast<int>(kept.size());
+  r->x.Select(kept);
+  for (int j : kept) r->users.push_back(basis_users_[j]);
+  r->weights = std::move(selected->weights);
+  r->chol_zz = std::move(selected->chol_zz);
+  Eigen::MatrixXd kzz(mk, mk);
+  for (int a = 0; a < mk; ++a) {
+    for (int b = 0; b < mk; ++b) kzz(a, b) = kzz_all(kept[a], kept[b]);
+  }
+  Eigen::MatrixXd kors = kzz;
+  kors.diagonal().array() += r->kors_mu / Eigen::Map<const Eigen::ArrayXd>(r->weights.data(), mk);
+  if (absl::Status s = r->chol_kors.Reset(kors); !s.ok()) {
+    return absl::InternalError(absl::StrCat("KORS factor of the refit: ", s.message()));
+  }
+  r->m = r->ridge * kzz;
+  r->gamma = Eigen::VectorXd::Zero(mk);
+  r->end = history_.total();
+  r->next = r->end - history_.size();
+  refit_ = std::move(r);
+  refit_->step = RefitScanStep();
+  ++stats_.refits_spread;
+  return absl::OkStatus();
+}
+
+int64_t NystromPosterior::RefitScanStep() const {
+  // Per history entry the pass costs about m^2 multiply-adds (a rank-one term of M), a third of
+  // learning one observation at the same size: kMinRefitScanStep entries per observation keep
+  // learning at a fraction of its speed while the pass lasts, and the pass ends within
+  // kRefitScanObservations observations however long the history is.
+  const int64_t entries = refit_->end - refit_->next;
+  return std::max(kMinRefitScanStep,
+                  (entries + kRefitScanObservations - 1) / kRefitScanObservations);
+}
+
+int64_t NystromPosterior::refit_remaining() const {
+  if (refit_ == nullptr) return 0;
+  const int64_t oldest = history_.total() - history_.size();
+  return std::max<int64_t>(0, refit_->end - std::max(refit_->next, oldest));
+}
+
+void NystromPosterior::RefitObservations(const Eigen::Ref<const Eigen::MatrixXd>& points,
+                                         const int32_t* users, const double* rewards) {
+  PendingRefit& r = *refit_;
+  const Eigen::Index len = points.cols();
+  Eigen::MatrixXd k_bs;  // m' x len
+  if (r.rescale.size() > 0) {
+    const Eigen::MatrixXd scaled = points.array().colwise() * r.rescale.array();
+    r.kernel->Cross(r.x.view(), r.users, scaled, users, &k_bs);
+  } else {
+    r.kernel->Cross(r.x.view(), r.users, points, users, &k_bs);
+  }
+  r.m.selfadjointView<Eigen::Lower>().rankUpdate(k_bs);
+  r.gamma.noalias() +=
+      k_bs * (Eigen::Map<const Eigen::VectorXd>(rewards, len).array() - r.prior_mean).matrix();
+}
+
+void NystromPosterior::AdvanceRefit(int64_t entries) {
+  PendingRefit& r = *refit_;
+  const int64_t oldest = history_.total() - history_.size();
+  r.next = std::max(r.next, oldest);  // entries evicted before their turn are not seen
+  if (r.next >= r.end || entries <= 0) return;
+  const int64_t stop = r.next + std::min(entries, r.end - r.next);
+  history_.ForEachBlockIn(
+      r.next - oldest, stop - oldest, kHistoryBlock,
+      [&](const auto& block, const int32_t* block_users, const double* block_rewards,
+          int64_t /*len*/) { RefitObservations(block, block_users, block_rewards); });
+  r.next = stop;
+}
+
+absl::Status NystromPosterior::StepRefit(int64_t k) {
+  if (refit_ == nullptr) return absl::OkStatus();
+  AdvanceRefit(k * refit_->step);
+  if (refit_->next < refit_->end) return absl::OkStatus();
+  return FinishRefit();
+}
+
+absl::Status NystromPosterior::CompleteRefit() {
+  if (refit_ == nullptr) return absl::OkStatus();
+  if (!refit_->kernel.has_value()) {
+    return absl::FailedPreconditionError("a restored refit was not resumed");
+  }
+  AdvanceRefit(std::numeric_limits<int64_t>::max());
+  absl::Status status = FinishRefit();
+  CheckSinglePrecision();
+  return status;
+}
+
+absl::Status NystromPosterior::FinishRefit() {
+  std::unique_ptr<PendingRefit> r = std::move(refit_);
+  CholeskyFactor chol_m;
+  if (!chol_m.Reset(r->m).ok()) {
+    // Round-off: M under the new values is not numerically positive definite. The synchronous
+    // rebuild would re-admit with a larger guard from the history now (seconds on a long one);
+    // the old values stay instead, and the next fit tries again.
+    ++stats_.refits_abandoned;
+    last_refit_applied_ = false;
+    return absl::OkStatus();
+  }
+  // The switch: everything the old state had learned since the refit started is in r's M and
+  // Gamma; points the old dictionary admitted meanwhile are dropped (KORS may draw them again).
+  if (r->rescale.size() > 0) history_.ScaleRows(r->rescale);
+  kernel_ = *std::move(r->kernel);
+  options_.ridge = r->ridge;
+  options_.kors_mu = r->kors_mu;
+  options_.prior_mean = r->prior_mean;
+  basis_x_ = std::move(r->x);
+  basis_users_ = std::move(r->users);
+  basis_weights_ = std::move(r->weights);
+  RebuildHashIndex();
+  chol_zz_ = std::move(r->chol_zz);
+  chol_kors_ = std::move(r->chol_kors);
+  chol_m_ = std::move(chol_m);
+  gamma_ = std::move(r->gamma);
+  scan_ = GrowthScan();
+  admit_guard_ = 0.0;
+  weights_dirty_ = true;
+  basis_snapshot_.reset();
+  frozen_.reset();
+  RebuildForm();
+  ++stats_.refits;
+  last_refit_applied_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status NystromPosterior::ResumeRefit(const LearnerRefit& refit) {
+  if (refit_ == nullptr || refit_->kernel.has_value()) {
+    return absl::FailedPreconditionError("no restored refit waits for its kernel");
+  }
+  if (absl::Status s = CheckRefit(refit, dim_, /*kors=*/true); !s.ok()) return s;
+  const PendingRefit& r = *refit_;
+  if (refit.ridge != r.ridge || refit.kors_mu != r.kors_mu || refit.prior_mean != r.prior_mean ||
+      refit.user_variance != r.user_variance || refit.rescale.size() != r.rescale.size() ||
+      refit.rescale != r.rescale) {
+    return MalformedState("Nystrom", "pending refit (its values differ from the model's)");
+  }
+  refit_->kernel.emplace(refit.arm, refit.users, refit.user_variance);
+  return absl::OkStatus();
 }
 
 absl::Status NystromPosterior::RefactorFromHistory(const Eigen::MatrixXd& kzz) {
@@ -766,14 +959,17 @@ std::shared_ptr<const Scorer> NystromPosterior::Freeze() const {
 // basis_weights, cholesky chol_m, cholesky chol_zz, cholesky chol_kors, vector gamma, variance
 // form (since 3), double admission guard (since 4), growth scan (since 4: count scanning and,
 // when it is not 0, count next, count end, matrix rows, vector gamma), u8 single-precision
-// scoring (2: never checked) and count folds since its check (since 5). Not stored: the weights
+// scoring (2: never checked) and count folds since its check (since 5), counts refits_spread
+// refits_abandoned and u8 pending refit, then if 1 its doubles ridge kors_mu prior_mean
+// user_variance, vector rescale, columns, users, doubles weights, choleskys K_ZZ and KORS, matrix
+// M, vector Gamma, counts next end step (since 6). Not stored: the weights
 // M^-1 Gamma (recomputed lazily from chol_m and gamma, bit-identically), the duplicate index
 // (rebuilt from the dictionary in order), the basis snapshot shared with frozen scorers.
 namespace {
 // 1: without the thinned and refits counts; 2: without the variance form (rebuilt on load);
 // 3: without the growth scan (none under way) and the growth_rebuilds count; 4: without the
-// single-precision check (checked again on load).
-constexpr uint8_t kNystromStateVersion = 5;
+// single-precision check (checked again on load); 5: without the spread refit.
+constexpr uint8_t kNystromStateVersion = 6;
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
@@ -808,6 +1004,29 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
   // learner scores and checks exactly as this one.
   s.PutU8(!options_.single_precision ? 2 : form_.single() ? 1 : 0);
   PutCount(&s, static_cast<int64_t>(form_.base_version() - checked_base_));
+  // Since 6: the spread refits' counts and the pending refit, if any (its kernel is the
+  // owner's to restore: ResumeRefit).
+  PutCount(&s, stats_.refits_spread);
+  PutCount(&s, stats_.refits_abandoned);
+  s.PutU8(refit_ != nullptr ? 1 : 0);
+  if (refit_ != nullptr) {
+    const PendingRefit& r = *refit_;
+    s.PutDouble(r.ridge);
+    s.PutDouble(r.kors_mu);
+    s.PutDouble(r.prior_mean);
+    s.PutDouble(r.user_variance);
+    PutVector(&s, r.rescale);
+    PutColumns(&s, r.x);
+    PutUsers(&s, r.users);
+    PutDoubleVector(&s, r.weights);
+    PutCholesky(&s, r.chol_zz);
+    PutCholesky(&s, r.chol_kors);
+    PutMatrix(&s, r.m);
+    PutVector(&s, r.gamma);
+    PutCount(&s, r.next);
+    PutCount(&s, r.end);
+    PutCount(&s, r.step);
+  }
   PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
 }
 
@@ -907,6 +1126,36 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   if (version >= 5 && (!d.GetU8(&single) || single > 2 || !GetCount(&d, &folds_unchecked))) {
     return malformed("single-precision check");
   }
+  std::unique_ptr<PendingRefit> refit;
+  if (version >= 6) {
+    uint8_t pending = 0;
+    if (!GetCount(&d, &stats.refits_spread) || !GetCount(&d, &stats.refits_abandoned) ||
+        !d.GetU8(&pending) || pending > 1) {
+      return malformed("refit statistics");
+    }
+    if (pending == 1) {
+      refit = std::make_unique<PendingRefit>();
+      PendingRefit& r = *refit;
+      r.x = GrowableColumns(dim_);
+      if (!d.GetDouble(&r.ridge) || !d.GetDouble(&r.kors_mu) || !d.GetDouble(&r.prior_mean) ||
+          !d.GetDouble(&r.user_variance) || !GetVector(&d, &r.rescale) ||
+          (r.rescale.size() != 0 && r.rescale.size() != dim_) || !GetColumns(&d, &r.x) ||
+          r.x.cols() > m) {
+        return malformed("pending refit");
+      }
+      const int64_t mk = r.x.cols();
+      if (!GetUsers(&d, mk, &r.users) || static_cast<int64_t>(r.users.size()) != mk ||
+          !GetDoubleVector(&d, mk, &r.weights) || static_cast<int64_t>(r.weights.size()) != mk ||
+          !GetCholesky(&d, max_capacity, &r.chol_zz) || r.chol_zz.size() != mk ||
+          !GetCholesky(&d, max_capacity, &r.chol_kors) || r.chol_kors.size() != mk ||
+          !GetMatrix(&d, &r.m) || r.m.rows() != mk || r.m.cols() != mk ||
+          !GetVector(&d, &r.gamma) || r.gamma.size() != mk || !GetCount(&d, &r.next) ||
+          !GetCount(&d, &r.end) || !GetCount(&d, &r.step) || r.next > r.end ||
+          r.end > history.total() || r.step < kMinRefitScanStep) {
+        return malformed("pending refit");
+      }
+    }
+  }
   if (!d.done()) return malformed("trailing bytes");
 
   rng_.set_state(rng_state);
@@ -927,6 +1176,8 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
   frozen_.reset();
   form_ = std::move(form);
   scan_ = std::move(scan);
+  refit_ = std::move(refit);
+  last_refit_applied_ = true;
   admit_guard_ = admit_guard;
   if (version < 3) RebuildForm();
   if (version >= 5) {

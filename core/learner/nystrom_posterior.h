@@ -40,9 +40,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "core/base/random.h"
 #include "core/kernel/multi_user_kernel.h"
 #include "core/learner/history_buffer.h"
@@ -96,12 +98,25 @@ struct NystromOptions {
   bool spread_growth_scan = false;
   // History entries a spread pass visits per observation; 0: ScanStep()'s cost-based choice.
   int64_t growth_scan_step = 0;
+  // A refit that may be spread (LearnerRefit::may_spread, the served models) and whose rebuild
+  // costs at least this many multiply-adds (retained history x m^2) is spread over the
+  // observations that follow (RefitPending) when spread_growth_scan is on and forget_evicted is
+  // off: the new dictionary and its factors are formed at once (O(m^3)), and M and Gamma under
+  // the new kernel accumulate the retained history RefitScanStep() entries per observation
+  // (plus each new observation as it comes) while the old state goes on serving. Negative:
+  // never spread.
+  double spread_refit_work = kDefaultSpreadRefitWork;
+  static constexpr double kDefaultSpreadRefitWork = 1e9;
 };
 
 inline constexpr int kMaxGrowthBatch = 16;
 // A spread scan visits at least this many history entries per observation.
 inline constexpr int64_t kMinGrowthScanStep = 16;
 inline constexpr double kMaxReadmitGuard = 1e-2;
+// A spread refit visits at least this many history entries per observation, and finishes
+// within kRefitScanObservations observations whatever the history's length.
+inline constexpr int64_t kMinRefitScanStep = 4;
+inline constexpr int64_t kRefitScanObservations = 8192;
 // Folds of the scoring form between two checks of single precision (see CheckSinglePrecision).
 inline constexpr uint64_t kSingleCheckEvery = 8;
 
@@ -116,10 +131,12 @@ struct NystromStats {
   int64_t thinned = 0;            // dictionary points dropped by a refit's KORS re-admission
   int64_t refits = 0;             // hyper-parameter refits applied
   // A pending point could not join M (round-off made it dependent on the points M has)...
-  int64_t growth_rebuilds = 0;  // ...and the state was rebuilt from the history without it
-  int64_t dropped_pending = 0;  // ...and it and the points pending after it were dropped
-  int64_t batches = 0;          // batches learned by ObserveBatch's rank-k path
-  double single_error = 0.0;    // the last single-precision check's largest stddev error
+  int64_t growth_rebuilds = 0;   // ...and the state was rebuilt from the history without it
+  int64_t dropped_pending = 0;   // ...and it and the points pending after it were dropped
+  int64_t batches = 0;           // batches learned by ObserveBatch's rank-k path
+  int64_t refits_spread = 0;     // refits whose rebuild was spread over later observations
+  int64_t refits_abandoned = 0;  // ...and whose new M was then not positive definite
+  double single_error = 0.0;     // the last single-precision check's largest stddev error
 };
 
 class NystromPosterior final : public Learner {
@@ -155,7 +172,9 @@ class NystromPosterior final : public Learner {
   // with probability min(1, gamma * tau), its weight divided by that probability, and points
   // that became numerically dependent are dropped), and rebuilds M and Gamma from the retained
   // history: O(m^3 + t m^2). Observations evicted from the retained history are not in the
-  // rebuilt posterior (as after a graph edit).
+  // rebuilt posterior (as after a graph edit). With refit.may_spread and a rebuild of at least
+  // options().spread_refit_work, only the O(m^3) part runs now and the O(t m^2) pass is spread
+  // (RefitPending): the switch drops points the old dictionary admitted meanwhile.
   // log det(I + K_SZ K_ZZ^-1 K_ZS / lambda) = log det M - m log lambda - log det K_ZZ, and
   // w^T K_ZZ w for the mean function sum_z w_z k(z, .), w = M^-1 Gamma.
   double InformationGain() const override;
@@ -163,6 +182,12 @@ class NystromPosterior final : public Learner {
   bool SupportsRefit() const override { return true; }
   FitData SpreadObservations(int64_t max) const override;
   absl::Status Refit(const LearnerRefit& refit) override;
+  bool RefitPending() const override { return refit_ != nullptr; }
+  absl::Status CompleteRefit() override;
+  bool LastRefitApplied() const override { return last_refit_applied_; }
+  absl::Status ResumeRefit(const LearnerRefit& refit) override;
+  // History entries the pending refit has still to visit (0: none pending).
+  int64_t refit_remaining() const;
   void SaveState(storage::Encoder* out) const override;
   absl::Status LoadState(storage::Decoder* in) override;
 
@@ -205,6 +230,9 @@ class NystromPosterior final : public Learner {
   // Observe without the single-precision check (Observe and ObserveBatch check once).
   absl::Status ObserveOne(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                           double reward);
+  // ObserveOne without the pending refit's step.
+  absl::Status LearnOne(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                        double reward);
   // K_Z(s) for one point.
   Eigen::VectorXd DictionaryColumn(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                                    double* k_ss) const;
@@ -235,6 +263,27 @@ class NystromPosterior final : public Learner {
   // not span.
   absl::Status Readmit(bool thin, double guard);
   absl::Status Readmit(bool thin) { return Readmit(thin, options_.min_relative_residual); }
+  // Which dictionary points a re-admission keeps under the kernel whose Gram matrix over them is
+  // kzz_all (Readmit's selection: in order, dropping dependent points, and with `thin` by KORS
+  // under kors_mu), with their weights and the factor of K_ZZ over the kept ones.
+  struct Readmission {
+    std::vector<int> kept;
+    std::vector<double> weights;
+    CholeskyFactor chol_zz;
+  };
+  absl::StatusOr<Readmission> SelectReadmitted(const Eigen::MatrixXd& kzz_all, bool thin,
+                                               double guard, double kors_mu);
+  // The spread refit (PendingRefit below).
+  absl::Status StartRefit(const LearnerRefit& refit);
+  void AdvanceRefit(int64_t entries);
+  // Adds observations (points as the old state stores them) to the pending refit's M and Gamma.
+  void RefitObservations(const Eigen::Ref<const Eigen::MatrixXd>& points, const int32_t* users,
+                         const double* rewards);
+  int64_t RefitScanStep() const;
+  // After k observations were learned: the refit's step over the history, and the switch when
+  // the pass is over.
+  absl::Status StepRefit(int64_t k);
+  absl::Status FinishRefit();
   void RebuildHashIndex();
   int FindDuplicate(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   uint64_t PointHash(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
@@ -279,6 +328,25 @@ class NystromPosterior final : public Learner {
     Eigen::VectorXd gamma;  // count: their entries of K_ZS (Y - m0) so far
   };
   GrowthScan scan_;
+  // A refit spread over later observations: the new kernel and values, the re-admitted
+  // dictionary (stored points rescaled) with its K_ZZ and KORS factors, formed when it started,
+  // and M = lambda K_ZZ + K_ZS K_SZ (lower triangle) and Gamma = K_ZS (Y - m0) under them over
+  // the retained history in [next, end) visited so far (absolute indices) and every
+  // observation from `end` on. The old state serves until the pass ends.
+  struct PendingRefit {
+    std::optional<MultiUserKernel> kernel;  // unset between LoadState and ResumeRefit
+    double ridge = 0.0, kors_mu = 0.0, prior_mean = 0.0, user_variance = 0.0;
+    Eigen::VectorXd rescale;  // empty: none
+    GrowableColumns x;
+    std::vector<int32_t> users;
+    std::vector<double> weights;
+    CholeskyFactor chol_zz, chol_kors;
+    Eigen::MatrixXd m;
+    Eigen::VectorXd gamma;
+    int64_t next = 0, end = 0, step = 0;
+  };
+  std::unique_ptr<PendingRefit> refit_;
+  bool last_refit_applied_ = true;
   // Relative residual below which admission refuses a point (at least min_relative_residual):
   // raised above the residual of each pending point M could not take (spread_growth_scan).
   double admit_guard_ = 0.0;

@@ -70,6 +70,9 @@ struct LearnerRefit {
   // Every stored point is multiplied by this, coordinate by coordinate: old length-scale over
   // new, so that stored points are scaled as new requests will be. Empty: unchanged.
   Eigen::VectorXd rescale;
+  // The learner may leave the rebuild pending and spread it over the observations that follow
+  // (Learner::RefitPending); false: the refit is complete when Refit returns.
+  bool may_spread = false;
 };
 
 // What a kernel learner's Refit checks before changing anything, in this order: a user kernel;
@@ -208,6 +211,21 @@ class Learner : public Scorer {
   virtual FitData SpreadObservations(int64_t /*max*/) const { return {}; }
   virtual absl::Status Refit(const LearnerRefit& /*refit*/) {
     return absl::UnimplementedError("this learner has no hyper-parameters to refit");
+  }
+  // A refit with may_spread can be left pending (NystromPosterior, on a long history): the
+  // learner then goes on learning and scoring with the old values, and the new ones apply from
+  // the observation that completes the rebuild, at the same observation live and in replay.
+  virtual bool RefitPending() const { return false; }
+  // Completes a pending refit now (before a graph edit, another refit or a snapshot that needs
+  // the new values).
+  virtual absl::Status CompleteRefit() { return absl::OkStatus(); }
+  // False when the last refit, spread, ended in a numerical breakdown: the learner kept the old
+  // values (a refit that is not spread fails from Refit instead).
+  virtual bool LastRefitApplied() const { return true; }
+  // After LoadState restored a pending refit: the refit it was started with (whose kernel the
+  // state does not hold). DATA_LOSS when it is not the one the state was built for.
+  virtual absl::Status ResumeRefit(const LearnerRefit& /*refit*/) {
+    return absl::FailedPreconditionError("this learner has no pending refit to resume");
   }
 
   // Snapshots: exact state serialisation (framing and pieces in core/storage/state_coding.h). A

@@ -14,10 +14,33 @@
 namespace graphbandit {
 namespace {
 
-// 4: with the staged observations (batches); 3: with the hyper-parameters block; 2: without
-// (the configured values apply).
-constexpr uint8_t kStateVersion = 4;
+// 5: with the pending refit; 4: with the staged observations (batches); 3: with the
+// hyper-parameters block; 2: without (the configured values apply).
+constexpr uint8_t kStateVersion = 5;
 constexpr uint8_t kOldestStateVersion = 2;
+
+void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
+  out->PutDouble(h.signal_variance);
+  out->PutDouble(h.offset_variance);
+  out->PutDouble(h.linear_variance);
+  out->PutDouble(h.user_variance);
+  out->PutDoubles(h.lengthscales.data(), h.lengthscales.size());
+  out->PutDouble(h.noise_variance);
+  out->PutDouble(h.rho);
+  out->PutDouble(h.prior_mean);
+}
+
+bool GetHyperparameters(storage::Decoder* in, Hyperparameters* h) {
+  std::vector<double> lengthscales;
+  if (!in->GetDouble(&h->signal_variance) || !in->GetDouble(&h->offset_variance) ||
+      !in->GetDouble(&h->linear_variance) || !in->GetDouble(&h->user_variance) ||
+      !in->GetDoubles(&lengthscales, 1u << 16) || !in->GetDouble(&h->noise_variance) ||
+      !in->GetDouble(&h->rho) || !in->GetDouble(&h->prior_mean)) {
+    return false;
+  }
+  h->lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
+  return true;
+}
 
 }  // namespace
 
@@ -88,6 +111,43 @@ absl::Status LearnedState::LearnFromDecision(const ObserveOp& observe, int32_t u
 }
 
 absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
+  absl::Status status = ApplyOp(op, result);
+  SyncRefit();
+  return status;
+}
+
+absl::Status LearnedState::CompletePendingRefit() {
+  if (!pending_.has_value()) return absl::OkStatus();
+  absl::Status status = learner_->CompleteRefit();
+  SyncRefit();
+  return status;
+}
+
+void LearnedState::SyncRefit() {
+  if (!pending_.has_value() || learner_->RefitPending()) return;
+  PendingSwitch pending = *std::move(pending_);
+  pending_.reset();
+  if (!learner_->LastRefitApplied()) {
+    LogWarning(absl::StrFormat(
+        "model \"%s\": fitted hyper-parameters not applied (the rebuild under them was not "
+        "numerically positive definite); keeping %s",
+        options_.name, hyper_.DebugString()));
+    return;
+  }
+  // Staged points were scaled with the old length-scales: rescaled as the learner's history
+  // was, so that they join it as the ones scaled with the new values.
+  const Eigen::VectorXd& rescale = pending.prepared.refit.rescale;
+  if (rescale.size() > 0) {
+    for (Staged& staged : staged_) staged.point.head(rescale.size()).array() *= rescale.array();
+  }
+  scaling_ = std::move(pending.prepared.scaling);
+  user_kernel_ = std::move(pending.prepared.user_kernel);
+  hyper_ = std::move(pending.values);
+  kors_mu_factor_ = pending.kors_mu_factor;
+  ++learner_changes_;
+}
+
+absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
   struct Undo {
     int32_t a, b;
     double weight;  // 0: there was no edge
@@ -105,6 +165,14 @@ absl::Status LearnedState::Apply(const ModelOp& op, EdgeEditResult* result) {
        std::holds_alternative<RemoveEdgesOp>(op))) {
     if (absl::Status s = LearnStaged(staged()); !s.ok()) {
       LogWarning(absl::StrFormat("model \"%s\": staged rewards not learned: %s", options_.name,
+                                 s.message()));
+    }
+  }
+  // A graph edit or another refit starts from the values a pending refit switches to.
+  if (std::holds_alternative<HyperparametersOp>(op) || std::holds_alternative<SetEdgesOp>(op) ||
+      std::holds_alternative<RemoveEdgesOp>(op)) {
+    if (absl::Status s = CompletePendingRefit(); !s.ok()) {
+      LogWarning(absl::StrFormat("model \"%s\": pending refit not completed: %s", options_.name,
                                  s.message()));
     }
   }
@@ -301,13 +369,19 @@ absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values,
         "model \"%s\": hyper-parameters for a model whose policy has none to fit", options_.name));
   }
   ++learner_changes_;
+  if (absl::Status s = CompletePendingRefit(); !s.ok()) return s;
+  auto prepared = PrepareHyperparameters(values, CurrentShape(), kors_mu_factor, graph_, scaling_,
+                                         user_kernel_);
+  if (!prepared.ok()) {
+    return absl::InternalError(
+        absl::StrFormat("model \"%s\": fitted hyper-parameters not applied (%s); keeping %s",
+                        options_.name, prepared.status().message(), hyper_.DebugString()));
+  }
   // The rebuild can only fail on a numerical breakdown; keep the learner's state to fall back.
   storage::Encoder backup;
   learner_->SaveState(&backup);
-  FeatureScaling scaling = scaling_;
-  std::shared_ptr<const UserKernel> users = user_kernel_;
-  absl::Status status = graphbandit::ApplyHyperparameters(values, CurrentShape(), kors_mu_factor,
-                                                          graph_, &scaling, &users, learner_.get());
+  prepared->refit.may_spread = true;
+  absl::Status status = learner_->Refit(prepared->refit);
   if (!status.ok()) {
     auto restored = NewLearner();
     if (restored.ok()) {
@@ -319,10 +393,8 @@ absl::Status LearnedState::SwitchHyperparameters(const Hyperparameters& values,
         absl::StrFormat("model \"%s\": fitted hyper-parameters not applied (%s); keeping %s",
                         options_.name, status.message(), hyper_.DebugString()));
   }
-  scaling_ = std::move(scaling);
-  user_kernel_ = std::move(users);
-  hyper_ = values;
-  kors_mu_factor_ = kors_mu_factor;
+  pending_ = PendingSwitch{values, kors_mu_factor, *std::move(prepared)};
+  SyncRefit();  // at once unless the learner spreads the rebuild
   return absl::OkStatus();
 }
 
@@ -440,14 +512,7 @@ std::string LearnedState::Save(uint64_t seq) const {
   // (by rewards) are outside it until the next edit. Restoring must build the same kernel.
   out.PutVarint64(static_cast<uint64_t>(users_at_rebuild_));
   // The hyper-parameters in use (version 3), before the learner that was built with them.
-  out.PutDouble(hyper_.signal_variance);
-  out.PutDouble(hyper_.offset_variance);
-  out.PutDouble(hyper_.linear_variance);
-  out.PutDouble(hyper_.user_variance);
-  out.PutDoubles(hyper_.lengthscales.data(), hyper_.lengthscales.size());
-  out.PutDouble(hyper_.noise_variance);
-  out.PutDouble(hyper_.rho);
-  out.PutDouble(hyper_.prior_mean);
+  PutHyperparameters(hyper_, &out);
   out.PutDouble(kors_mu_factor_);
   out.PutVarint64(static_cast<uint64_t>(next_fit_at_));
   out.PutVarint64(static_cast<uint64_t>(fits_applied_));
@@ -456,6 +521,13 @@ std::string LearnedState::Save(uint64_t seq) const {
   out.PutDouble(last_fit_log_likelihood_);
   out.PutDouble(baseline_.value());
   out.PutVarint64(static_cast<uint64_t>(coarsenings_));
+  // Version 5: the refit the learner spreads, if one is pending (its values; the rest is
+  // derived from them and the state above, as when it started).
+  out.PutU8(pending_.has_value() ? 1 : 0);
+  if (pending_.has_value()) {
+    PutHyperparameters(pending_->values, &out);
+    out.PutDouble(pending_->kors_mu_factor);
+  }
   if (learner_ != nullptr) learner_->SaveState(&out);
   // Version 4: the staged observations (batches) and how many were staged in all.
   out.PutVarint64(static_cast<uint64_t>(staged_total_));
@@ -504,25 +576,34 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
   uint64_t rebuild_users = 0;
   if (!in.GetVarint64(&rebuild_users) || rebuild_users > users) return bad("kernel users");
   bool rebuild_learner = false;
+  std::optional<PendingSwitch> pending;  // set once the learner is restored
   if (version >= 3) {
     Hyperparameters h;
-    std::vector<double> lengthscales;
     double factor = 0.0, log_likelihood = 0.0, baseline = 0.0;
     uint64_t coarsenings = 0;
     uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
-    if (!in.GetDouble(&h.signal_variance) || !in.GetDouble(&h.offset_variance) ||
-        !in.GetDouble(&h.linear_variance) || !in.GetDouble(&h.user_variance) ||
-        !in.GetDoubles(&lengthscales, 1u << 16) || !in.GetDouble(&h.noise_variance) ||
-        !in.GetDouble(&h.rho) || !in.GetDouble(&h.prior_mean) || !in.GetDouble(&factor) ||
-        !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
-        !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
-        !in.GetDouble(&baseline) || !std::isfinite(baseline) || !in.GetVarint64(&coarsenings) ||
-        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX || fits > INT64_MAX ||
-        coarsenings > INT64_MAX || last_rewards > INT64_MAX || last_points > INT32_MAX) {
+    if (!GetHyperparameters(&in, &h) || !in.GetDouble(&factor) || !in.GetVarint64(&next_fit) ||
+        !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) || !in.GetVarint64(&last_points) ||
+        !in.GetDouble(&log_likelihood) || !in.GetDouble(&baseline) || !std::isfinite(baseline) ||
+        !in.GetVarint64(&coarsenings) || !(factor > 0.0 && factor <= kMaxKorsMuFactor) ||
+        next_fit > INT64_MAX || fits > INT64_MAX || coarsenings > INT64_MAX ||
+        last_rewards > INT64_MAX || last_points > INT32_MAX) {
       return bad("hyper-parameters");
     }
-    h.lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
     if (!h.InRange()) return bad("hyper-parameters out of range");
+    if (version >= 5) {
+      uint8_t has_pending = 0;
+      if (!in.GetU8(&has_pending) || has_pending > 1) return bad("pending refit");
+      if (has_pending == 1) {
+        PendingSwitch p;
+        if (!GetHyperparameters(&in, &p.values) || !p.values.InRange() ||
+            !in.GetDouble(&p.kors_mu_factor) ||
+            !(p.kors_mu_factor > 0.0 && p.kors_mu_factor <= kMaxKorsMuFactor)) {
+          return bad("pending refit");
+        }
+        pending = std::move(p);
+      }
+    }
     hyper_ = std::move(h);
     kors_mu_factor_ = factor;
     next_fit_at_ = static_cast<int64_t>(next_fit);
@@ -574,6 +655,19 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
       return bad(s.message());
     }
     if (absl::Status s = learner_->LoadState(&in); !s.ok()) return s;
+    if (learner_->RefitPending() != pending.has_value()) return bad("pending refit");
+    if (pending.has_value()) {
+      // Derived as when the refit started: from the values then in use and the same graph.
+      auto prepared = PrepareHyperparameters(
+          pending->values, CurrentShape(), pending->kors_mu_factor, graph_, scaling_, user_kernel_);
+      if (!prepared.ok()) return bad(prepared.status().message());
+      prepared->refit.may_spread = true;
+      if (absl::Status s = learner_->ResumeRefit(prepared->refit); !s.ok()) return s;
+      pending->prepared = *std::move(prepared);
+      pending_ = std::move(pending);
+    }
+  } else if (pending.has_value()) {
+    return bad("pending refit without a learner");
   } else if (learner_ != nullptr) {
     // Dimensions fixed by the configuration, nothing learned yet: the learner sees the graph.
     if (absl::Status s = learner_->SetGraph(graph_, user_kernel_); !s.ok()) return bad(s.message());

@@ -24,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -110,6 +111,14 @@ class LearnedState {
   absl::Status ApplyHyperparameters(const HyperparametersOp& op);
   // Rebuilds the learner, scaling and user kernel with `values` (no bookkeeping of fits).
   absl::Status SwitchHyperparameters(const Hyperparameters& values, double kors_mu_factor);
+  // A pending refit completed now (before a graph edit or another refit), and the model's side
+  // switched with the learner's.
+  absl::Status CompletePendingRefit();
+  // After the learner learned: when its pending refit has ended, the model switches too (or, if
+  // the learner abandoned it, keeps its values and says so).
+  void SyncRefit();
+  // Applies `op` (Apply without the refit's synchronisation).
+  absl::Status ApplyOp(const ModelOp& op, EdgeEditResult* result);
   // `h` with every value the configuration fixes set to the configured value.
   Hyperparameters WithConfiguredValues(Hyperparameters h) const;
   // The learner for the current dimensions, graph and hyper-parameters.
@@ -156,6 +165,14 @@ class LearnedState {
   };
   std::deque<Staged> staged_;
   int64_t staged_total_ = 0;
+  // A refit the learner spreads over later observations (Learner::RefitPending): the values,
+  // scaling and user kernel the model switches to when the learner does (SyncRefit).
+  struct PendingSwitch {
+    Hyperparameters values;
+    double kors_mu_factor = 1.0;
+    PreparedRefit prepared;
+  };
+  std::optional<PendingSwitch> pending_;
 };
 
 }  // namespace graphbandit

@@ -112,6 +112,48 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   EXPECT_EQ(Probe(**restarted, probed), before);
 }
 
+// The same with every fit's rebuild spread over the rewards that follow (as a served model does
+// on a long history): recovery from the log and from the shutdown snapshot, which may hold a
+// rebuild still pending, reproduces the state bit for bit.
+TEST(EngineTest, SpreadRefitsAreRecoveredBitIdentically) {
+  TempDir dir;
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  options.research.spread_refit_work = 0.0;
+  auto engine = OpenEngine({options}, dir.path());
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(model->AddEdges({{"u0", "u1", 1.0}, {"u1", "u2", 1.0}}).ok());
+  PlaySmoothTask(*engine, 300);
+  model->WaitForFits();
+  ASSERT_GE(model->Stats().fits_applied, 2);
+  const HyperparameterView fitted = *model->View()->hyperparameters;
+  EXPECT_EQ(model->View()->scaling.lengthscales(), fitted.values.lengthscales);
+  const std::vector<std::string> probed = {"u0", "u1", "u3", "stranger"};
+  const std::vector<double> before = Probe(*engine, probed);
+  const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");
+  auto reopen = [&options](const std::string& state_dir) {
+    EngineOptions engine_options;
+    engine_options.models = {options};
+    engine_options.state_dir = state_dir;
+    return Engine::Open(engine_options);
+  };
+  {
+    auto recovered = reopen(crashed);
+    ASSERT_TRUE(recovered.ok()) << recovered.status();
+    EXPECT_EQ((*(*recovered)->FindModel(""))->View()->hyperparameters->values, fitted.values);
+    EXPECT_EQ(Probe(**recovered, probed), before);
+    (*recovered)->Shutdown();
+  }
+  std::filesystem::remove_all(crashed);
+  engine->Shutdown();
+  engine.reset();
+  auto restarted = reopen(dir.path());
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_GT((*(*restarted)->FindModel(""))->recovery().snapshot_seq, 0u);
+  EXPECT_EQ(Probe(**restarted, probed), before);
+}
+
 // A KORS mu set in the configuration is what the learner uses, through fits (which change the
 // noise variance mu would otherwise follow) and after a restart from the shutdown snapshot.
 TEST(EngineTest, AConfiguredKorsMuStaysThroughFitsAndRestarts) {
