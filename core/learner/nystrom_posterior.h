@@ -106,7 +106,7 @@ struct NystromOptions {
   // (plus each new observation as it comes) while the old state goes on serving. Negative:
   // never spread.
   double spread_refit_work = kDefaultSpreadRefitWork;
-  static constexpr double kDefaultSpreadRefitWork = 1e9;
+  static constexpr double kDefaultSpreadRefitWork = 4e9;
 };
 
 inline constexpr int kMaxGrowthBatch = 16;
@@ -116,7 +116,7 @@ inline constexpr double kMaxReadmitGuard = 1e-2;
 // A spread refit visits at least this many history entries per observation, and finishes
 // within kRefitScanObservations observations whatever the history's length.
 inline constexpr int64_t kMinRefitScanStep = 4;
-inline constexpr int64_t kRefitScanObservations = 8192;
+inline constexpr int64_t kRefitScanObservations = 2048;
 // Folds of the scoring form between two checks of single precision (see CheckSinglePrecision).
 inline constexpr uint64_t kSingleCheckEvery = 8;
 

@@ -74,7 +74,7 @@ struct ResearchOptions {
   bool spread_growth_scan = true;
   // EK policies: a fit whose rebuild costs at least this many multiply-adds (history x m^2) is
   // spread over the rewards that follow (NystromOptions::spread_refit_work); negative: never.
-  double spread_refit_work = 1e9;
+  double spread_refit_work = 4e9;
   // BATCHED_NYSTROM_UCB: 0 re-draws whenever the paper's rule says so.
   double batched_min_growth = kServedBatchedMinGrowth;
   // BATCHED_NYSTROM_UCB: false leaves the dictionary unbounded, as the paper does.
