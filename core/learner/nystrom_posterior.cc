@@ -1140,7 +1140,7 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
       if (!d.GetDouble(&r.ridge) || !d.GetDouble(&r.kors_mu) || !d.GetDouble(&r.prior_mean) ||
           !d.GetDouble(&r.user_variance) || !GetVector(&d, &r.rescale) ||
           (r.rescale.size() != 0 && r.rescale.size() != dim_) || !GetColumns(&d, &r.x) ||
-          r.x.cols() > m) {
+          r.x.cols() > max_m) {
         return malformed("pending refit");
       }
       const int64_t mk = r.x.cols();
@@ -1151,7 +1151,9 @@ absl::Status NystromPosterior::LoadState(storage::Decoder* in) {
           !GetMatrix(&d, &r.m) || r.m.rows() != mk || r.m.cols() != mk ||
           !GetVector(&d, &r.gamma) || r.gamma.size() != mk || !GetCount(&d, &r.next) ||
           !GetCount(&d, &r.end) || !GetCount(&d, &r.step) || r.next > r.end ||
-          r.end > history.total() || r.step < kMinRefitScanStep) {
+          r.end > history.total() || r.step < kMinRefitScanStep ||
+          r.step > std::max(kMinRefitScanStep, (history.total() + kRefitScanObservations - 1) /
+                                                   kRefitScanObservations)) {
         return malformed("pending refit");
       }
     }

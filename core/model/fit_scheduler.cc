@@ -33,7 +33,9 @@ void FitScheduler::AfterBatch(LearnedState* state) {
   // taken: a fit due now starts before WaitForFits can see none in flight.
   const bool release = hyperparameters_queued_hold_;
   hyperparameters_queued_hold_ = false;
-  DecideFits(state);
+  // Nor while the learner spreads the last change's rebuild: the values in use are about to be
+  // replaced by the pending ones (a fit due meanwhile starts once the pass ends).
+  if (!state->learner()->RefitPending()) DecideFits(state);
   if (release) host_->AddFitsInFlight(-1);
 }
 

@@ -334,6 +334,8 @@ absl::Status LearnedState::LearnStaged(int64_t count) {
     }
     count -= n;
     absl::Status learned = LearnRewards(*learner_, baseline_, users, points, rewards);
+    // A refit the chunk ended switches now: the chunks after it are rescaled with the rest.
+    SyncRefit();
     if (learned.ok()) {
       rewards_learned_ += n;
     } else if (status.ok()) {

@@ -286,6 +286,9 @@ void Model::PaceDecision(absl::Time deadline) {
 
 absl::Duration Model::LearningLagLocked(absl::Time now) const {
   if (replicated()) return absl::ZeroDuration();  // the shared log's own bounds apply
+  // A degraded log cannot take the LearnOps that would learn the staged rewards; writes fail
+  // anyway, and decisions are served from the last state without waiting.
+  if (log_ != nullptr && log_->degraded()) return absl::ZeroDuration();
   absl::Time oldest = oldest_staged_acknowledged_;
   if (!unapplied_rewards_.empty()) oldest = std::min(oldest, unapplied_rewards_.front().second);
   // How long the oldest has waited, plus what the writer needs for those waiting now: a reward

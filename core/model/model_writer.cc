@@ -252,9 +252,14 @@ absl::Time Model::LearnDueAt() const {
       options_.max_learn_delay <= absl::ZeroDuration()) {
     return absl::InfinitePast();
   }
-  // The oldest staged reward no LearnOp of this node asked for yet.
+  // The oldest staged reward no LearnOp of this node asked for yet; within half the learning-lag
+  // bound whatever max_learn_delay says, so that a quiet model never holds callers back.
+  absl::Duration delay = options_.max_learn_delay;
+  if (durability_.max_learning_lag > absl::ZeroDuration()) {
+    delay = std::min(delay, durability_.max_learning_lag / 2);
+  }
   for (const StagedReward& staged : staged_rewards_) {
-    if (staged.ordinal >= learn_requested_) return staged.staged_at + options_.max_learn_delay;
+    if (staged.ordinal >= learn_requested_) return staged.staged_at + delay;
   }
   return absl::InfinitePast();  // restored at start (no entry): at once
 }

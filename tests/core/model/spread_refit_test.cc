@@ -129,6 +129,37 @@ TEST(SpreadRefitTest, RewardsStagedWhenTheLearnerSwitchesAreRescaled) {
   }
 }
 
+// Replay learns a LearnOp in chunks of 1,024: when the first chunk ends the pass, the second
+// chunk's points (scaled with the old length-scales when staged) are rescaled before it is
+// learned.
+TEST(SpreadRefitTest, AChunkAfterTheSwitchIsRescaledBeforeItIsLearned) {
+  auto state = NewState();
+  Rng rng(10);
+  Learn(state.get(), &rng, 200);
+  EdgeEditResult ignored;
+  const HyperparametersOp op = NewValues(*state);
+  ASSERT_TRUE(state->Apply(op, &ignored).ok());
+  ASSERT_TRUE(state->learner()->RefitPending());
+  std::vector<ObserveOp> staged;
+  for (int i = 0; i < 1100; ++i) {
+    RewardOp reward;
+    reward.learn.push_back(Observation(&rng, state->staged_total()));
+    staged.push_back(reward.learn.back());
+    ASSERT_TRUE(state->Apply(reward, &ignored).ok());
+  }
+  ASSERT_TRUE(state->Apply(LearnOp{state->staged_total()}, &ignored).ok());
+  ASSERT_FALSE(state->learner()->RefitPending());
+  EXPECT_EQ(state->hyperparameters(), op.values);
+  const FitData history = state->learner()->SpreadObservations(1 << 20);
+  const int64_t t = history.x.cols();
+  ASSERT_EQ(t, 1300);
+  for (int i = 1024; i < 1100; ++i) {
+    const ObserveOp& o = staged[i];
+    const Eigen::Vector2d expected(o.features[0] / 4.0, o.features[1] / 9.0);
+    EXPECT_LT((history.x.col(200 + i) - expected).norm(), 1e-12 * expected.norm()) << i;
+  }
+}
+
 TEST(SpreadRefitTest, AGraphEditCompletesThePendingRefitFirst) {
   auto state = NewState();
   Rng rng(9);
