@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/frontier.h"
 #include "sim/report.h"
 #include "sim/robustness.h"
 
@@ -514,6 +515,7 @@ const std::map<std::string, PresetAnalysis>& Analyses() {
        }},
       {"memory-flatness", MemoryFlatness},
       {"robustness", Robustness},
+      {"frontier", FrontierFindings},
       {"relative-to-random",
        [](const std::vector<RunOutput>& runs) { return RelativeToRandom(runs, /*reward=*/false); }},
       {"cgp-slates", CgpSlates},

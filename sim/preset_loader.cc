@@ -300,7 +300,8 @@ absl::StatusOr<FieldRef> NumericField(const Message& message, Message* mutable_m
     }
     const FieldDescriptor::CppType type = field->cpp_type();
     if (type != FieldDescriptor::CPPTYPE_DOUBLE && type != FieldDescriptor::CPPTYPE_INT32 &&
-        type != FieldDescriptor::CPPTYPE_INT64) {
+        type != FieldDescriptor::CPPTYPE_INT64 && type != FieldDescriptor::CPPTYPE_UINT32 &&
+        type != FieldDescriptor::CPPTYPE_UINT64) {
       break;
     }
     return FieldRef{m, mm, field};
@@ -322,8 +323,18 @@ absl::Status SetNumeric(pb::Policy* policy, const std::string& path, double valu
         absl::StrFormat("%s is an integer field: %g is not an integer", path, value));
   } else if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
     reflection->SetInt32(message, descriptor, static_cast<int32_t>(value));
-  } else {
+  } else if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
     reflection->SetInt64(message, descriptor, static_cast<int64_t>(value));
+  } else if (value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is an unsigned field: %g is negative", path, value));
+  } else if (descriptor->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) {
+    if (value > 4294967295.0) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s: %g is out of range", path, value));
+    }
+    reflection->SetUInt32(message, descriptor, static_cast<uint32_t>(value));
+  } else {
+    reflection->SetUInt64(message, descriptor, static_cast<uint64_t>(value));
   }
   return absl::OkStatus();
 }
@@ -356,6 +367,12 @@ absl::StatusOr<std::string> ExpandName(const pb::Policy& policy) {
         break;
       case FieldDescriptor::CPPTYPE_INT32:
         value = reflection->GetInt32(*holder, descriptor);
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        value = reflection->GetUInt32(*holder, descriptor);
+        break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        value = static_cast<double>(reflection->GetUInt64(*holder, descriptor));
         break;
       default:
         value = static_cast<double>(reflection->GetInt64(*holder, descriptor));
@@ -763,6 +780,7 @@ absl::StatusOr<Preset> ParsePreset(absl::string_view text, const std::string& fi
   }
   preset.dictionary_plot = data.dictionary_plot();
   preset.tradeoff_plot = data.tradeoff_plot();
+  preset.frontier_plot = data.frontier_plot();
   if (!data.analysis().empty()) {
     const PresetAnalysis* analysis = FindPresetAnalysis(data.analysis());
     if (analysis == nullptr) {

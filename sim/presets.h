@@ -35,6 +35,7 @@ struct Preset {
   std::map<std::pair<std::string, std::string>, Reference> references;
   bool dictionary_plot = false;  // plot the Nystrom dictionary size over time
   bool tradeoff_plot = false;    // plot final regret against time per step
+  bool frontier_plot = false;    // plot relative regret against cost per cap (sim/frontier.h)
   // Preset-specific findings (Markdown) computed from the results, e.g. orderings or ratios.
   std::function<std::string(const std::vector<RunOutput>&)> analysis;
 };

@@ -73,6 +73,39 @@ std::vector<std::pair<std::string, TaskOptions>> TaskList() {
     o.p_out = 0.0005;
     o.zipf = 1.0;
   });
+  // Larger and wider: the load generator's default workload (200 users, 16 features, 50
+  // candidates), 32 features with 300 users, and 32 or 64 features with 1,000 users, where a
+  // kernel on raw features has the least to go on and a linear model the most.
+  add("sbm-n200-d16", "SBM n=200, d=16, 50 candidates", [](TaskOptions& o) {
+    o.users = 200;
+    o.blocks = 4;
+    o.p_in = 0.1;
+    o.p_out = 0.002;
+    o.dim = 16;
+    o.candidates = 50;
+  });
+  add("sbm-n300-d32", "SBM n=300, d=32, 50 candidates", [](TaskOptions& o) {
+    o.users = 300;
+    o.blocks = 5;
+    o.p_in = 0.06;
+    o.p_out = 0.001;
+    o.dim = 32;
+    o.candidates = 50;
+  });
+  add("sbm-n1000-d32", "SBM n=1000, d=32", [](TaskOptions& o) {
+    o.users = 1000;
+    o.blocks = 10;
+    o.p_in = 0.03;
+    o.p_out = 0.0005;
+    o.dim = 32;
+  });
+  add("sbm-n1000-d64", "SBM n=1000, d=64", [](TaskOptions& o) {
+    o.users = 1000;
+    o.blocks = 10;
+    o.p_in = 0.03;
+    o.p_out = 0.0005;
+    o.dim = 64;
+  });
   add("drift", "drifting baseline", [](TaskOptions& o) {
     o.drift_amplitude = 2.0;
     o.drift_period = 1000;

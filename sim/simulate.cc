@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "core/base/command_line.h"
 #include "graphbandit_version.h"
+#include "sim/frontier.h"
 #include "sim/preset_loader.h"
 #include "sim/presets.h"
 #include "sim/report.h"
@@ -239,6 +240,12 @@ int main(int argc, char** argv) {
                          "time per step (ms, log scale)", "final cumulative regret", true)
             .ok()) {
       absl::StrAppend(&plots, "![regret against time per step](tradeoff.svg)\n\n");
+    }
+  }
+  if (preset->frontier_plot) {
+    if (WriteFrontierPlot(outputs, out + "/frontier.svg").ok()) {
+      absl::StrAppend(&plots,
+                      "![regret against the cost of a rewarded decision](frontier.svg)\n\n");
     }
   }
   if (preset->timing_window > 0) {
