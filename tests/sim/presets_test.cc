@@ -178,6 +178,16 @@ TEST(PresetsTest, MalformedFilesAreRefusedClearly) {
   EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"B\" family: BATCHED "
                                             "ek_beta: 0.1 } }\n"),
               HasSubstr("need ridge"));
+  // Unsigned fields (the served model's dictionary cap) sweep, but not to negative values.
+  EXPECT_THAT(
+      ErrorOf(std::string(kValid) + "policy { sweep { parameter: "
+                                    "\"served.nystrom.max_dictionary_size\" value: -1 "
+                                    "entry { policy { name: \"S\" family: SERVED } } } }\n"),
+      HasSubstr("served.nystrom.max_dictionary_size is an unsigned field: -1 is negative"));
+  EXPECT_EQ(ErrorOf(std::string(kValid) + "policy { sweep { parameter: "
+                                          "\"served.nystrom.max_dictionary_size\" value: 64 "
+                                          "entry { policy { name: \"S\" family: SERVED } } } }\n"),
+            "(no error)");
 }
 
 }  // namespace
