@@ -3,8 +3,9 @@
 // per task), on robustness tasks (sim/robustness.h). For each cap and task it reports the final
 // regret (mean ± SE over seeds), the dictionary size reached, and what a decision and a reward
 // cost at that size on one core: the simulator runs the model's own decision and learning code
-// (core/policy/decision_step.h), and times choosing and learning apart (sim/runner.h; a refit
-// runs inline, where a server runs it on its fitter thread, so it counts in the reward's cost).
+// (core/policy/decision_step.h), and times choosing, learning and refitting apart on the run
+// thread's CPU clock (sim/runner.h; refits run inline, where a server searches on its fitter
+// thread and applies on its writer).
 //
 // Policies are recognised by name: kFrontierPrefix followed by the cap ("EK-UCB (default)
 // [m<=1000]"), and the robustness suite's per-user LinUCB grid (kPerUserPrefix).
@@ -25,11 +26,12 @@ inline constexpr int kFrontierReferenceCap = 1000;
 
 // The findings (Markdown): per task, one row per cap and one for the tuned LinUCB, with regret
 // relative to the reference cap; then, per cap, the geometric mean over tasks of that relative
-// regret and of the cost, and the smallest cap within 5% of the best cap's regret on every task.
+// regret and of each cost, the tasks on which the cap's mean regret is within 5% of the best
+// cap's, and the smallest cap (among those that ran on every task) within 5% on every task.
 std::string FrontierFindings(const std::vector<RunOutput>& runs);
 
-// The plot: per task, regret relative to the task's reference cap (± its SE) against the
-// policy's CPU per rewarded decision (ms, log scale).
+// The plot: per task and cap, regret relative to the task's reference cap (± its SE) against
+// the CPU per rewarded decision (ms, log scale). LinUCB is in the findings only.
 absl::Status WriteFrontierPlot(const std::vector<RunOutput>& runs, const std::string& path);
 
 }  // namespace graphbandit::sim

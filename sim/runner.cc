@@ -79,7 +79,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
         std::ceil(static_cast<double>(k) * spec.rounds / spec.sample_points));
   };
   double cumulative = 0.0, total_seconds = 0.0, window_total = 0.0;
-  double decision_cpu = 0.0, learn_cpu = 0.0;
+  double decision_cpu = 0.0, learn_cpu = 0.0, fit_cpu = 0.0;
   int64_t window_steps = 0, rewards_learned = 0;
   const int slate_size = std::max(1, spec.slate_size);
   std::vector<double> sorted_means;
@@ -93,10 +93,23 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     arms.resize(n);
     for (int k = 0; k < n; ++k) arms[k] = round.arms.col(k).data();
     const int32_t user = policy->pooled ? 0 : round.user;
-    // The thread's CPU clock (a system call, about a microsecond) splits the step into choosing
-    // and learning; the wall clock times the whole step.
-    const double cpu_before = ThreadCpuSeconds();
-    const auto start = std::chrono::steady_clock::now();
+    // Each phase of the step (choosing, learning each reward, the refits after it) is timed on
+    // the wall clock and on the thread's CPU clock. The CPU clock is a system call (about a
+    // microsecond): its stamps are outside the wall intervals, and the environment's reward
+    // draws are between phases, in none of them.
+    double seconds = 0.0, cpu_mark = 0.0;
+    std::chrono::steady_clock::time_point wall_mark;
+    const auto start_phase = [&] {
+      cpu_mark = ThreadCpuSeconds();
+      wall_mark = std::chrono::steady_clock::now();
+    };
+    const auto stop_phase = [&](double* cpu_sum) {
+      const auto wall_now = std::chrono::steady_clock::now();
+      const double cpu_now = ThreadCpuSeconds();
+      seconds += std::chrono::duration<double>(wall_now - wall_mark).count();
+      *cpu_sum += cpu_now - cpu_mark;
+    };
+    start_phase();
     // The decision and learning steps the server's model takes (core/policy/decision_step.h).
     CandidatePoints(policy->scaling, round.context.data(), arms, policy->intercept, &points);
     DecisionRule rule;
@@ -125,33 +138,37 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                                       decision_rng.has_value() ? *decision_rng : rng,
                                       /*probabilities=*/false, &scored);
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
-    const double cpu_decided = ThreadCpuSeconds();
+    stop_phase(&decision_cpu);
     if (status.ok() && policy->learner->LearnsFromDecisions()) {
-      status = LearnDecision(*policy->learner, user, points, scored.propensities, chosen,
-                             (*env)->Reward(round, chosen));
+      const double reward = (*env)->Reward(round, chosen);
+      start_phase();
+      status = LearnDecision(*policy->learner, user, points, scored.propensities, chosen, reward);
+      stop_phase(&learn_cpu);
       ++rewards_learned;
     } else if (status.ok()) {
       // Semi-bandit feedback: every arm of the slate is learned on its own, best first (as a
       // model learns a slate's arm rewards).
       for (const RankedChoice& arm : scored.slate) {
+        const double reward = (*env)->Reward(round, arm.candidate);
+        start_phase();
         status = LearnReward(*policy->learner, policy->baseline, user, points.col(arm.candidate),
-                             (*env)->Reward(round, arm.candidate));
+                             reward);
+        stop_phase(&learn_cpu);
         if (!status.ok()) break;
         ++rewards_learned;
         if (policy->refitter != nullptr) {
+          start_phase();
           status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
+          stop_phase(&fit_cpu);
           if (!status.ok()) break;
         }
       }
     }
     if (status.ok() && policy->refitter != nullptr && policy->learner->LearnsFromDecisions()) {
+      start_phase();
       status = policy->refitter->AfterObservation(policy->learner.get(), &policy->scaling);
+      stop_phase(&fit_cpu);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double cpu_learned = ThreadCpuSeconds();
-    decision_cpu += cpu_decided - cpu_before;
-    learn_cpu += cpu_learned - cpu_decided;
     if (!status.ok()) {
       out.error = absl::StrFormat("round %d: %s", t, status.message());
       return out;
@@ -188,6 +205,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   out.result.seconds_per_step = total_seconds / static_cast<double>(spec.rounds);
   out.decision_cpu_per_step = decision_cpu / static_cast<double>(spec.rounds);
   out.learn_cpu_per_step = learn_cpu / static_cast<double>(spec.rounds);
+  out.fit_cpu_per_step = fit_cpu / static_cast<double>(spec.rounds);
   out.heap_growth_bytes = static_cast<double>(mallinfo2().uordblks) - heap_at_start;
   return out;
 }

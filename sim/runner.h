@@ -42,13 +42,16 @@ struct RunOutput {
   // Heap in use at the end of the run minus at its start (glibc's mallinfo2): the memory the
   // run's learner and environment hold. Meaningful only when runs do not overlap (--jobs=1).
   double heap_growth_bytes = 0.0;
-  // The CPU time of the run's thread per round (seconds), split into choosing (building the
-  // candidates' points and scoring them, as a model's SelectArm does) and learning (the reward,
-  // and any refit it triggers, which the simulator runs inline where a server runs it on its
-  // fitter thread); and in all, the environment's rounds included. The wall time per round
-  // (result.seconds_per_step) is close to the first two's sum when the run had a core to itself.
+  // The CPU time of the run's thread per round (seconds) in the policy's code, in three parts:
+  // choosing (building the candidates' points and scoring them, as a model's SelectArm does),
+  // learning the reward(s), and the refits the policy's refitter runs after a reward (fits and
+  // the rebuilds they apply: inline here, where a server searches on its fitter thread and
+  // applies on its writer). The environment's rounds and reward draws are in none of them, but
+  // in cpu_seconds_per_step, the thread's whole CPU time per round. The wall time of the three
+  // parts is result.seconds_per_step.
   double decision_cpu_per_step = 0.0;
   double learn_cpu_per_step = 0.0;
+  double fit_cpu_per_step = 0.0;
   double cpu_seconds_per_step = 0.0;
   std::string error;         // empty when the run succeeded
   std::vector<int> choices;  // with record_choices: the chosen candidate per round

@@ -49,8 +49,8 @@ TEST(RobustnessTest, FindingsTuneTheBaselinesAndCheckTheDefault) {
   EXPECT_THAT(md,
               HasSubstr("| flat | 100.0 (a=0.05) | 350.0 | 1.05 | 1.05–1.05 | 0.30 | – | – | – | "
                         "– | ≤ 1.10× LinUCB yes, ≤ 0.25× random **no**; ≤ 1.0× LinUCB **no** |"));
-  EXPECT_THAT(md, HasSubstr("meets the first checks on 1 of 2 tasks, and the stricter ones on 1 "
-                            "of 2"));
+  EXPECT_THAT(md, HasSubstr("meets the first checks on 1 of 2 tasks, and these with the stricter "
+                            "ones on 1 of 2"));
 }
 
 TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
@@ -67,6 +67,13 @@ TEST(RobustnessTest, NonLinearTasksNeedStrictlyLessThanTheTunedLinUcb) {
   runs[2] = MakeRun("t", "EK-UCB (default)", 0, 80);
   EXPECT_THAT(RobustnessFindings(runs, {}), HasSubstr("< LinUCB yes, ≤ 0.25× random yes; ≤ 0.8× "
                                                       "LinUCB yes"));
+  EXPECT_THAT(RobustnessFindings(runs, {}),
+              HasSubstr("and these with the stricter ones on 1 of 1"));
+  // Within 0.8 of LinUCB but above 0.25 of random: the stricter checks are not met either.
+  runs[1] = MakeRun("t", "Random", 0, 300);
+  EXPECT_THAT(RobustnessFindings(runs, {}), HasSubstr("≤ 0.25× random **no**; ≤ 0.8× LinUCB yes"));
+  EXPECT_THAT(RobustnessFindings(runs, {}),
+              HasSubstr("and these with the stricter ones on 0 of 1"));
 }
 
 // The policies named "default" are the server's default model, served as the server serves it
