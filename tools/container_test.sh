@@ -134,6 +134,10 @@ cleanup() {
   if ((status == 0)); then say "PASS (total $(($(date +%s) - started)) s)"; else say "FAIL"; fi
 }
 trap cleanup EXIT
+# A signal ends the test as a failure. Without these traps the EXIT trap saw the status of
+# whatever command ran last, and a run killed during the image build reported PASS.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 fail() {
   echo "FAIL: $*" >&2
