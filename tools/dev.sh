@@ -16,6 +16,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
+  libspectra-dev   # sparse Laplacian eigenvectors: the community part of the user kernel
   libbenchmark-dev libnats-dev nats-server   # JetStream: the replicated log (cluster mode)
   haproxy   # the cluster overlay's load balancer, run by tests/deploy/k8s_test.sh
   curl python3 python3-grpcio python3-protobuf openssl prometheus
