@@ -19,6 +19,10 @@
 //                      the writer's O(m^3) step every max(1,024, 32 m) updates.
 //   BM_FormGrow/m/k    the same form grown from m - k to m points by bordering (dictionary
 //                      growth, O(m^2 k)); compare with BM_FormRebuild/m, which growth used to run.
+//   BM_UserKernel/n/c  the user kernel built for a graph of n users in communities of 100 with
+//                      about 4 neighbours each, as every graph edit and applied fit builds it:
+//                      the Green's function's sparse factorisation alone (c = 0), or with the
+//                      community part's spectral embedding in 8 dimensions (c = 1).
 //
 // After the runs a table states, per (m, C), the scoring rate as a ratio of the product's and
 // as a fraction of the FMA peak. Flags are Google Benchmark's (--benchmark_filter,
@@ -38,6 +42,7 @@
 #include "core/base/random.h"
 #include "core/graph/green_function.h"
 #include "core/graph/user_graph.h"
+#include "core/graph/user_kernel.h"
 #include "core/learner/baseline_tracker.h"
 #include "core/learner/nystrom_posterior.h"
 #include "core/model/model_options.h"
@@ -307,6 +312,35 @@ void BM_FormGrow(benchmark::State& state) {
   }
 }
 
+void BM_UserKernel(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const bool community = state.range(1) != 0;
+  Rng rng(5);
+  UserGraph graph;
+  graph.EnsureUsers(n);
+  const int blocks = std::max(1, n / 100);
+  for (int u = 0; u < n; ++u) {
+    for (int k = 0; k < 2; ++k) {  // two edges drawn per user: about 4 neighbours each
+      const int v = rng.Uniform() < 0.9
+                        ? static_cast<int>(rng.UniformInt(n / blocks)) * blocks + u % blocks
+                        : static_cast<int>(rng.UniformInt(n));
+      if (v != u && v < n) graph.SetEdge(u, v, 1.0);
+    }
+  }
+  UserKernelOptions options;
+  options.rho = 0.1;
+  options.community_dims = community ? 8 : 0;
+  options.community_variance = community ? 1.0 : 0.0;
+  for (auto _ : state) {
+    auto kernel = BuildUserKernel(graph, options);
+    if (!kernel.ok()) {
+      state.SkipWithError(std::string(kernel.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize((*kernel)->ColumnOf(0).Diagonal());
+  }
+}
+
 const std::vector<int64_t> kSizes = {64, 256, 1024};
 const std::vector<int64_t> kCandidates = {10, 50, 100, 500};
 const std::vector<int64_t> kLearnSizes = {256, 1024, 4096};
@@ -327,6 +361,9 @@ BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormGrow)->ArgsProduct({kSizes, {1, 16}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_UserKernel)
+    ->ArgsProduct({{1000, 10000}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 // Keeps every run's FLOPS counter for the closing table, and prints as the console reporter.
 class RatioReporter : public benchmark::ConsoleReporter {

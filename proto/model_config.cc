@@ -114,6 +114,8 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.refit.fit_linear_variance = h.has_fit_linear() ? h.fit_linear() : d.refit.fit_linear_variance;
   o.refit.fit_user_variance =
       h.has_fit_user_variance() ? h.fit_user_variance() : d.refit.fit_user_variance;
+  o.refit.fit_community_variance =
+      h.has_fit_community_variance() ? h.fit_community_variance() : d.refit.fit_community_variance;
   o.refit.per_dimension = h.has_per_dimension() ? h.per_dimension() : d.refit.per_dimension;
   o.refit.first_fit =
       static_cast<int64_t>(Or<uint32_t>(h.first_fit(), static_cast<uint32_t>(d.refit.first_fit)));
@@ -134,6 +136,10 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.edge_list_file = c.graph().edge_list_file();
   o.heat_tau = Or(c.graph().heat_tau(), d.heat_tau);
   o.spectral_dims = static_cast<int>(Or<uint32_t>(c.graph().spectral_dims(), d.spectral_dims));
+  o.community_dims =
+      c.graph().has_community_dims()
+          ? static_cast<int>(std::min<uint32_t>(c.graph().community_dims(), INT32_MAX))
+          : d.community_dims;
   o.linear_lambda = Or(c.linear().lambda(), d.linear_lambda);
   o.linear_intercept = c.linear().has_intercept() ? c.linear().intercept() : d.linear_intercept;
   o.confidence.noise_std = Or(c.confidence_bound().noise_std(), 0.1);
@@ -218,6 +224,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
     h->set_fit_mean(o.refit.fit_prior_mean);
     h->set_fit_linear(o.refit.fit_linear_variance);
     h->set_fit_user_variance(o.refit.fit_user_variance);
+    h->set_fit_community_variance(o.refit.fit_community_variance);
     h->set_first_fit(static_cast<uint32_t>(o.refit.first_fit));
     h->set_growth(o.refit.growth);
     h->set_max_interval(static_cast<uint32_t>(o.refit.max_interval));
@@ -233,6 +240,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_graph()->set_user_kernel(ToProto(kUserKernels, o.user_kernel));
   c.mutable_graph()->set_heat_tau(o.heat_tau);
   c.mutable_graph()->set_spectral_dims(o.spectral_dims);
+  c.mutable_graph()->set_community_dims(static_cast<uint32_t>(o.community_dims));
   c.mutable_nystrom()->set_max_history(o.max_history);
   c.mutable_nystrom()->set_forget_evicted(o.forget_evicted);
   c.mutable_nystrom()->set_coarsen_when_full(o.coarsen_full_dictionary);

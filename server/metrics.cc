@@ -290,6 +290,7 @@ class ModelCollector : public prometheus::Collectable {
         add(&hyper, "parameter", "offset_variance", h.offset_variance);
         add(&hyper, "parameter", "linear_variance", h.linear_variance);
         add(&hyper, "parameter", "user_variance", h.user_variance);
+        add(&hyper, "parameter", "community_variance", h.community_variance);
         add(&hyper, "parameter", "noise_variance", h.noise_variance);
         add(&hyper, "parameter", "rho", h.rho);
         add(&hyper, "parameter", "prior_mean", h.prior_mean);

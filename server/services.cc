@@ -258,6 +258,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
     h->set_offset_variance(hv.values.offset_variance);
     h->set_linear_variance(hv.values.linear_variance);
     h->set_user_variance(hv.values.user_variance);
+    h->set_community_variance(hv.values.community_variance);
     for (Eigen::Index d = 0; d < hv.values.lengthscales.size(); ++d) {
       if (d < stats.view.context_dim) {
         h->add_context_lengthscales(hv.values.lengthscales(d));

@@ -16,6 +16,7 @@ namespace graphbandit {
 namespace {
 
 using fit_internal::CheckStart;
+using fit_internal::CommunityIndex;
 using fit_internal::EtaIndex;
 using fit_internal::FromFull;
 using fit_internal::FullSize;
@@ -94,8 +95,9 @@ bool Hyperparameters::InRange(int dim) const {
   auto non_negative = [](double v) { return v >= 0.0 && std::isfinite(v); };
   return (dim < 0 || lengthscales.size() == dim) && (lengthscales.array() > 0.0).all() &&
          lengthscales.allFinite() && positive(signal_variance) && non_negative(offset_variance) &&
-         non_negative(linear_variance) && non_negative(user_variance) && positive(noise_variance) &&
-         positive(rho) && std::isfinite(prior_mean);
+         non_negative(linear_variance) && non_negative(user_variance) &&
+         non_negative(community_variance) && positive(noise_variance) && positive(rho) &&
+         std::isfinite(prior_mean);
 }
 
 std::string Hyperparameters::DebugString() const {
@@ -104,10 +106,10 @@ std::string Hyperparameters::DebugString() const {
     l.push_back(absl::StrFormat("%.4g", lengthscales(i)));
   }
   return absl::StrFormat(
-      "variance=%.4g offset=%.4g linear=%.4g user=%.4g lengthscales=[%s] noise=%.4g rho=%.4g "
-      "mean=%.4g",
-      signal_variance, offset_variance, linear_variance, user_variance, absl::StrJoin(l, ","),
-      noise_variance, rho, prior_mean);
+      "variance=%.4g offset=%.4g linear=%.4g user=%.4g community=%.4g lengthscales=[%s] "
+      "noise=%.4g rho=%.4g mean=%.4g",
+      signal_variance, offset_variance, linear_variance, user_variance, community_variance,
+      absl::StrJoin(l, ","), noise_variance, rho, prior_mean);
 }
 
 absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
@@ -153,7 +155,8 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
     const double mean_square = likelihood.TypicalSquare(g);
     if (mean_square > 0.0 && std::isfinite(mean_square)) typical[g] = std::sqrt(mean_square);
   }
-  const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
+  const Layout layout =
+      Layout::Of(spec, likelihood.users().laplacian(), likelihood.users().community());
   Eigen::VectorXd centre(layout.full_size()), lower(layout.full_size()), upper(layout.full_size());
   const double signal_scale = y_variance / g_diagonal;
   centre(kSignal) = std::log(0.5 * signal_scale);
@@ -182,6 +185,10 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   centre(EtaIndex(groups)) = std::log(0.1 * g_diagonal);
   lower(EtaIndex(groups)) = std::log(1e-8 * g_diagonal);
   upper(EtaIndex(groups)) = std::log(1e3 * g_diagonal);
+  // w too (S has a unit diagonal).
+  centre(CommunityIndex(groups)) = std::log(g_diagonal);
+  lower(CommunityIndex(groups)) = std::log(1e-8 * g_diagonal);
+  upper(CommunityIndex(groups)) = std::log(1e3 * g_diagonal);
 
   Problem problem{&likelihood,         &spec,  layout,
                   ToFull(start, spec), centre, 1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
@@ -240,6 +247,9 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
     best.linear_variance = start.linear_variance;
   }
   if (!spec.fit_user_variance) best.user_variance = start.user_variance;
+  if (!(spec.fit_community_variance && likelihood.users().community())) {
+    best.community_variance = start.community_variance;
+  }
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     if (!spec.fit_lengthscale[spec.lengthscale_group[d]])
       best.lengthscales(d) = start.lengthscales(d);

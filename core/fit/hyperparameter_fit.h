@@ -3,7 +3,8 @@
 // Machine Learning", ch. 5) of the multi-user GP
 //
 //   y_i = m0 + f(x_i, u_i) + noise,   f ~ GP(0, K),   noise ~ N(0, lambda),
-//   K((x,u),(x',u')) = (G[u,u'] + eta [u = u']) (s2 profile(|x - x'|_l) + c2 <x,x'>_l + b2),
+//   K((x,u),(x',u')) = (G[u,u'] + w S[u,u'] + eta [u = u'])
+//                      * (s2 profile(|x - x'|_l) + c2 <x,x'>_l + b2),
 //   G = (L + rho I)^-1
 //
 // (the Laplacian multi-user kernel of LK eq. 2 with a fitted arm kernel, plus each user's own
@@ -18,6 +19,9 @@
 //   lambda  the noise variance (the ridge);
 //   rho     the Laplacian regulariser, when the user kernel is the Green's function;
 //   eta     variance of each user's own deviation beside what the graph shares (G + eta I);
+//   w       variance of what a community shares: S is the spectral similarity of the users of
+//           the graph's largest component (core/graph/spectral_embedding.h), which the Green's
+//           function, local on sparse graphs, lacks; fitted when the model has a community part;
 // and m0, the constant prior mean, profiled out in closed form (its generalised-least-squares
 // estimate at every step). A weak log-normal prior around data-derived centres (factor e^3 at one
 // standard deviation) keeps tiny subsets from driving a parameter to a bound; its weight fades as
@@ -48,24 +52,26 @@ namespace graphbandit {
 
 // Everything a refit may change. Length-scales are in the units of the raw features.
 struct Hyperparameters {
-  double signal_variance = 1.0;  // s2
-  double offset_variance = 0.0;  // b2
-  double linear_variance = 0.0;  // c2 (stationary kernels only)
-  double user_variance = 0.0;    // eta
-  Eigen::VectorXd lengthscales;  // one per joint input dimension (context first)
-  double noise_variance = 0.1;   // lambda
+  double signal_variance = 1.0;     // s2
+  double offset_variance = 0.0;     // b2
+  double linear_variance = 0.0;     // c2 (stationary kernels only)
+  double user_variance = 0.0;       // eta
+  double community_variance = 0.0;  // w (0: no community part)
+  Eigen::VectorXd lengthscales;     // one per joint input dimension (context first)
+  double noise_variance = 0.1;      // lambda
   double rho = 0.1;
   double prior_mean = 0.0;  // m0
 
   bool operator==(const Hyperparameters& o) const {
     return signal_variance == o.signal_variance && offset_variance == o.offset_variance &&
            linear_variance == o.linear_variance && user_variance == o.user_variance &&
+           community_variance == o.community_variance &&
            lengthscales.size() == o.lengthscales.size() && lengthscales == o.lengthscales &&
            noise_variance == o.noise_variance && rho == o.rho && prior_mean == o.prior_mean;
   }
   std::string DebugString() const;
-  // Every value finite; variances, length-scales, noise and rho > 0 (offset, linear and user
-  // variances may be 0); `dim` length-scales (any number when dim < 0).
+  // Every value finite; variances, length-scales, noise and rho > 0 (offset, linear, user and
+  // community variances may be 0); `dim` length-scales (any number when dim < 0).
   bool InRange(int dim = -1) const;
 };
 
@@ -89,6 +95,10 @@ struct FitSpec {
   std::vector<bool> fit_lengthscale;  // per group
   bool fit_noise_variance = true;
   bool fit_rho = true;  // only with `graph` (the Green's function user kernel)
+  // The community part w S: S from a spectral embedding of `graph` in this many dimensions
+  // (0: none, w is held at its start value, which must then be 0); w fitted when set.
+  int community_dims = 0;
+  bool fit_community_variance = false;
   bool fit_prior_mean = true;
   int max_evaluations = 80;
   double prior_log_sd = 3.0;
@@ -115,7 +125,7 @@ struct FitResult {
 };
 
 // The users' side of the kernel for a fit: either the Green's function of `graph` (rho may then
-// be fitted), or a fixed user kernel.
+// be fitted, and the community part w S added), or a fixed user kernel.
 struct FitUsers {
   const UserGraph* graph = nullptr;         // Green's function (L + rho I)^-1 of this graph
   std::shared_ptr<const UserKernel> fixed;  // used when graph is null
@@ -130,7 +140,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
 // The log marginal likelihood (not divided by n) at `values` with the prior mean profiled out
 // (values.prior_mean is ignored when spec.fit_prior_mean), and its gradient with respect to the
 // logarithms of the free parameters in the order s2, b2, c2, l_g (free groups), lambda, rho,
-// eta. Without the weak prior. For tests and diagnostics.
+// eta, w. Without the weak prior. For tests and diagnostics.
 absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& values, const FitSpec& spec,
                                              Eigen::VectorXd* gradient = nullptr,

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "core/graph/spectral_embedding.h"
 
 namespace graphbandit {
 namespace fit_internal {
@@ -42,7 +43,7 @@ void InverseFromCholesky(const Eigen::MatrixXd& factor, Eigen::MatrixXd* linv,
 
 }  // namespace
 
-absl::Status UserFactors::Init(const FitData& data, const FitUsers& users) {
+absl::Status UserFactors::Init(const FitData& data, const FitUsers& users, int community_dims) {
   absl::flat_hash_map<int32_t, int> slot;
   slot_of_.reserve(data.users.size());
   for (int32_t u : data.users) {
@@ -102,6 +103,15 @@ absl::Status UserFactors::Init(const FitData& data, const FitUsers& users) {
   laplacian_matrix_.setFromTriplets(triplets.begin(), triplets.end());
   identity_.resize(nc, nc);
   identity_.setIdentity();
+  if (community_dims > 0) {
+    auto embedding = SpectralEmbedding::Build(graph, community_dims);
+    if (!embedding.ok()) return embedding.status();
+    community_.resize(r, r);
+    for (int a = 0; a < r; ++a) {
+      for (int b = 0; b < r; ++b)
+        community_(b, a) = (*embedding)->Similarity(distinct_[b], distinct_[a]);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -176,11 +186,19 @@ absl::Status Likelihood::Init(const FitData& data, const FitUsers& users, const 
   }
   data_ = &data;
   spec_ = &spec;
-  if (absl::Status s = users_.Init(data, users); !s.ok()) return s;
+  if (absl::Status s = users_.Init(data, users, spec.community_dims); !s.ok()) return s;
   same_user_.resize(n, n);
   for (int j = 0; j < n; ++j) {
     for (int i = 0; i < n; ++i) {
       same_user_(i, j) = users_.slot_of()[i] == users_.slot_of()[j] ? 1.0 : 0.0;
+    }
+  }
+  if (users_.community()) {
+    const Eigen::MatrixXd& s = users_.community_matrix();
+    community_pairs_.resize(n, n);
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < n; ++i)
+        community_pairs_(i, j) = s(users_.slot_of()[i], users_.slot_of()[j]);
     }
   }
   // Distances are translation invariant: they are computed from inputs centred per
@@ -300,6 +318,9 @@ absl::StatusOr<double> Likelihood::Evaluate(const Hyperparameters& h, Eigen::Vec
   arm_ = (h.signal_variance * profile_.array() + h.offset_variance).matrix();
   if (linear_part && h.linear_variance != 0.0) arm_ += h.linear_variance * inner_;
   gp_ += h.user_variance * same_user_;  // G + eta [u = u']
+  // + w S (without a community part w is ignored: the optimiser's log-space vector holds a
+  // tiny positive value for a variance that is 0).
+  if (users_.community()) gp_ += h.community_variance * community_pairs_;
   a_ = gp_.cwiseProduct(arm_);
   a_.diagonal().array() += h.noise_variance;
   llt_.compute(a_);
@@ -390,6 +411,10 @@ absl::StatusOr<double> Likelihood::Evaluate(const Hyperparameters& h, Eigen::Vec
   (*gradient)(NoiseIndex(groups)) = 0.5 * h.noise_variance * w_.trace();
   (*gradient)(EtaIndex(groups)) =
       0.5 * h.user_variance * (w_.array() * same_user_.array() * arm_.array()).sum();
+  if (users_.community()) {
+    (*gradient)(CommunityIndex(groups)) =
+        0.5 * h.community_variance * (w_.array() * community_pairs_.array() * arm_.array()).sum();
+  }
   if (need_square) {
     double sum = 0.0;
     for (int j = 0; j < n; ++j) {
@@ -408,6 +433,7 @@ Eigen::VectorXd ToFull(const Hyperparameters& h, const FitSpec& spec) {
   full(kOffset) = std::log(std::max(h.offset_variance, tiny));
   full(kLinear) = std::log(std::max(h.linear_variance, tiny));
   full(EtaIndex(spec.groups())) = std::log(std::max(h.user_variance, tiny));
+  full(CommunityIndex(spec.groups())) = std::log(std::max(h.community_variance, tiny));
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     full(kFirstLengthscale + spec.lengthscale_group[d]) = std::log(h.lengthscales(d));
   }
@@ -421,6 +447,7 @@ void FromFull(const Eigen::VectorXd& full, const FitSpec& spec, Hyperparameters*
   h->offset_variance = std::exp(full(kOffset));
   h->linear_variance = spec.kernel == KernelType::kLinear ? 0.0 : std::exp(full(kLinear));
   h->user_variance = std::exp(full(EtaIndex(spec.groups())));
+  h->community_variance = std::exp(full(CommunityIndex(spec.groups())));
   h->lengthscales.resize(static_cast<int>(spec.lengthscale_group.size()));
   for (size_t d = 0; d < spec.lengthscale_group.size(); ++d) {
     h->lengthscales(d) = std::exp(full(kFirstLengthscale + spec.lengthscale_group[d]));
@@ -456,7 +483,8 @@ absl::StatusOr<double> LogMarginalLikelihood(const FitData& data, const FitUsers
   absl::StatusOr<double> value =
       likelihood.Evaluate(values, gradient != nullptr ? &full_gradient : nullptr, profiled_mean);
   if (!value.ok() || gradient == nullptr) return value;
-  const Layout layout = Layout::Of(spec, likelihood.users().laplacian());
+  const Layout layout =
+      Layout::Of(spec, likelihood.users().laplacian(), likelihood.users().community());
   gradient->resize(static_cast<int>(layout.free.size()));
   for (size_t k = 0; k < layout.free.size(); ++k) (*gradient)(k) = full_gradient(layout.free[k]);
   return value;

@@ -25,19 +25,25 @@
 
 namespace graphbandit::fit_internal {
 
-// Parameter layout of the full (log-space) vector: s2, b2, c2, l_0..l_{G-1}, lambda, rho, eta.
+// Parameter layout of the full (log-space) vector: s2, b2, c2, l_0..l_{G-1}, lambda, rho, eta,
+// w.
 constexpr int kSignal = 0, kOffset = 1, kLinear = 2, kFirstLengthscale = 3;
 inline int NoiseIndex(int groups) { return kFirstLengthscale + groups; }
 inline int RhoIndex(int groups) { return kFirstLengthscale + groups + 1; }
 inline int EtaIndex(int groups) { return kFirstLengthscale + groups + 2; }
-inline int FullSize(int groups) { return kFirstLengthscale + groups + 3; }
+inline int CommunityIndex(int groups) { return kFirstLengthscale + groups + 3; }
+inline int FullSize(int groups) { return kFirstLengthscale + groups + 4; }
 
-// G[U,U] (and G^2[U,U] = -dG/drho) for the distinct users U of the data.
+// G[U,U] (and G^2[U,U] = -dG/drho) for the distinct users U of the data, and the community
+// similarity S[U,U] when the spec has a community part.
 class UserFactors {
  public:
-  absl::Status Init(const FitData& data, const FitUsers& users);
+  absl::Status Init(const FitData& data, const FitUsers& users, int community_dims = 0);
 
   bool laplacian() const { return laplacian_; }
+  // S[U,U] is available (a Laplacian fit with community_dims > 0).
+  bool community() const { return community_.size() > 0; }
+  const Eigen::MatrixXd& community_matrix() const { return community_; }
   const std::vector<int>& slot_of() const { return slot_of_; }
   int distinct() const { return static_cast<int>(distinct_.size()); }
 
@@ -49,6 +55,7 @@ class UserFactors {
   std::vector<int> slot_of_;
   bool laplacian_ = false;
   Eigen::MatrixXd fixed_;
+  Eigen::MatrixXd community_;  // S[U,U], or empty
   std::vector<int32_t> compact_of_slot_;
   Eigen::SparseMatrix<double> laplacian_matrix_, identity_;
   Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>, Eigen::Lower, Eigen::AMDOrdering<int>> solver_;
@@ -83,7 +90,8 @@ class Likelihood {
   // Grouped: per group, squared distances (stationary) or products (linear kernel), and the
   // products for a stationary kernel's linear part.
   std::vector<Eigen::MatrixXd> group_stats_, group_products_;
-  Eigen::MatrixXd same_user_;  // [u_i = u_j]: fixed by the data
+  Eigen::MatrixXd same_user_;        // [u_i = u_j]: fixed by the data
+  Eigen::MatrixXd community_pairs_;  // S[u_i, u_j] when the users have a community part
   // Workspaces of Evaluate (see there). Memory: about 14 n x n matrices, plus two per group when
   // grouped, plus O(n dim).
   Eigen::MatrixXd z_, raw_scaled_, projected_;
@@ -97,7 +105,7 @@ struct Layout {
   std::vector<int> free;  // indices into the full layout
   int groups = 0;
 
-  static Layout Of(const FitSpec& spec, bool laplacian) {
+  static Layout Of(const FitSpec& spec, bool laplacian, bool community) {
     Layout layout;
     layout.groups = spec.groups();
     if (spec.fit_signal_variance) layout.free.push_back(kSignal);
@@ -111,6 +119,9 @@ struct Layout {
     if (spec.fit_noise_variance) layout.free.push_back(NoiseIndex(spec.groups()));
     if (spec.fit_rho && laplacian) layout.free.push_back(RhoIndex(spec.groups()));
     if (spec.fit_user_variance) layout.free.push_back(EtaIndex(spec.groups()));
+    if (spec.fit_community_variance && laplacian && community) {
+      layout.free.push_back(CommunityIndex(spec.groups()));
+    }
     return layout;
   }
   int full_size() const { return FullSize(groups); }

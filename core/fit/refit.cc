@@ -87,7 +87,11 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   spec.fit_linear_variance = options.fit_linear_variance && !linear;
   spec.fit_user_variance = options.fit_user_variance;
   spec.fit_noise_variance = options.fit_noise_variance;
-  spec.fit_rho = options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse;
+  const bool green = shape.user_kernel.kind == UserKernelKind::kLaplacianInverse;
+  spec.fit_rho = options.fit_rho && green;
+  spec.fit_community_variance =
+      options.fit_community_variance && green && shape.user_kernel.community_dims > 0;
+  spec.community_dims = spec.fit_community_variance ? shape.user_kernel.community_dims : 0;
   spec.fit_prior_mean = options.fit_prior_mean;
   spec.max_evaluations = options.max_evaluations;
   spec.cpu_share = options.cpu_share;
@@ -121,6 +125,7 @@ std::vector<std::string> FixedHyperparameterNames(const RefitOptions& options, b
          lengthscales_fitted(shape.context_dim, dim, options.fit_arm_lengthscale)},
         {"noise_variance", spec.fit_noise_variance},
         {"rho", spec.fit_rho},
+        {"community_variance", spec.fit_community_variance},
         {"prior_mean", spec.fit_prior_mean}}) {
     if (!fits || !free) fixed.push_back(name);
   }
@@ -170,9 +175,13 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
       std::abs(a.linear_variance - b.linear_variance) > min_change * scale) {
     return true;
   }
-  // The per-user part matters relative to the graph part (of order 1 / rho at most).
+  // The per-user and community parts matter relative to the graph part (of order 1 / rho at
+  // most).
+  const double graph_scale = 1.0 / std::max(a.rho, b.rho);
   if (std::abs(a.user_variance - b.user_variance) >
-      min_change * std::max({a.user_variance, b.user_variance, 1.0 / std::max(a.rho, b.rho)})) {
+          min_change * std::max({a.user_variance, b.user_variance, graph_scale}) ||
+      std::abs(a.community_variance - b.community_variance) >
+          min_change * std::max({a.community_variance, b.community_variance, graph_scale})) {
     return true;
   }
   if (a.lengthscales.size() != b.lengthscales.size()) return true;
@@ -186,7 +195,8 @@ bool MateriallyDifferent(const Hyperparameters& a, const Hyperparameters& b, dou
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, const UserGraph& graph,
                       std::shared_ptr<const UserKernel> current) {
   FitUsers users;
-  if (options.fit_rho && shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
+  const FitSpec spec = MakeFitSpec(options, shape);
+  if (spec.fit_rho || spec.fit_community_variance) {
     users.graph = &graph;
   } else {
     users.fixed = std::move(current);
@@ -207,6 +217,7 @@ absl::StatusOr<PreparedRefit> PrepareHyperparameters(
   if (shape.user_kernel.kind == UserKernelKind::kLaplacianInverse) {
     UserKernelOptions options = shape.user_kernel;
     options.rho = values.rho;
+    options.community_variance = values.community_variance;
     auto built = BuildUserKernel(graph, options);
     if (!built.ok()) return built.status();
     out.user_kernel = *std::move(built);

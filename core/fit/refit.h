@@ -71,6 +71,9 @@ struct RefitOptions {
   bool fit_arm_lengthscale = true;
   bool fit_noise_variance = true;
   bool fit_rho = true;  // only with the Green's function user kernel
+  // The community part's variance w (Hyperparameters::community_variance): only with the
+  // Green's function user kernel and user_kernel.community_dims > 0; else w stays 0.
+  bool fit_community_variance = true;
   bool fit_prior_mean = true;
   // One length-scale per input dimension (up to kMaxPerDimensionLengthscales dimensions).
   bool per_dimension = true;

@@ -18,6 +18,8 @@ namespace {
 constexpr int32_t kDenseLimit = 400;
 // The bandwidth is the median distance over the pairs of at most this many rows, evenly spaced.
 constexpr int32_t kBandwidthRows = 2000;
+// Restarts of Spectra's Lanczos iteration before it gives up (each costs about ncv solves).
+constexpr int kMaxRestarts = 300;
 
 // (L + shift I)^-1 for Spectra's shift-invert mode, through a sparse LDL^T. L is positive
 // semi-definite, so any shift below 0 keeps L - sigma I positive definite.
@@ -73,6 +75,15 @@ std::vector<int32_t> LargestComponent(const UserGraph& graph) {
 
 }  // namespace
 
+std::shared_ptr<const SpectralEmbedding> SpectralEmbedding::Unembedded(
+    std::shared_ptr<SpectralEmbedding> embedding, absl::string_view why) {
+  std::fill(embedding->row_of_user_.begin(), embedding->row_of_user_.end(), -1);
+  embedding->coordinates_.resize(0, embedding->dims_);
+  embedding->eigenvalues_.resize(0);
+  embedding->failure_ = std::string(why);
+  return embedding;
+}
+
 absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> SpectralEmbedding::Build(
     const UserGraph& graph, int dims) {
   if (dims < 1 || dims > 64) {
@@ -107,23 +118,26 @@ absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> SpectralEmbedding::Buil
   Eigen::MatrixXd vectors;
   if (n <= kDenseLimit) {
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig{Eigen::MatrixXd(laplacian)};
-    if (eig.info() != Eigen::Success) return absl::InternalError("Laplacian eigensolver failed");
+    if (eig.info() != Eigen::Success) {
+      return Unembedded(std::move(embedding), "the eigensolver did not converge");
+    }
     values = eig.eigenvalues().segment(1, dims);
     vectors = eig.eigenvectors().middleCols(1, dims);
   } else {
-    // The dims + 1 eigenvalues nearest a shift just below 0: the smallest ones.
+    // The dims + 1 eigenvalues nearest a shift just below 0: the smallest ones. The shift is
+    // tiny against the degrees, so that small eigenvalues stay apart after the inversion.
     const double max_degree = Eigen::VectorXd(laplacian.diagonal()).maxCoeff();
-    const double shift = -1e-3 * std::max(max_degree, 1e-12);
+    const double shift = -1e-6 * std::max(max_degree, 1e-12);
     const Eigen::Index nev = dims + 1;
     const Eigen::Index ncv = std::min<Eigen::Index>(n, std::max<Eigen::Index>(2 * nev + 1, 20));
     ShiftedSolve op(laplacian);
     try {
       Spectra::SymEigsShiftSolver<ShiftedSolve> eigs(op, nev, ncv, shift);
-      if (!op.ok()) return absl::InternalError("sparse factorisation of the Laplacian failed");
+      if (!op.ok()) return Unembedded(std::move(embedding), "sparse factorisation failed");
       eigs.init();
-      eigs.compute(Spectra::SortRule::LargestMagn, 1000, 1e-10);
+      eigs.compute(Spectra::SortRule::LargestMagn, kMaxRestarts, 1e-10);
       if (eigs.info() != Spectra::CompInfo::Successful) {
-        return absl::InternalError("Laplacian eigensolver did not converge");
+        return Unembedded(std::move(embedding), "the eigensolver did not converge");
       }
       const Eigen::VectorXd found = eigs.eigenvalues();
       const Eigen::MatrixXd found_vectors = eigs.eigenvectors();
@@ -137,7 +151,7 @@ absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> SpectralEmbedding::Buil
         vectors.col(j) = found_vectors.col(order[j + 1]);
       }
     } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrFormat("Laplacian eigensolver: %s", e.what()));
+      return Unembedded(std::move(embedding), e.what());
     }
   }
   embedding->eigenvalues_ = values;

@@ -26,9 +26,11 @@
 #include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/graph/user_graph.h"
 
 namespace graphbandit {
@@ -37,7 +39,10 @@ class SpectralEmbedding {
  public:
   // Embeds the largest connected component of `graph` (the one holding the lowest user index
   // among equally large ones) in `dims` dimensions (1..64). A component with fewer than
-  // dims + 2 users embeds nobody (then S is the identity).
+  // dims + 2 users embeds nobody (then S is the identity), and so does an eigensolver that
+  // does not converge (failure() says why): a graph is never refused for its embedding, and
+  // the outcome is deterministic, so a replay reaches the same one. Fails only for dims out
+  // of range.
   static absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> Build(const UserGraph& graph,
                                                                         int dims);
 
@@ -51,6 +56,8 @@ class SpectralEmbedding {
   const Eigen::MatrixXd& coordinates() const { return coordinates_; }  // embedded_users x dims
   // The eigenvalues of the chosen eigenvectors, ascending (diagnostics and tests).
   const Eigen::VectorXd& eigenvalues() const { return eigenvalues_; }
+  // Why nobody is embedded although the largest component is large enough; empty otherwise.
+  const std::string& failure() const { return failure_; }
 
   // S(u, v) for any users, including kUnknownUser (unknown users are not the same user).
   double Similarity(int32_t u, int32_t v) const;
@@ -60,6 +67,8 @@ class SpectralEmbedding {
 
  private:
   SpectralEmbedding() = default;
+  static std::shared_ptr<const SpectralEmbedding> Unembedded(
+      std::shared_ptr<SpectralEmbedding> embedding, absl::string_view why);
 
   int dims_ = 0;
   double bandwidth_ = 1.0;
@@ -67,6 +76,7 @@ class SpectralEmbedding {
   std::vector<int32_t> row_of_user_;
   Eigen::MatrixXd coordinates_;
   Eigen::VectorXd eigenvalues_;
+  std::string failure_;
 };
 
 }  // namespace graphbandit

@@ -70,8 +70,15 @@ UserKernel::Column DenseUserKernel::ColumnOf(int32_t u) const {
 absl::StatusOr<std::shared_ptr<const UserKernel>> BuildUserKernel(
     const UserGraph& graph, const UserKernelOptions& options) {
   switch (options.kind) {
-    case UserKernelKind::kLaplacianInverse:
-      return GreenFunction::Build(graph, options.rho);
+    case UserKernelKind::kLaplacianInverse: {
+      if (options.community_dims <= 0 || options.community_variance == 0.0) {
+        return GreenFunction::Build(graph, options.rho);
+      }
+      auto embedding = SpectralEmbedding::Build(graph, options.community_dims);
+      if (!embedding.ok()) return embedding.status();
+      return GreenFunction::Build(graph, options.rho, size_t{256} << 20, *std::move(embedding),
+                                  options.community_variance);
+    }
     case UserKernelKind::kAllOnes:
       return std::shared_ptr<const UserKernel>(std::make_shared<ConstantUserKernel>(1.0, 1.0));
     case UserKernelKind::kIdentity:

@@ -82,7 +82,12 @@ absl::StatusOr<UserKernelKind> ParseUserKernelKind(absl::string_view name);
 
 struct UserKernelOptions {
   UserKernelKind kind = UserKernelKind::kLaplacianInverse;
-  double rho = 0.1;                 // kLaplacianInverse
+  double rho = 0.1;  // kLaplacianInverse
+  // kLaplacianInverse: G + community_variance * S, S the similarity of a spectral embedding of
+  // the graph's largest component in community_dims dimensions (spectral_embedding.h); off
+  // when either is 0.
+  int community_dims = 0;
+  double community_variance = 0.0;
   double heat_tau = 1.0;            // kHeat
   int spectral_dims = 8;            // kSpectralRbf: k
   double spectral_bandwidth = 0.0;  // kSpectralRbf: sigma; 0 = median of pairwise distances

@@ -104,7 +104,7 @@ void FitScheduler::StartFit(LearnedState* state) {
   if (job.data.y.size() < 2) return;
   const KernelShape shape = state->CurrentShape();
   job.spec = MakeFitSpec(options_.refit, shape);
-  if (job.spec.fit_rho) {
+  if (job.spec.fit_rho || job.spec.fit_community_variance) {
     // The writer goes on editing its own graph.
     job.graph = std::make_shared<const UserGraph>(state->graph());
   } else {

@@ -14,9 +14,10 @@
 namespace graphbandit {
 namespace {
 
-// 5: with the pending refit; 4: with the staged observations (batches); 3: with the
-// hyper-parameters block; 2: without (the configured values apply).
-constexpr uint8_t kStateVersion = 5;
+// 6: hyper-parameters with the community variance; 5: with the pending refit; 4: with the
+// staged observations (batches); 3: with the hyper-parameters block; 2: without (the configured
+// values apply).
+constexpr uint8_t kStateVersion = 6;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -28,9 +29,11 @@ void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
   out->PutDouble(h.noise_variance);
   out->PutDouble(h.rho);
   out->PutDouble(h.prior_mean);
+  out->PutDouble(h.community_variance);
 }
 
-bool GetHyperparameters(storage::Decoder* in, Hyperparameters* h) {
+// Snapshots before version 6 have no community variance: 0, the only value then.
+bool GetHyperparameters(storage::Decoder* in, uint8_t version, Hyperparameters* h) {
   std::vector<double> lengthscales;
   if (!in->GetDouble(&h->signal_variance) || !in->GetDouble(&h->offset_variance) ||
       !in->GetDouble(&h->linear_variance) || !in->GetDouble(&h->user_variance) ||
@@ -38,6 +41,8 @@ bool GetHyperparameters(storage::Decoder* in, Hyperparameters* h) {
       !in->GetDouble(&h->rho) || !in->GetDouble(&h->prior_mean)) {
     return false;
   }
+  h->community_variance = 0.0;
+  if (version >= 6 && !in->GetDouble(&h->community_variance)) return false;
   h->lengthscales = Eigen::Map<const Eigen::VectorXd>(lengthscales.data(), lengthscales.size());
   return true;
 }
@@ -411,6 +416,7 @@ Hyperparameters LearnedState::WithConfiguredValues(Hyperparameters h) const {
   if (!fits || !r.fit_user_variance) h.user_variance = 0.0;
   if (!fits || !r.fit_noise_variance) h.noise_variance = options_.ridge;
   if (!fits || !r.fit_rho) h.rho = options_.rho;
+  if (!fits || !MakeFitSpec(r, CurrentShape()).fit_community_variance) h.community_variance = 0.0;
   if (!fits || !r.fit_prior_mean) h.prior_mean = options_.prior_mean;
   for (Eigen::Index d = 0; d < h.lengthscales.size(); ++d) {
     const bool context = d < scaling_.context_dim;
@@ -429,6 +435,7 @@ absl::StatusOr<std::unique_ptr<Learner>> LearnedState::NewLearner() const {
 UserKernelOptions LearnedState::CurrentUserKernelOptions() const {
   UserKernelOptions o = options_.user_kernel_options();
   o.rho = hyper_.rho;
+  o.community_variance = hyper_.community_variance;
   return o;
 }
 
@@ -584,12 +591,12 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
     double factor = 0.0, log_likelihood = 0.0, baseline = 0.0;
     uint64_t coarsenings = 0;
     uint64_t next_fit = 0, fits = 0, last_rewards = 0, last_points = 0;
-    if (!GetHyperparameters(&in, &h) || !in.GetDouble(&factor) || !in.GetVarint64(&next_fit) ||
-        !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) || !in.GetVarint64(&last_points) ||
-        !in.GetDouble(&log_likelihood) || !in.GetDouble(&baseline) || !std::isfinite(baseline) ||
-        !in.GetVarint64(&coarsenings) || !(factor > 0.0 && factor <= kMaxKorsMuFactor) ||
-        next_fit > INT64_MAX || fits > INT64_MAX || coarsenings > INT64_MAX ||
-        last_rewards > INT64_MAX || last_points > INT32_MAX) {
+    if (!GetHyperparameters(&in, version, &h) || !in.GetDouble(&factor) ||
+        !in.GetVarint64(&next_fit) || !in.GetVarint64(&fits) || !in.GetVarint64(&last_rewards) ||
+        !in.GetVarint64(&last_points) || !in.GetDouble(&log_likelihood) ||
+        !in.GetDouble(&baseline) || !std::isfinite(baseline) || !in.GetVarint64(&coarsenings) ||
+        !(factor > 0.0 && factor <= kMaxKorsMuFactor) || next_fit > INT64_MAX || fits > INT64_MAX ||
+        coarsenings > INT64_MAX || last_rewards > INT64_MAX || last_points > INT32_MAX) {
       return bad("hyper-parameters");
     }
     if (!h.InRange()) return bad("hyper-parameters out of range");
@@ -598,7 +605,7 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
       if (!in.GetU8(&has_pending) || has_pending > 1) return bad("pending refit");
       if (has_pending == 1) {
         PendingSwitch p;
-        if (!GetHyperparameters(&in, &p.values) || !p.values.InRange() ||
+        if (!GetHyperparameters(&in, version, &p.values) || !p.values.InRange() ||
             !in.GetDouble(&p.kors_mu_factor) ||
             !(p.kors_mu_factor > 0.0 && p.kors_mu_factor <= kMaxKorsMuFactor)) {
           return bad("pending refit");

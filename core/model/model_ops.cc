@@ -170,6 +170,7 @@ struct EncodeVisitor {
     out->PutVarint64(static_cast<uint64_t>(op.fitted_at));
     out->PutVarint64(static_cast<uint32_t>(op.points));
     out->PutDouble(op.log_likelihood);
+    out->PutDouble(op.values.community_variance);  // after the fields of older records
   }
   void operator()(const LearnOp& op) const { out->PutVarint64(static_cast<uint64_t>(op.through)); }
 };
@@ -354,7 +355,13 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
           !in.GetDouble(&op.values.noise_variance) || !in.GetDouble(&op.values.rho) ||
           !in.GetDouble(&op.values.prior_mean) || !in.GetDouble(&op.kors_mu_factor) ||
           !in.GetVarint64(&fitted_at) || fitted_at > INT64_MAX || !in.GetVarint64(&points) ||
-          points > INT32_MAX || !in.GetDouble(&op.log_likelihood) || !in.done()) {
+          points > INT32_MAX || !in.GetDouble(&op.log_likelihood)) {
+        return Malformed(type);
+      }
+      // Records written before the community variance existed end here (0, the only value
+      // then).
+      op.values.community_variance = 0.0;
+      if (!in.done() && (!in.GetDouble(&op.values.community_variance) || !in.done())) {
         return Malformed(type);
       }
       op.values.lengthscales =

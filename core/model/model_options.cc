@@ -200,6 +200,10 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         {o.propensity_draws, "semi_parametric.propensity_draws"}}) {
     if (absl::Status s = at_least_one(value, field); !s.ok()) return s;
   }
+  if (o.community_dims < 0 || o.community_dims > kMaxCommunityDims) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "graph.community_dims must be in 0..%d, got %d", kMaxCommunityDims, o.community_dims));
+  }
   if (o.default_reward.has_value() &&
       (!std::isfinite(*o.default_reward) || std::abs(*o.default_reward) > o.reward_bound)) {
     return absl::InvalidArgumentError(absl::StrFormat(

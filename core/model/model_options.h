@@ -50,6 +50,8 @@ enum class PolicyKind {
 
 // The largest nystrom.max_learn_batch a model accepts (a batch's work and memory grow with it).
 inline constexpr int kMaxLearnBatchLimit = 1024;
+// graph.community_dims: at most this many embedding dimensions (SpectralEmbedding::Build).
+inline constexpr int kMaxCommunityDims = 64;
 
 // BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
 inline constexpr double kServedBatchedMinGrowth = 0.05;
@@ -98,8 +100,11 @@ struct ModelOptions {
 
   double rho = 0.1;  // Laplacian regulariser of the user kernel
   UserKernelKind user_kernel = UserKernelKind::kLaplacianInverse;
-  double heat_tau = 1.0;       // heat user kernel exp(-tau L)
-  int spectral_dims = 8;       // spectral RBF user kernel: eigenvectors used
+  double heat_tau = 1.0;  // heat user kernel exp(-tau L)
+  int spectral_dims = 8;  // spectral RBF user kernel: eigenvectors used
+  // The Laplacian-inverse user kernel's community part (UserKernelOptions): its embedding's
+  // dimensions, 0 = none. Its variance is a fitted hyper-parameter (refit.fit_community_variance).
+  int community_dims = 8;
   std::string edge_list_file;  // applied as an AddEdges at every start
   double ridge = 0.1;          // lambda, the GP noise variance
   double exploration = 0.5;    // beta (UCB) or nu (Thompson sampling), times the width
@@ -226,6 +231,7 @@ struct ModelOptions {
     o.rho = rho;
     o.heat_tau = heat_tau;
     o.spectral_dims = spectral_dims;
+    o.community_dims = community_dims;
     return o;
   }
 };

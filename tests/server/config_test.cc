@@ -194,6 +194,36 @@ TEST(ConfigTest, TextFormatConfigMapsToOptionsWithDefaults) {
   EXPECT_EQ(back->max_history, 5000);
   EXPECT_EQ(back->batched_oversampling, 7.0);
 
+  // The community part of the Green's function: 8 dimensions unless set; 0 turns it off;
+  // more than 64 is refused, naming the field; both survive the round trip.
+  EXPECT_EQ(g->community_dims, 8);
+  EXPECT_TRUE(g->refit.fit_community_variance);
+  EXPECT_EQ(effective.graph().community_dims(), 8u);
+  auto community = ParseServerConfig(
+      R"pb(models {
+             name: "c"
+             graph { community_dims: 0 }
+             hyperparameters { fit_community_variance: false }
+           }
+           models {
+             name: "d"
+             graph { community_dims: 65 }
+           })pb",
+      "inline");
+  ASSERT_TRUE(community.ok()) << community.status();
+  auto no_community = ToModelOptions(community->models(0));
+  ASSERT_TRUE(no_community.ok()) << no_community.status();
+  EXPECT_EQ(no_community->community_dims, 0);
+  EXPECT_FALSE(no_community->refit.fit_community_variance);
+  auto off_back = ToModelOptions(ToModelConfig(*no_community));
+  ASSERT_TRUE(off_back.ok());
+  EXPECT_EQ(off_back->community_dims, 0);
+  EXPECT_FALSE(off_back->refit.fit_community_variance);
+  auto too_many = ToModelOptions(community->models(1));
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_many.status().message()),
+              HasSubstr("graph.community_dims must be in 0..64, got 65"));
+
   auto typo = ParseServerConfig("models { nmae: \"x\" }", "bad.textproto");
   EXPECT_EQ(typo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(typo.status().message()), HasSubstr("bad.textproto: line 1"));

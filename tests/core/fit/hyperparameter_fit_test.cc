@@ -315,31 +315,43 @@ TEST(RefitSchedule, FixedNamesFollowWhatFitsDo) {
   KernelShape shape;
   shape.context_dim = 1;
   shape.arm_dim = 2;
+  shape.user_kernel.community_dims = 8;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ::testing::IsEmpty());
-  EXPECT_EQ(FixedHyperparameterNames(options, false, shape).size(), 9u);
+  EXPECT_EQ(FixedHyperparameterNames(options, false, shape).size(), 10u);
   options.fit_noise_variance = false;
   options.fit_context_lengthscale = false;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
               ElementsAre("context_lengthscale", "noise_variance"));
-  // The shape fixes more: rho without the Green's function; with the linear kernel its linear
-  // part, and a shared arm length-scale (it only rescales the variance).
+  // No community part: its variance stays 0.
+  options = RefitOptions();
+  options.enabled = true;
+  shape.user_kernel.community_dims = 0;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("community_variance"));
+  options.fit_community_variance = false;
+  shape.user_kernel.community_dims = 8;
+  EXPECT_THAT(FixedHyperparameterNames(options, true, shape), ElementsAre("community_variance"));
+  // The shape fixes more: rho and the community part without the Green's function; with the
+  // linear kernel its linear part, and a shared arm length-scale (it only rescales the
+  // variance).
   options = RefitOptions();
   options.enabled = true;
   options.per_dimension = false;
   shape.kernel = KernelType::kLinear;
   shape.user_kernel.kind = UserKernelKind::kHeat;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
-              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
+              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho",
+                          "community_variance"));
   options.per_dimension = true;  // relative relevance per dimension is fitted
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
-              ElementsAre("linear_variance", "rho"));
+              ElementsAre("linear_variance", "rho", "community_variance"));
   // Before the first request fixes the dimensions, the same answers.
   shape.context_dim = shape.arm_dim = 0;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
-              ElementsAre("linear_variance", "rho"));
+              ElementsAre("linear_variance", "rho", "community_variance"));
   options.per_dimension = false;
   EXPECT_THAT(FixedHyperparameterNames(options, true, shape),
-              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho"));
+              ElementsAre("linear_variance", "context_lengthscale", "arm_lengthscale", "rho",
+                          "community_variance"));
 }
 
 TEST(RefitSchedule, ValidationNamesTheFieldAndTheValue) {

@@ -157,6 +157,59 @@ TEST(LogMarginalLikelihood, GradientMatchesFiniteDifferences) {
   }
 }
 
+// With a community part (G + w S): the likelihood against the dense computation with the
+// library's user kernel G + w S, and the gradient, w's last, against finite differences.
+TEST(LogMarginalLikelihood, CommunityPartMatchesDenseAndItsGradient) {
+  Rng rng(13);
+  const UserGraph graph = SmallGraph();  // largest component 0-1-2-3: embedded in 2 dimensions
+  for (const int n : {35, 150}) {
+    const FitData data = RandomData(n, 3, 8, rng);
+    Hyperparameters h = Values(3, rng);
+    h.community_variance = 0.45;
+    FitSpec spec = GroupedSpec(KernelType::kRbf, 1, 2, true);
+    spec.community_dims = 2;
+    spec.fit_community_variance = true;
+    FitUsers users;
+    users.graph = &graph;
+    double mean = 0.0;
+    Eigen::VectorXd gradient;
+    const double ours = *LogMarginalLikelihood(data, users, h, spec, &gradient, &mean);
+    UserKernelOptions options;
+    options.rho = h.rho;
+    options.community_dims = 2;
+    options.community_variance = h.community_variance;
+    auto kernel = *BuildUserKernel(graph, options);
+    ASSERT_NE(kernel->Entry(0, 3), (*GreenFunction::Build(graph, h.rho))->Entry(0, 3));
+    const double direct = DirectLogLikelihood(data, *kernel, h, KernelType::kRbf, mean);
+    EXPECT_NEAR(ours, direct, 1e-9 * std::abs(direct));
+    // Free parameters: s2, b2, c2, l_0..l_2, lambda, rho, eta, w.
+    ASSERT_EQ(gradient.size(), 10);
+    const double e = 1e-5;
+    Hyperparameters plus = h, minus = h;
+    plus.community_variance *= std::exp(e);
+    minus.community_variance *= std::exp(-e);
+    const double numeric = (*LogMarginalLikelihood(data, users, plus, spec) -
+                            *LogMarginalLikelihood(data, users, minus, spec)) /
+                           (2 * e);
+    EXPECT_NEAR(gradient(9), numeric, 1e-5 * std::max(1.0, std::abs(numeric))) << "n " << n;
+    plus = h;
+    minus = h;
+    plus.rho *= std::exp(e);
+    minus.rho *= std::exp(-e);
+    const double numeric_rho = (*LogMarginalLikelihood(data, users, plus, spec) -
+                                *LogMarginalLikelihood(data, users, minus, spec)) /
+                               (2 * e);
+    EXPECT_NEAR(gradient(7), numeric_rho, 1e-5 * std::max(1.0, std::abs(numeric_rho)));
+    // Without the community part w has no effect.
+    spec.community_dims = 0;
+    spec.fit_community_variance = false;
+    Hyperparameters without = h;
+    without.community_variance = 0.0;
+    EXPECT_EQ(*LogMarginalLikelihood(data, users, h, spec),
+              *LogMarginalLikelihood(data, users, without, spec));
+  }
+}
+
 // Stationary kernels depend on differences only: moving every input far from the origin leaves
 // the likelihood and its gradient unchanged (distances are computed from centred inputs).
 TEST(LogMarginalLikelihood, StationaryKernelsAreTranslationInvariant) {

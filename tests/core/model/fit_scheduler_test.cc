@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/base/random.h"
+#include "core/model/model_ops.h"
 
 namespace graphbandit {
 namespace {
@@ -93,6 +94,36 @@ TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
   for (int count : host.counts) EXPECT_GT(count, 0) << "a moment with no fit in flight";
   EXPECT_EQ((*state)->next_fit_at(), NextFitAfter(next, options.refit));
   scheduler.Stop();
+}
+
+// A fit's log record carries the community variance after the fields of older records; a
+// record written before it existed decodes with 0, and trailing bytes are damage.
+TEST(HyperparametersRecordTest, CommunityVarianceRoundTripsAndOlderRecordsDecodeWithZero) {
+  HyperparametersOp op;
+  op.values.signal_variance = 0.9;
+  op.values.user_variance = 0.2;
+  op.values.community_variance = 0.7;
+  op.values.lengthscales = Eigen::VectorXd::Constant(3, 1.5);
+  op.values.rho = 0.05;
+  op.kors_mu_factor = 2.0;
+  op.fitted_at = 1234;
+  op.points = 400;
+  op.log_likelihood = -0.25;
+  const std::string payload = EncodeOp(op);
+  const uint8_t type = static_cast<uint8_t>(TypeOf(ModelOp(op)));
+  auto decoded = DecodeOp(type, payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  const auto& back = std::get<HyperparametersOp>(*decoded);
+  EXPECT_TRUE(back.values == op.values);
+  EXPECT_EQ(back.fitted_at, 1234);
+  // The same record as written before: without the last double.
+  auto older = DecodeOp(type, payload.substr(0, payload.size() - sizeof(double)));
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(std::get<HyperparametersOp>(*older).values.community_variance, 0.0);
+  EXPECT_EQ(std::get<HyperparametersOp>(*older).values.rho, 0.05);
+  EXPECT_EQ(DecodeOp(type, payload + "x").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeOp(type, payload.substr(0, payload.size() - 3)).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
