@@ -361,9 +361,7 @@ BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormGrow)->ArgsProduct({kSizes, {1, 16}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_UserKernel)
-    ->ArgsProduct({{1000, 10000}, {0, 1}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_UserKernel)->ArgsProduct({{1000, 10000}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // Keeps every run's FLOPS counter for the closing table, and prints as the console reporter.
 class RatioReporter : public benchmark::ConsoleReporter {
