@@ -289,10 +289,8 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     }
     Eigen::VectorXd fitted(k);  // |L^-1 kz|^2 per point
     if (static_cast<Eigen::Index>(exact.size()) < k) {
-      const Eigen::MatrixXf lower =
-          chol_kors_.matrix().triangularView<Eigen::Lower>().toDenseMatrix().cast<float>();
       Eigen::MatrixXf b = kz.cast<float>();
-      lower.triangularView<Eigen::Lower>().solveInPlace(b);
+      chol_kors_.SingleLower().triangularView<Eigen::Lower>().solveInPlace(b);
       fitted = b.colwise().squaredNorm().transpose().cast<double>();
     }
     if (!exact.empty()) {

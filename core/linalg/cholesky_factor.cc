@@ -20,6 +20,7 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
   if (llt.info() != Eigen::Success) {
     return absl::FailedPreconditionError("matrix is not numerically positive definite");
   }
+  single_.reset();
   size_ = 0;
   Reserve(static_cast<int>(a.rows()));
   size_ = static_cast<int>(a.rows());
@@ -36,6 +37,7 @@ absl::Status CholeskyFactor::Restore(Eigen::MatrixXd storage, int size) {
   storage.topLeftCorner(size, size).triangularView<Eigen::StrictlyUpper>().setZero();
   storage_.swap(storage);
   size_ = size;
+  single_.reset();
   return absl::OkStatus();
 }
 
@@ -49,6 +51,7 @@ absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, 
         "Schur complement %.3g is not above %.3g: the new row is (numerically) dependent", pivot_sq,
         min_pivot_sq));
   }
+  single_.reset();
   Reserve(size_ + 1);
   storage_.row(size_).head(size_) = l.transpose();
   storage_.col(size_).head(size_).setZero();
@@ -59,6 +62,7 @@ absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, 
 
 void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
   // Givens-style sweep down the columns (the classic LINPACK dchud / dchdd recurrences).
+  single_.reset();
   for (int k = 0; k < size_; ++k) {
     const double lkk = storage_(k, k);
     const double r = downdate ? std::sqrt((lkk - v(k)) * (lkk + v(k))) : std::hypot(lkk, v(k));
@@ -84,6 +88,7 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
   const int n = size_;
   const int k = static_cast<int>(v.cols());
   if (n == 0 || k == 0) return;
+  single_.reset();
   if (k == 1) {
     RankOneUpdate(v.col(0));
     return;
@@ -96,22 +101,26 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
   // u_t, which is u0_t at panel column t and the row vector y_t over the columns of V, and T is
   // b x b upper triangular. For the rows below, Z = [L(rows, panel) V(rows, :)] becomes
   // Z - (Z Y) T Y^T, where Z Y = L(rows, panel) diag(u0) + V(rows, :) Y_V: three products.
+  // Inside a panel V's rows are worked on transposed (k x b, one contiguous column per row), so
+  // that the panel's own reflections run on contiguous vectors of length k.
   Eigen::MatrixXd w = v;  // V as the reflections transform it
-  Eigen::MatrixXd yv, t_factor, zy, zyt;
-  Eigen::VectorXd u0, taus;
+  Eigen::MatrixXd yv, gram, t_factor, zy, zyt;
+  Eigen::VectorXd u0, taus, dots;
   for (int j0 = 0; j0 < n; j0 += kRankPanel) {
     const int b = std::min(kRankPanel, n - j0);
-    yv.resize(k, b);  // the reflectors' parts over the columns of V
     u0.resize(b);
     taus.resize(b);
     auto panel_l = storage_.block(j0, j0, b, b);
-    auto panel_v = w.middleRows(j0, b);
+    // The panel's rows of V, transposed; the reflections fold them into L's diagonal, so that
+    // they end as zeros in V, and what stays in yv are the reflectors' parts over V's columns.
+    yv = w.middleRows(j0, b).transpose();
+    w.middleRows(j0, b).setZero();
     for (int t = 0; t < b; ++t) {
-      const double tail = panel_v.row(t).squaredNorm();
+      auto y = yv.col(t);
+      const double tail = y.squaredNorm();
       if (tail == 0.0) {  // nothing to fold: H_t = I
         u0(t) = 0.0;
         taus(t) = 0.0;
-        yv.col(t).setZero();
         continue;
       }
       const double a0 = panel_l(t, t);
@@ -119,29 +128,29 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
       // u = [a0 - r, V(t,:)], with a0 - r written without cancellation.
       u0(t) = -tail / (a0 + r);
       taus(t) = 2.0 / (u0(t) * u0(t) + tail);
-      yv.col(t) = panel_v.row(t).transpose();
-      // The panel's rows t+1..b-1: y <- y - tau (y u) u^T.
+      // The panel's rows t+1..b-1: z <- z - tau (z u) u^T.
       const int below = b - t - 1;
       if (below > 0) {
-        Eigen::VectorXd dots = panel_l.col(t).tail(below) * u0(t);
-        dots.noalias() += panel_v.bottomRows(below) * yv.col(t);
+        auto later = yv.rightCols(below);
+        dots.noalias() = later.transpose() * y;
+        dots += panel_l.col(t).tail(below) * u0(t);
         dots *= taus(t);
         panel_l.col(t).tail(below) -= u0(t) * dots;
-        panel_v.bottomRows(below).noalias() -= dots * yv.col(t).transpose();
+        later.noalias() -= y * dots.transpose();
       }
       panel_l(t, t) = r;
-      panel_v.row(t).setZero();
     }
     const int rest = n - j0 - b;
     if (rest == 0) break;
     // T: T(t,t) = tau_t, T(0:t, t) = -tau_t T(0:t, 0:t) (Y(:, 0:t)^T u_t); the panel parts of
-    // distinct reflectors never overlap, so Y^T u_t is Y_V^T y_t.
+    // distinct reflectors never overlap, so Y^T u_t is Y_V^T y_t, read off one Gram matrix.
+    gram.noalias() = yv.transpose() * yv;
     t_factor.setZero(b, b);
     for (int t = 0; t < b; ++t) {
       if (t > 0) {
-        const Eigen::VectorXd c = yv.leftCols(t).transpose() * yv.col(t);
-        const Eigen::VectorXd tc = t_factor.topLeftCorner(t, t).triangularView<Eigen::Upper>() * c;
-        t_factor.col(t).head(t) = -taus(t) * tc;
+        t_factor.col(t).head(t).noalias() =
+            t_factor.topLeftCorner(t, t).triangularView<Eigen::Upper>() * gram.col(t).head(t);
+        t_factor.col(t).head(t) *= -taus(t);
       }
       t_factor(t, t) = taus(t);
     }
@@ -165,6 +174,16 @@ absl::Status CholeskyFactor::RankOneDowndate(Eigen::VectorXd v) {
   }
   Sweep(v, /*downdate=*/true);
   return absl::OkStatus();
+}
+
+const Eigen::MatrixXf& CholeskyFactor::SingleLower() {
+  if (single_ == nullptr) {
+    auto single = std::make_shared<Eigen::MatrixXf>(size_, size_);
+    single->triangularView<Eigen::Lower>() = matrix().cast<float>();
+    single->triangularView<Eigen::StrictlyUpper>().setZero();
+    single_ = std::move(single);
+  }
+  return *single_;
 }
 
 Eigen::VectorXd CholeskyFactor::Solve(const Eigen::Ref<const Eigen::VectorXd>& b) const {

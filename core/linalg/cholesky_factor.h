@@ -9,6 +9,7 @@
 #define GRAPHBANDIT_CORE_LINALG_CHOLESKY_FACTOR_H_
 
 #include <Eigen/Dense>
+#include <memory>
 
 #include "absl/status/status.h"
 
@@ -21,9 +22,15 @@ class CholeskyFactor {
   // Factor of an explicit symmetric positive definite matrix (only its lower triangle is read).
   // Fails with FailedPrecondition if the matrix is not numerically positive definite.
   absl::Status Reset(const Eigen::Ref<const Eigen::MatrixXd>& a);
-  void Clear() { size_ = 0; }
+  void Clear() {
+    size_ = 0;
+    single_.reset();
+  }
   // Drops trailing rows/columns; undoes Append calls (the leading block never changes).
-  void Truncate(int n) { size_ = n < size_ ? n : size_; }
+  void Truncate(int n) {
+    if (n < size_) single_.reset();
+    size_ = n < size_ ? n : size_;
+  }
 
   int size() const { return size_; }
   // Rows (and columns) allocated; Append reallocates once size() reaches it. Exposed for exact
@@ -57,7 +64,7 @@ class CholeskyFactor {
   // that the O(size()^2 k) work runs at the rate of a matrix product (BLAS-3) instead of k
   // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
   void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
-  static constexpr int kRankPanel = 64;
+  static constexpr int kRankPanel = 32;
 
   // A <- A - v v^T. Fails with FailedPrecondition (factor unchanged) if the result would not be
   // positive definite.
@@ -72,6 +79,12 @@ class CholeskyFactor {
   void ForwardSolveInPlace(Eigen::MatrixBase<Derived>&& b) const {
     lower().solveInPlace(b);
   }
+
+  // L in single precision (size x size; the strictly upper part zero), made on the first call
+  // after the factor changed and kept until the next change: for callers that solve against
+  // the same factor many times where single precision serves (KORS's leverage at a full
+  // dictionary), so that L is not rounded again for every batch.
+  const Eigen::MatrixXf& SingleLower();
 
   // x = A^-1 b.
   Eigen::VectorXd Solve(const Eigen::Ref<const Eigen::VectorXd>& b) const;
@@ -88,6 +101,9 @@ class CholeskyFactor {
 
   Eigen::MatrixXd storage_;  // capacity x capacity; only the leading size_ x size_ is live
   int size_ = 0;
+  // SingleLower's copy; every change to the factor drops it. Shared, so that copying a factor
+  // does not copy it.
+  std::shared_ptr<const Eigen::MatrixXf> single_;
 };
 
 }  // namespace graphbandit

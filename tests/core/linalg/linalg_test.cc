@@ -81,6 +81,41 @@ TEST(CholeskyFactorTest, RankUpdateMatchesRefactorisation) {
   }
 }
 
+// The single-precision copy is L rounded, and every change to the factor is seen by the next
+// call (a stale copy would give KORS leverage scores of an old dictionary).
+TEST(CholeskyFactorTest, SingleLowerFollowsEveryChange) {
+  Rng rng(29);
+  const int n = 40;
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(RandomSpd(n, rng, 1e3)).ok());
+  const auto matches = [&f](const char* after) {
+    const Eigen::MatrixXf& single = f.SingleLower();
+    ASSERT_EQ(single.rows(), f.size()) << after;
+    ASSERT_EQ(single.cols(), f.size()) << after;
+    if (f.size() == 0) return;
+    const Eigen::MatrixXf expected =
+        f.matrix().triangularView<Eigen::Lower>().toDenseMatrix().cast<float>();
+    EXPECT_EQ((single - expected).cwiseAbs().maxCoeff(), 0.0f) << after;
+  };
+  matches("Reset");
+  f.RankUpdate(RandomMatrix(n, 5, rng));
+  matches("RankUpdate");
+  f.RankOneUpdate(RandomMatrix(n, 1, rng).col(0));
+  matches("RankOneUpdate");
+  ASSERT_TRUE(f.RankOneDowndate(0.01 * RandomMatrix(n, 1, rng).col(0)).ok());
+  matches("RankOneDowndate");
+  const Eigen::MatrixXd a = f.matrix() * f.matrix().transpose();
+  Eigen::VectorXd b = RandomMatrix(n, 1, rng).col(0);
+  ASSERT_TRUE(f.Append(0.1 * b, 100.0 + a.trace()).ok());
+  matches("Append");
+  f.Truncate(n - 3);
+  matches("Truncate");
+  ASSERT_TRUE(f.Reset(RandomSpd(n + 2, rng, 1e3)).ok());
+  matches("Reset again");
+  f.Clear();
+  matches("Clear");
+}
+
 // Many batches in a row stay as accurate as the rank-one sweeps (the learner's use), and a zero
 // column or a V with zero rows (a sparse kernel column) changes nothing it should not.
 TEST(CholeskyFactorTest, RankUpdatesOverManyBatchesAndZeroRows) {
