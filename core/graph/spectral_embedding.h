@@ -38,13 +38,16 @@ namespace graphbandit {
 class SpectralEmbedding {
  public:
   // Embeds the largest connected component of `graph` (the one holding the lowest user index
-  // among equally large ones) in `dims` dimensions (1..64). A component with fewer than
+  // among equally large ones) in `dims` dimensions (1..kMaxDims). A component with fewer than
   // dims + 2 users embeds nobody (then S is the identity), and so does an eigensolver that
   // does not converge (failure() says why): a graph is never refused for its embedding, and
   // the outcome is deterministic, so a replay reaches the same one. Fails only for dims out
-  // of range.
+  // of range. The last embedding built is kept, by a fingerprint of the graph's users, edges and
+  // weights, and returned again for an equal graph (a refit that changes only rho or the
+  // community variance, a fit's copy of the served graph).
   static absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> Build(const UserGraph& graph,
                                                                         int dims);
+  static constexpr int kMaxDims = 64;
 
   int dims() const { return dims_; }
   double bandwidth() const { return bandwidth_; }
@@ -67,6 +70,8 @@ class SpectralEmbedding {
 
  private:
   SpectralEmbedding() = default;
+  // Build without the cache.
+  static std::shared_ptr<const SpectralEmbedding> Compute(const UserGraph& graph, int dims);
   static std::shared_ptr<const SpectralEmbedding> Unembedded(
       std::shared_ptr<SpectralEmbedding> embedding, absl::string_view why);
 

@@ -93,4 +93,31 @@ int64_t UserGraph::CountComponents() const {
   return components;
 }
 
+UserGraph::Components UserGraph::ConnectedComponents() const {
+  const int32_t n = num_users();
+  Components out;
+  out.of_user.assign(n, -1);
+  std::vector<int32_t> stack;
+  for (int32_t root = 0; root < n; ++root) {
+    if (out.of_user[root] >= 0 || adjacency_[root].empty()) continue;
+    const int32_t index = static_cast<int32_t>(out.members.size());
+    std::vector<int32_t>& members = out.members.emplace_back();
+    stack.assign(1, root);
+    out.of_user[root] = index;
+    while (!stack.empty()) {
+      const int32_t u = stack.back();
+      stack.pop_back();
+      members.push_back(u);
+      for (const auto& [v, w] : adjacency_[u]) {
+        if (out.of_user[v] < 0) {
+          out.of_user[v] = index;
+          stack.push_back(v);
+        }
+      }
+    }
+    std::sort(members.begin(), members.end());
+  }
+  return out;
+}
+
 }  // namespace graphbandit

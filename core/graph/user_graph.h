@@ -64,6 +64,15 @@ class UserGraph {
   // Connected components over the first num_users() users; each isolated user counts as one.
   int64_t CountComponents() const;
 
+  // The connected components of the users that have edges: `of_user[u]` is u's component
+  // (-1 for a user without edges), and `members[c]` its users in ascending order. Components
+  // are numbered by their smallest user, so the result depends only on the graph.
+  struct Components {
+    std::vector<int32_t> of_user;
+    std::vector<std::vector<int32_t>> members;
+  };
+  Components ConnectedComponents() const;
+
  private:
   std::vector<absl::flat_hash_map<int32_t, double>> adjacency_;
   int64_t num_edges_ = 0;

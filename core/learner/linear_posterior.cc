@@ -253,27 +253,12 @@ absl::Status LinearUcbPosterior::SetGraph(const UserGraph& graph,
   for (int32_t u : history_users_) users = std::max(users, u + 1);
 
   // Connected components of the users with edges, members in ascending user order.
+  UserGraph::Components graph_components = graph.ConnectedComponents();
   std::vector<Component> components;
-  std::vector<int32_t> component_of(users, -1), member_of(users, 0);
-  std::vector<int32_t> members, queue;
-  for (int32_t root = 0; root < n; ++root) {
-    if (component_of[root] >= 0 || !graph.HasEdges(root)) continue;
-    const int32_t index = static_cast<int32_t>(components.size());
-    members.clear();
-    queue.assign(1, root);
-    component_of[root] = index;
-    while (!queue.empty()) {
-      const int32_t u = queue.back();
-      queue.pop_back();
-      members.push_back(u);
-      for (const auto& [v, w] : graph.Neighbours(u)) {
-        if (component_of[v] < 0) {
-          component_of[v] = index;
-          queue.push_back(v);
-        }
-      }
-    }
-    std::sort(members.begin(), members.end());
+  std::vector<int32_t> component_of = std::move(graph_components.of_user);
+  component_of.resize(users, -1);
+  std::vector<int32_t> member_of(users, 0);
+  for (const std::vector<int32_t>& members : graph_components.members) {
     const int size = static_cast<int>(members.size());
     if (static_cast<int64_t>(size) * d > options_.max_block_rows) {
       return absl::FailedPreconditionError(absl::StrFormat(

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "core/fit/refit.h"
+#include "core/graph/spectral_embedding.h"
 #include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
 #include "core/learner/confidence_bound_posterior.h"
@@ -51,7 +52,7 @@ enum class PolicyKind {
 // The largest nystrom.max_learn_batch a model accepts (a batch's work and memory grow with it).
 inline constexpr int kMaxLearnBatchLimit = 1024;
 // graph.community_dims: at most this many embedding dimensions (SpectralEmbedding::Build).
-inline constexpr int kMaxCommunityDims = 64;
+inline constexpr int kMaxCommunityDims = SpectralEmbedding::kMaxDims;
 
 // BATCHED_NYSTROM_UCB served by a model re-draws at most once per this growth of its history.
 inline constexpr double kServedBatchedMinGrowth = 0.05;

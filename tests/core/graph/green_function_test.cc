@@ -89,5 +89,23 @@ TEST(UserGraphTest, EdgesAndComponents) {
   EXPECT_EQ(graph.Degree(1), 3.0);
 }
 
+// Components of the users with edges, numbered by their smallest user, members ascending;
+// users without edges belong to none.
+TEST(UserGraphTest, ConnectedComponentsLabelAndListTheirMembers) {
+  UserGraph graph;
+  graph.EnsureUsers(9);
+  graph.SetEdge(7, 2, 1.0);
+  graph.SetEdge(2, 5, 1.0);
+  graph.SetEdge(4, 1, 0.5);
+  graph.SetEdge(8, 6, 2.0);
+  const UserGraph::Components c = graph.ConnectedComponents();
+  EXPECT_EQ(c.of_user, (std::vector<int32_t>{-1, 0, 1, -1, 0, 1, 2, 1, 2}));
+  ASSERT_EQ(c.members.size(), 3u);
+  EXPECT_EQ(c.members[0], (std::vector<int32_t>{1, 4}));
+  EXPECT_EQ(c.members[1], (std::vector<int32_t>{2, 5, 7}));
+  EXPECT_EQ(c.members[2], (std::vector<int32_t>{6, 8}));
+  EXPECT_EQ(static_cast<int64_t>(c.members.size()) + 2, graph.CountComponents());
+}
+
 }  // namespace
 }  // namespace graphbandit

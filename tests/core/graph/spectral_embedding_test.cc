@@ -187,6 +187,47 @@ TEST(SpectralEmbeddingTest, SharesFarMoreWithinTheBlocksOfASparseSbmThanGreensFu
   EXPECT_GT(spectral, 0.15);
 }
 
+// An equal graph (another object, edges set in another order) gets the embedding already
+// built; any change to a weight, an edge, the users or the dimensions gets a new one.
+TEST(SpectralEmbeddingTest, ReusesTheLastEmbeddingOnlyForAnEqualGraph) {
+  const UserGraph graph = Sbm(80, 2, 0.3, 0.02, 2, 21);
+  UserGraph reordered;
+  reordered.EnsureUsers(graph.num_users());
+  for (int32_t u = graph.num_users() - 1; u >= 0; --u) {
+    for (const auto& [v, w] : graph.SortedNeighbours(u)) reordered.SetEdge(u, v, w);
+  }
+  auto first = SpectralEmbedding::Build(graph, 3);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = SpectralEmbedding::Build(reordered, 3);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(first->get(), again->get());
+
+  const auto differs = [&first](const UserGraph& changed, int dims, const char* what) {
+    auto built = SpectralEmbedding::Build(changed, dims);
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_NE(built->get(), first->get()) << what;
+    EXPECT_EQ((*built)->dims(), dims) << what;
+  };
+  UserGraph weight = graph;
+  const auto [v, w] = graph.SortedNeighbours(0).front();
+  weight.SetEdge(0, v, w * 1.5);
+  differs(weight, 3, "a weight");
+  UserGraph edge = graph;
+  edge.RemoveEdge(0, v);
+  differs(edge, 3, "an edge");
+  UserGraph users = graph;
+  users.EnsureUsers(graph.num_users() + 1);
+  differs(users, 3, "a user");
+  differs(graph, 4, "the dimensions");
+  // Building the original again after the others computes it afresh (the cache holds one
+  // embedding), equal in every coordinate to the first: the result depends on the graph alone.
+  auto rebuilt = SpectralEmbedding::Build(graph, 3);
+  ASSERT_TRUE(rebuilt.ok());
+  EXPECT_NE(rebuilt->get(), first->get());
+  EXPECT_EQ((*rebuilt)->coordinates(), (*first)->coordinates());
+  EXPECT_EQ((*rebuilt)->bandwidth(), (*first)->bandwidth());
+}
+
 TEST(SpectralEmbeddingTest, SmallOrEmptyGraphsEmbedNobody) {
   UserGraph empty;
   auto none = SpectralEmbedding::Build(empty, 4);
