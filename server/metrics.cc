@@ -271,6 +271,12 @@ class ModelCollector : public prometheus::Collectable {
         "keep a fit to hyperparameters.fit_cpu_share of a core.",
         prometheus::MetricType::Counter,
         {}};
+    prometheus::MetricFamily fits_in_flight{
+        "graphbandit_hyperparameter_fits_in_flight",
+        "Hyper-parameter fits started and not yet logged or dropped: while one is in flight the "
+        "model may still change without new traffic.",
+        prometheus::MetricType::Gauge,
+        {}};
     for (size_t i = 0; i < names.size(); ++i) {
       const ModelStats& st = stats[i];
       auto add = [&](prometheus::MetricFamily* family, const std::string& label,
@@ -320,10 +326,15 @@ class ModelCollector : public prometheus::Collectable {
       seconds.label = {{"model", names[i]}};
       seconds.counter.value = st.fit_seconds;
       fit_seconds.metric.push_back(std::move(seconds));
+      prometheus::ClientMetric in_flight;
+      in_flight.label = {{"model", names[i]}};
+      in_flight.gauge.value = st.fits_in_flight;
+      fits_in_flight.metric.push_back(std::move(in_flight));
     }
     families.push_back(std::move(hyper));
     families.push_back(std::move(fits));
     families.push_back(std::move(fit_seconds));
+    families.push_back(std::move(fits_in_flight));
     prometheus::MetricFamily info{"graphbandit_build_info",
                                   "Build information; always 1.",
                                   prometheus::MetricType::Gauge,

@@ -315,7 +315,24 @@ grep -qE "^graphbandit_rpc_duration_seconds_count\{code=\"OK\",method=\"ReportRe
   <<<"$metrics" || fail "no ReportReward latency histogram"
 say "/metrics: $(grep -c '^graphbandit_' <<<"$metrics") graphbandit series, expected values present"
 
+# A hyper-parameter fit may still be running after the last reward; it is logged when it ends
+# (at the latest while the server drains), so the state to compare is the one after it. Wait,
+# bounded, until no fit is in flight and the model's version holds still over two reads.
+settle_deadline=$(($(date +%s) + 180))
 before=$(describe_counters)
+fits_in_flight() {
+  curl -sf --max-time 10 "http://127.0.0.1:$metrics_port/metrics" |
+    awk '/^graphbandit_hyperparameter_fits_in_flight\{model="default"\}/ {print $2}'
+}
+while :; do
+  in_flight=$(fits_in_flight || true)
+  sleep 2
+  again=$(describe_counters)
+  in_flight_after=$(fits_in_flight || true)
+  [[ $in_flight == 0 && $in_flight_after == 0 && $again == "$before" ]] && break
+  (($(date +%s) < settle_deadline)) || fail "the model did not settle within 180 s (fits in flight: ${in_flight:-?})"
+  before=$again
+done
 grep -qx "rewards_learned $rounds" <<<"$before" || fail "DescribeModel: $before"
 say "DescribeModel before the restart: $(tr '\n' ' ' <<<"$before")"
 

@@ -736,6 +736,7 @@ ModelStats Model::Stats() const {
     stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
     stats.writes_delayed = writes_delayed_;
     stats.writes_refused_behind = writes_refused_behind_;
+    stats.fits_in_flight = fits_in_flight_;
   }
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;
   if (log_ != nullptr) stats.log = log_->Health();

@@ -174,6 +174,9 @@ struct ModelStats {
   int64_t fits_skipped = 0;
   int64_t fits_failed = 0;
   double fit_seconds = 0.0;  // summed over finished fits
+  // Fits started and not yet logged or dropped (0 or 1 on a single node): a model with none
+  // in flight and nothing queued has settled; a fit in flight still changes it.
+  int fits_in_flight = 0;
 };
 
 class Model : private FitScheduler::Host {

@@ -471,9 +471,11 @@ TEST_F(ServerTest, HealthReflectionAndMetrics) {
   bad.clear_candidates();
   EXPECT_FALSE(Select(bad, &decision).ok());
   server_->engine().FindModel("").value()->WaitForWriter();
+  server_->engine().FindModel("").value()->WaitForFits();
   const std::string metrics = ScrapeMetrics();
   EXPECT_THAT(metrics,
               HasSubstr("graphbandit_rpc_requests_total{code=\"OK\",method=\"SelectArm\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_hyperparameter_fits_in_flight{model=\"default\"} 0"));
   EXPECT_THAT(
       metrics,
       HasSubstr(
