@@ -129,13 +129,16 @@ absl::StatusOr<std::shared_ptr<const SpectralEmbedding>> SpectralEmbedding::Buil
       return last.embedding;
     }
   }
-  auto built = Compute(graph, dims);
-  MutexLock lock(&last.mu);
-  last.fingerprint = fingerprint;
-  last.users = graph.num_users();
-  last.edges = graph.num_edges();
-  last.embedding = built;
-  return built;
+  std::shared_ptr<const SpectralEmbedding> built = Compute(graph, dims);
+  std::shared_ptr<const SpectralEmbedding> replaced = built;
+  {
+    MutexLock lock(&last.mu);
+    last.fingerprint = fingerprint;
+    last.users = graph.num_users();
+    last.edges = graph.num_edges();
+    last.embedding.swap(replaced);
+  }
+  return built;  // `replaced` (the previous embedding) is freed here, outside the lock
 }
 
 std::shared_ptr<const SpectralEmbedding> SpectralEmbedding::Compute(const UserGraph& graph,

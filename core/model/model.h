@@ -174,8 +174,9 @@ struct ModelStats {
   int64_t fits_skipped = 0;
   int64_t fits_failed = 0;
   double fit_seconds = 0.0;  // summed over finished fits
-  // Fits started and not yet logged or dropped (0 or 1 on a single node): a model with none
-  // in flight and nothing queued has settled; a fit in flight still changes it.
+  // Fits started and not yet logged or dropped (briefly 2 while one that landed waits to be
+  // applied and the next starts): a model with none in flight and nothing queued has settled;
+  // a fit in flight may still change it.
   int fits_in_flight = 0;
 };
 

@@ -202,10 +202,15 @@ TEST(SpectralEmbeddingTest, ReusesTheLastEmbeddingOnlyForAnEqualGraph) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(first->get(), again->get());
 
-  const auto differs = [&first](const UserGraph& changed, int dims, const char* what) {
+  // Each change is compared with the original built just before it, so that the cache holds
+  // exactly the graph it differs from.
+  const auto differs = [&graph](const UserGraph& changed, int dims, const char* what) {
+    auto original = SpectralEmbedding::Build(graph, 3);
+    ASSERT_TRUE(original.ok());
+    ASSERT_EQ(SpectralEmbedding::Build(graph, 3)->get(), original->get()) << what;
     auto built = SpectralEmbedding::Build(changed, dims);
     ASSERT_TRUE(built.ok()) << built.status();
-    EXPECT_NE(built->get(), first->get()) << what;
+    EXPECT_NE(built->get(), original->get()) << what;
     EXPECT_EQ((*built)->dims(), dims) << what;
   };
   UserGraph weight = graph;
@@ -219,8 +224,11 @@ TEST(SpectralEmbeddingTest, ReusesTheLastEmbeddingOnlyForAnEqualGraph) {
   users.EnsureUsers(graph.num_users() + 1);
   differs(users, 3, "a user");
   differs(graph, 4, "the dimensions");
+  differs(weight, 3, "a weight");  // the cache held the original: still not reused
   // Building the original again after the others computes it afresh (the cache holds one
   // embedding), equal in every coordinate to the first: the result depends on the graph alone.
+  auto other = SpectralEmbedding::Build(edge, 3);
+  ASSERT_TRUE(other.ok());
   auto rebuilt = SpectralEmbedding::Build(graph, 3);
   ASSERT_TRUE(rebuilt.ok());
   EXPECT_NE(rebuilt->get(), first->get());

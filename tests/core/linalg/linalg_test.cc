@@ -112,6 +112,17 @@ TEST(CholeskyFactorTest, SingleLowerFollowsEveryChange) {
   matches("Truncate");
   ASSERT_TRUE(f.Reset(RandomSpd(n + 2, rng, 1e3)).ok());
   matches("Reset again");
+  // A copy shares the rounded matrix until one of the two changes; the other keeps its own.
+  f.SingleLower();
+  CholeskyFactor copy = f;
+  copy.RankUpdate(RandomMatrix(f.size(), 2, rng));
+  EXPECT_NE((copy.SingleLower() - f.SingleLower()).cwiseAbs().maxCoeff(), 0.0f);
+  matches("a copy changed");
+  Eigen::MatrixXd storage = Eigen::MatrixXd::Zero(f.capacity(), f.capacity());
+  storage.topLeftCorner(f.size(), f.size()) = copy.matrix();
+  ASSERT_TRUE(f.Restore(storage, f.size()).ok());
+  matches("Restore");
+  EXPECT_EQ((copy.SingleLower() - f.SingleLower()).cwiseAbs().maxCoeff(), 0.0f);
   f.Clear();
   matches("Clear");
 }
