@@ -162,9 +162,9 @@ void BM_Score(benchmark::State& state) {
 // reward, the yardstick: the rank-k factor update and the form's correction (the solves
 // with the k rewards' columns), KORS's leverage scores and the form's folds and exact rebuilds
 // come to about 8 m^2.
-void BM_Learn(benchmark::State& state) {
-  const int m = static_cast<int>(state.range(0));
-  const int k = ModelOptions().max_learn_batch;
+// Learns batches of k rewards at dictionary size m, published after each, as BM_Learn and
+// BM_LearnBatch time them.
+void LearnBatches(benchmark::State& state, int m, int k) {
   const auto learner = Copy(CachedState(m, false), /*single=*/true);
   BaselineTracker baseline(kDefaultBaselineHalfLife);
   Rng rng(19);
@@ -190,6 +190,20 @@ void BM_Learn(benchmark::State& state) {
   state.counters["dictionary"] = static_cast<double>(learner->dictionary_size());
   state.counters["FLOPS"] =
       benchmark::Counter(6.0 * m * m * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Learn(benchmark::State& state) {
+  LearnBatches(state, static_cast<int>(state.range(0)), ModelOptions().max_learn_batch);
+}
+
+// The same at m = 1,024 with smaller batches: below saturation a batch closes when its oldest
+// reward has waited nystrom.max_learn_delay (about rate x 50 ms rewards by default), and the
+// work per batch that does not shrink with k (publishing, the kept single-precision copies, the
+// solves' and panels' set-up) is then shared by fewer rewards. 256 batches each: at the small
+// sizes that is less than a cycle of the form's exact rebuild (its share, about m^2 / 8
+// multiply-adds per reward, is left out there).
+void BM_LearnBatch(benchmark::State& state) {
+  LearnBatches(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
 }
 
 void BM_EigenProduct(benchmark::State& state) {
@@ -344,6 +358,8 @@ void BM_UserKernel(benchmark::State& state) {
 const std::vector<int64_t> kSizes = {64, 256, 1024};
 const std::vector<int64_t> kCandidates = {10, 50, 100, 500};
 const std::vector<int64_t> kLearnSizes = {256, 1024, 4096};
+// BM_LearnBatch's batch sizes at m = 1,024 (the served max_learn_batch is the largest).
+const std::vector<int64_t> kLearnBatchSizes = {8, 16, 48, 128};
 
 BENCHMARK(BM_FmaPeak);
 BENCHMARK(BM_Score)
@@ -357,6 +373,10 @@ BENCHMARK(BM_EigenProduct)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::
 BENCHMARK(BM_Learn)->Arg(256)->Iterations(128)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Learn)->Arg(1024)->Iterations(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Learn)->Arg(4096)->Iterations(64)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LearnBatch)
+    ->ArgsProduct({{1024}, kLearnBatchSizes})
+    ->Iterations(256)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
@@ -420,6 +440,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
       std::printf("%6lld %6d %12.0f %18.1f %14.3f\n", static_cast<long long>(m),
                   ModelOptions().max_learn_batch, rewards, flops / 1e9,
                   peak > 0.0 ? flops / peak : 0.0);
+    }
+    std::printf("learn at m = 1024 by batch size (BM_LearnBatch): the time per batch grows less "
+                "than in proportion to its rewards\n");
+    std::printf("%6s %14s %16s %12s\n", "batch", "ms per batch", "us per reward", "rewards/s");
+    for (int64_t k : kLearnBatchSizes) {
+      const double flops = Rate("BM_LearnBatch/1024/" + std::to_string(k));
+      if (flops <= 0.0) continue;
+      const double rewards = flops / (6.0 * 1024.0 * 1024.0);
+      std::printf("%6lld %14.2f %16.1f %12.0f\n", static_cast<long long>(k),
+                  1e3 * static_cast<double>(k) / rewards, 1e6 / rewards, rewards);
     }
   }
 
