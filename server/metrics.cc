@@ -122,6 +122,15 @@ class ModelCollector : public prometheus::Collectable {
          "catch up within their deadline.",
          prometheus::MetricType::Counter,
          [](const ModelStats& s) { return double(s.writes_refused_behind); }},
+        {"graphbandit_decisions_paced_total",
+         "Decisions that waited for the writer because learning was "
+         "durability.max_learning_lag_ms behind (each waits at most that long, then is served).",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return double(s.decisions_paced); }},
+        {"graphbandit_decision_pacing_seconds_total",
+         "Time decisions spent waiting for the writer under the learning-lag bound, summed.",
+         prometheus::MetricType::Counter,
+         [](const ModelStats& s) { return s.decision_pacing_seconds; }},
         {"graphbandit_recovery_seconds",
          "Wall time the model's recovery took at the last start (snapshot load and log "
          "replay).",

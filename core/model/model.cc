@@ -282,6 +282,8 @@ void Model::PaceDecision(absl::Time deadline) {
   absl::Time until = now + durability_.max_learning_lag;
   if (deadline != absl::InfiniteFuture()) until = std::min(until, now + (deadline - now) / 2);
   room_cv_.WaitUntil(&queue_mu_, until, caught_up);
+  ++decisions_paced_;
+  decision_pacing_ += absl::Now() - now;
 }
 
 absl::Duration Model::LearningLagLocked(absl::Time now) const {
@@ -736,6 +738,8 @@ ModelStats Model::Stats() const {
     stats.queued_operations = static_cast<int64_t>(next_seq_ - 1 - applied_seq_);
     stats.writes_delayed = writes_delayed_;
     stats.writes_refused_behind = writes_refused_behind_;
+    stats.decisions_paced = decisions_paced_;
+    stats.decision_pacing_seconds = absl::ToDoubleSeconds(decision_pacing_);
     stats.fits_in_flight = fits_in_flight_;
   }
   stats.log_syncs = log_ != nullptr ? log_->syncs() : 0;

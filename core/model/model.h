@@ -151,6 +151,10 @@ struct ModelStats {
   // catch up, and those whose deadline passed first (RESOURCE_EXHAUSTED, nothing recorded).
   int64_t writes_delayed = 0;
   int64_t writes_refused_behind = 0;
+  // Decisions that waited for the writer because learning was durability.max_learning_lag
+  // behind (each then served either way), and how long they waited in all.
+  int64_t decisions_paced = 0;
+  double decision_pacing_seconds = 0.0;
   int64_t snapshots_written = 0;
   int64_t log_syncs = 0;           // fdatasync calls on the log since the model was opened
   LogHealth log;                   // degraded or not, and why
@@ -447,6 +451,8 @@ class Model : private FitScheduler::Host {
   const int64_t max_queued_;
   int64_t writes_delayed_ ABSL_GUARDED_BY(queue_mu_) = 0;
   int64_t writes_refused_behind_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  int64_t decisions_paced_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  absl::Duration decision_pacing_ ABSL_GUARDED_BY(queue_mu_);
   // Acknowledged rewards logged and not yet applied (record, acknowledgement), oldest first,
   // and the acknowledgement of the oldest staged one the writer has not learned yet
   // (InfiniteFuture: none): the learning lag back-pressure reads (LearningLagLocked).

@@ -541,8 +541,9 @@ TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
 }
 
 // durability.max_learning_lag: once an acknowledged reward has waited that long to be learned,
-// the next reward waits for the writer and is refused with RESOURCE_EXHAUSTED at its deadline,
-// recording nothing; it is accepted once the writer caught up. Zero turns the bound off.
+// a decision waits for the writer (at most the bound; counted) and is then served, and the next
+// reward waits too and is refused with RESOURCE_EXHAUSTED at its deadline, recording nothing;
+// it is accepted once the writer caught up. Zero turns the bound off.
 TEST(EngineTest, ARewardNotLearnedWithinTheLagBoundHoldsBackTheNext) {
   for (const absl::Duration lag : {absl::Milliseconds(100), absl::ZeroDuration()}) {
     SCOPED_TRACE(absl::FormatDuration(lag));
@@ -564,15 +565,25 @@ TEST(EngineTest, ARewardNotLearnedWithinTheLagBoundHoldsBackTheNext) {
     auto first = engine->ReportReward({"first", 1.0, {}, ""});  // nothing unlearned yet
     ASSERT_TRUE(first.ok()) << first.status();
     absl::SleepFor(absl::Milliseconds(150));  // the first reward is now older than the bound
+    EXPECT_EQ(model->Stats().decisions_paced, 0);
+    // A decision now waits for the writer, at most the bound, and is then served.
+    const absl::Time asked = absl::Now();
+    ASSERT_TRUE(engine->SelectArm(OneArm("paced").View()).ok());
+    const absl::Duration decided_in = absl::Now() - asked;
     auto second = engine->ReportRewardAt({"second", 1.0, {}, ""}, absl::Now(),
                                          absl::Now() + absl::Milliseconds(100));
     if (lag > absl::ZeroDuration()) {
+      EXPECT_EQ(model->Stats().decisions_paced, 1);
+      EXPECT_GE(model->Stats().decision_pacing_seconds, 0.09);
+      EXPECT_LE(model->Stats().decision_pacing_seconds, absl::ToDoubleSeconds(decided_in));
       EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
       EXPECT_THAT(std::string(second.status().message()), HasSubstr("max_learning_lag_ms = 100"));
       EXPECT_EQ(model->Stats().writes_refused_behind, 1);
       hold.Release();
       second = engine->ReportReward({"second", 1.0, {}, ""});
     } else {
+      EXPECT_EQ(model->Stats().decisions_paced, 0);
+      EXPECT_EQ(model->Stats().decision_pacing_seconds, 0.0);
       hold.Release();
     }
     ASSERT_TRUE(second.ok()) << second.status();
