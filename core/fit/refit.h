@@ -92,7 +92,8 @@ struct RefitOptions {
   double kors_mu_factor = 1.0;
   // A served model starts a fit at most once per this many seconds of wall-clock time, however
   // fast rewards arrive (FitScheduler): a fit costs seconds of CPU, and at thousands of rewards
-  // per second the reward-count schedule alone would keep one running all the time. 0: no
+  // per second the reward-count schedule alone would keep one running all the time. Not
+  // applied while the model is young (no fit applied, fewer than max_interval rewards). 0: no
   // bound (the simulator, which has no clock, always schedules by rewards alone).
   double min_seconds_between = 0.0;
   // About this share of one core's wall-clock time goes to a running fit: after each

@@ -90,9 +90,18 @@ void FitScheduler::DecideFits(LearnedState* state) {
   }
   if (state->rewards_learned() < state->next_fit_at() || fitter_->busy()) return;
   // Due by rewards; also by the clock, when the configuration bounds how often fits start
-  // (the fit runs later, on the values then in use; replay applies the logged outcome).
+  // (the fit runs later, on the values then in use; replay applies the logged outcome). Not
+  // while the model still runs on its start values and is young (no fit applied yet, fewer
+  // rewards than max_interval): a first fit on a few dozen rewards is often judged not worth
+  // applying, and on a fast stream the clock would then keep the start values (no community
+  // part, unit length-scales) in service for thousands of rewards. That exemption ends by
+  // itself: the schedule's growth allows about a dozen fits below max_interval.
   const absl::Time now = absl::Now();
-  if (now - last_fit_started_ < absl::Seconds(options_.refit.min_seconds_between)) return;
+  const bool young =
+      state->fits_applied() == 0 && state->rewards_learned() < options_.refit.max_interval;
+  if (!young && now - last_fit_started_ < absl::Seconds(options_.refit.min_seconds_between)) {
+    return;
+  }
   last_fit_started_ = now;
   StartFit(state);
 }

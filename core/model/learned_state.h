@@ -89,6 +89,7 @@ class LearnedState {
   double kors_mu_factor() const { return kors_mu_factor_; }
   int64_t rewards_learned() const { return rewards_learned_; }
   int64_t last_fit_rewards() const { return last_fit_rewards_; }
+  int64_t fits_applied() const { return fits_applied_; }
   int64_t next_fit_at() const { return next_fit_at_; }
   void set_next_fit_at(int64_t rewards) { next_fit_at_ = rewards; }
   KernelShape CurrentShape() const;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -93,6 +94,53 @@ TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
   EXPECT_EQ(host.in_flight, 1);  // the second fit started
   for (int count : host.counts) EXPECT_GT(count, 0) << "a moment with no fit in flight";
   EXPECT_EQ((*state)->next_fit_at(), NextFitAfter(next, options.refit));
+  scheduler.Stop();
+}
+
+// min_seconds_between_fits bounds how often fits start by the clock, but not while the model is
+// young (no fit applied, fewer rewards than max_interval): a first fit judged not worth applying
+// is followed by the next one as soon as the rewards say so. Once the model has max_interval
+// rewards the clock holds the next fit back.
+TEST(FitSchedulerTest, TheClockHoldsFitsBackOnlyOnceTheModelIsNoLongerYoung) {
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  options.refit.max_interval = 60;
+  options.refit.min_seconds_between = 3600;
+  options.refit.min_gain_per_parameter = 1e9;  // every fit is judged not worth applying
+  auto state = LearnedState::Create(options);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EdgeEditResult ignored;
+  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
+
+  RecordingHost host;
+  absl::Notification first_ready, second_ready;
+  absl::Notification* ready = &first_ready;
+  FitScheduler scheduler(options, &host, [&ready] {
+    if (ready != nullptr && !ready->HasBeenNotified()) ready->Notify();
+  });
+  Rng rng(7);
+  Learn(state->get(), &rng, 20);
+  scheduler.AfterBatch(state->get());
+  ASSERT_EQ(host.in_flight, 1);  // the first fit started
+  ASSERT_TRUE(first_ready.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ready = &second_ready;
+  // Due again by rewards, an hour before the clock would allow it: young, so it starts.
+  Learn(state->get(), &rng, static_cast<int>((*state)->next_fit_at() - 20));
+  ASSERT_LT((*state)->rewards_learned(), options.refit.max_interval);
+  scheduler.AfterBatch(state->get());
+  EXPECT_EQ(scheduler.stats().unchanged, 1);
+  EXPECT_EQ(host.in_flight, 1);  // the second fit started
+  ASSERT_TRUE(second_ready.WaitForNotificationWithTimeout(absl::Seconds(60)));
+
+  // Past max_interval rewards, with no fit applied, the clock holds the next one back.
+  Learn(state->get(), &rng,
+        static_cast<int>(std::max((*state)->next_fit_at(), options.refit.max_interval) -
+                         (*state)->rewards_learned()));
+  ASSERT_EQ((*state)->fits_applied(), 0);
+  scheduler.AfterBatch(state->get());
+  EXPECT_EQ(scheduler.stats().unchanged, 2);
+  EXPECT_EQ(host.in_flight, 0) << "a fit started within the clock's bound";
   scheduler.Stop();
 }
 
