@@ -155,15 +155,11 @@ void BM_Score(benchmark::State& state) {
       benchmark::Counter(ScoreFlops(m, c), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// What the writer does for one batch of rewards as served: a full dictionary, single-precision
-// scoring where allowed, the drifting-baseline tracker on, batches of the served
-// nystrom.max_learn_batch (the size batches reach under load: the writer learns what arrived
-// while it learned the previous batch), then the publish (Freeze). Counted as 6 m^2 flops per
-// reward, the yardstick: the rank-k factor update and the form's correction (the solves
-// with the k rewards' columns), KORS's leverage scores and the form's folds and exact rebuilds
-// come to about 8 m^2.
-// Learns batches of k rewards at dictionary size m, published after each, as BM_Learn and
-// BM_LearnBatch time them.
+// What the writer does for one batch of k rewards: a full dictionary of m points,
+// single-precision scoring where allowed, the drifting-baseline tracker on, then the publish
+// (Freeze). Counted as 6 m^2 flops per reward, the yardstick: the rank-k factor update
+// and the form's correction (the solves with the k rewards' columns), KORS's leverage scores
+// and the form's folds and exact rebuilds come to about 8 m^2.
 void LearnBatches(benchmark::State& state, int m, int k) {
   const auto learner = Copy(CachedState(m, false), /*single=*/true);
   BaselineTracker baseline(kDefaultBaselineHalfLife);
@@ -192,6 +188,8 @@ void LearnBatches(benchmark::State& state, int m, int k) {
       benchmark::Counter(6.0 * m * m * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Batches of the served nystrom.max_learn_batch: the size batches reach under load (the writer
+// learns what arrived while it learned the previous batch).
 void BM_Learn(benchmark::State& state) {
   LearnBatches(state, static_cast<int>(state.range(0)), ModelOptions().max_learn_batch);
 }
@@ -441,8 +439,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
                   ModelOptions().max_learn_batch, rewards, flops / 1e9,
                   peak > 0.0 ? flops / peak : 0.0);
     }
-    std::printf("learn at m = 1024 by batch size (BM_LearnBatch): the time per batch grows less "
-                "than in proportion to its rewards\n");
+    std::printf("learn at m = 1024 by batch size (BM_LearnBatch)\n");
     std::printf("%6s %14s %16s %12s\n", "batch", "ms per batch", "us per reward", "rewards/s");
     for (int64_t k : kLearnBatchSizes) {
       const double flops = Rate("BM_LearnBatch/1024/" + std::to_string(k));

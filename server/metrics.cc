@@ -124,7 +124,8 @@ class ModelCollector : public prometheus::Collectable {
          [](const ModelStats& s) { return double(s.writes_refused_behind); }},
         {"graphbandit_decisions_paced_total",
          "Decisions that waited for the writer because learning was "
-         "durability.max_learning_lag_ms behind (each waits at most that long, then is served).",
+         "durability.max_learning_lag_ms behind (each waits at most that long, then is served; "
+         "single-node models, 0 in cluster mode).",
          prometheus::MetricType::Counter,
          [](const ModelStats& s) { return double(s.decisions_paced); }},
         {"graphbandit_decision_pacing_seconds_total",

@@ -94,14 +94,16 @@ void FitScheduler::DecideFits(LearnedState* state) {
   // while the model still runs on its start values and is young (no fit applied yet, fewer
   // rewards than max_interval): a first fit on a few dozen rewards is often judged not worth
   // applying, and on a fast stream the clock would then keep the start values (no community
-  // part, unit length-scales) in service for thousands of rewards. That exemption ends by
-  // itself: the schedule's growth allows about a dozen fits below max_interval.
+  // part, unit length-scales) in service for thousands of rewards. At most kMaxYoungFits fits
+  // start that way, whatever the schedule's settings.
   const absl::Time now = absl::Now();
-  const bool young =
-      state->fits_applied() == 0 && state->rewards_learned() < options_.refit.max_interval;
+  const bool young = state->fits_applied() == 0 &&
+                     state->rewards_learned() < options_.refit.max_interval &&
+                     young_fits_ < kMaxYoungFits;
   if (!young && now - last_fit_started_ < absl::Seconds(options_.refit.min_seconds_between)) {
     return;
   }
+  if (young) ++young_fits_;
   last_fit_started_ = now;
   StartFit(state);
 }

@@ -37,6 +37,11 @@ class FitScheduler {
     virtual void AddFitsInFlight(int delta) = 0;
   };
 
+  // The most fits that start without the clock's bound while the model is young (in this
+  // process: a restart begins again). With the default schedule (first fit at 32 rewards,
+  // growth 1.5, max_interval 4,000) about a dozen fall in the young window.
+  static constexpr int kMaxYoungFits = 16;
+
   struct Stats {
     int64_t unchanged = 0;
     int64_t skipped = 0;
@@ -75,8 +80,11 @@ class FitScheduler {
   // ... and that record holds one of the fits in flight until the writer has decided, with the
   // values it sets, whether a fit is due (AfterBatch).
   bool hyperparameters_queued_hold_ = false;
-  // When the last fit started (RefitOptions::min_seconds_between).
+  // When the last fit started (RefitOptions::min_seconds_between), and how many fits started
+  // without waiting for it while the model was young (at most kMaxYoungFits; AfterBatch).
   absl::Time last_fit_started_ = absl::InfinitePast();
+  int young_fits_ = 0;
+
 
   mutable Mutex stats_mu_;
   Stats stats_ ABSL_GUARDED_BY(stats_mu_);

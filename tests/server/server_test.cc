@@ -478,9 +478,9 @@ TEST_F(ServerTest, HealthReflectionAndMetrics) {
   EXPECT_THAT(metrics, HasSubstr("graphbandit_hyperparameter_fits_in_flight{model=\"default\"} 0"));
   // Nothing was behind: no decision waited under the learning-lag bound (engine_test shows one
   // that does).
-  EXPECT_THAT(metrics, HasSubstr("graphbandit_decisions_paced_total{model=\"default\"} 0"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_decisions_paced_total{model=\"default\"} 0\n"));
   EXPECT_THAT(metrics,
-              HasSubstr("graphbandit_decision_pacing_seconds_total{model=\"default\"} 0"));
+              HasSubstr("graphbandit_decision_pacing_seconds_total{model=\"default\"} 0\n"));
   EXPECT_THAT(
       metrics,
       HasSubstr(

@@ -144,6 +144,47 @@ TEST(FitSchedulerTest, TheClockHoldsFitsBackOnlyOnceTheModelIsNoLongerYoung) {
   scheduler.Stop();
 }
 
+// Once a fit has been applied the model is no longer young, however few its rewards: the clock
+// holds the next fit back.
+TEST(FitSchedulerTest, AfterAnAppliedFitTheClockHoldsTheNextBack) {
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  options.refit.min_seconds_between = 3600;
+  options.refit.min_change = 0.0;  // every fit is applied
+  options.refit.min_gain_per_parameter = 0.0;
+  auto state = LearnedState::Create(options);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EdgeEditResult ignored;
+  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
+
+  RecordingHost host;
+  absl::Notification first_ready;
+  FitScheduler scheduler(options, &host, [&first_ready] {
+    if (!first_ready.HasBeenNotified()) first_ready.Notify();
+  });
+  Rng rng(11);
+  Learn(state->get(), &rng, 20);
+  scheduler.AfterBatch(state->get());
+  ASSERT_EQ(host.in_flight, 1);
+  ASSERT_TRUE(first_ready.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  scheduler.AfterBatch(state->get());
+  ASSERT_EQ(host.logged.size(), 1u) << "the fit was not logged for applying";
+  // The writer applies the record, as it would from the log.
+  ASSERT_TRUE((*state)->Apply(host.logged[0], &ignored).ok());
+  scheduler.HyperparametersApplied();
+  scheduler.AfterBatch(state->get());
+  ASSERT_EQ((*state)->fits_applied(), 1);
+  EXPECT_EQ(host.in_flight, 0);
+
+  // Due again by rewards, still far below max_interval: the clock holds it back now.
+  Learn(state->get(), &rng, static_cast<int>((*state)->next_fit_at() - (*state)->rewards_learned()));
+  ASSERT_LT((*state)->rewards_learned(), options.refit.max_interval);
+  scheduler.AfterBatch(state->get());
+  EXPECT_EQ(host.in_flight, 0) << "a fit started within the clock's bound";
+  scheduler.Stop();
+}
+
 // A fit's log record carries the community variance after the fields of older records; a
 // record written before it existed decodes with 0, and trailing bytes are damage.
 TEST(HyperparametersRecordTest, CommunityVarianceRoundTripsAndOlderRecordsDecodeWithZero) {
