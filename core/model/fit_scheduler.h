@@ -85,7 +85,6 @@ class FitScheduler {
   absl::Time last_fit_started_ = absl::InfinitePast();
   int young_fits_ = 0;
 
-
   mutable Mutex stats_mu_;
   Stats stats_ ABSL_GUARDED_BY(stats_mu_);
 };

@@ -178,7 +178,8 @@ TEST(FitSchedulerTest, AfterAnAppliedFitTheClockHoldsTheNextBack) {
   EXPECT_EQ(host.in_flight, 0);
 
   // Due again by rewards, still far below max_interval: the clock holds it back now.
-  Learn(state->get(), &rng, static_cast<int>((*state)->next_fit_at() - (*state)->rewards_learned()));
+  Learn(state->get(), &rng,
+        static_cast<int>((*state)->next_fit_at() - (*state)->rewards_learned()));
   ASSERT_LT((*state)->rewards_learned(), options.refit.max_interval);
   scheduler.AfterBatch(state->get());
   EXPECT_EQ(host.in_flight, 0) << "a fit started within the clock's bound";
