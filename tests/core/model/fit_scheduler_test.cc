@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,15 @@ void Learn(LearnedState* state, Rng* rng, int rewards) {
   }
 }
 
+// A learned state for two arm features (no context), on which the tests here schedule fits.
+absl::StatusOr<std::unique_ptr<LearnedState>> TwoFeatureState(const ModelOptions& options) {
+  auto state = LearnedState::Create(options);
+  if (!state.ok()) return state.status();
+  EdgeEditResult ignored;
+  if (absl::Status s = (*state)->Apply(FixDimensionsOp{0, 2}, &ignored); !s.ok()) return s;
+  return state;
+}
+
 // WaitForFits returns once no fit is in flight (and the writer decided after its last batch).
 // When a fit lands and the next one is already due, the count must not touch 0 between the two:
 // a waiter woken there would return while a fit that changes the model is about to start.
@@ -64,10 +74,8 @@ TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
   options.refit.max_points = 200;
   // Every fit is judged not worth applying, so that the next one starts in the same decision.
   options.refit.min_gain_per_parameter = 1e9;
-  auto state = LearnedState::Create(options);
+  auto state = TwoFeatureState(options);
   ASSERT_TRUE(state.ok()) << state.status();
-  EdgeEditResult ignored;
-  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
   ASSERT_TRUE((*state)->refits());
 
   RecordingHost host;
@@ -108,10 +116,8 @@ TEST(FitSchedulerTest, TheClockHoldsFitsBackOnlyOnceTheModelIsNoLongerYoung) {
   options.refit.max_interval = 60;
   options.refit.min_seconds_between = 3600;
   options.refit.min_gain_per_parameter = 1e9;  // every fit is judged not worth applying
-  auto state = LearnedState::Create(options);
+  auto state = TwoFeatureState(options);
   ASSERT_TRUE(state.ok()) << state.status();
-  EdgeEditResult ignored;
-  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
 
   RecordingHost host;
   absl::Notification first_ready, second_ready;
@@ -153,10 +159,9 @@ TEST(FitSchedulerTest, AfterAnAppliedFitTheClockHoldsTheNextBack) {
   options.refit.min_seconds_between = 3600;
   options.refit.min_change = 0.0;  // every fit is applied
   options.refit.min_gain_per_parameter = 0.0;
-  auto state = LearnedState::Create(options);
+  auto state = TwoFeatureState(options);
   ASSERT_TRUE(state.ok()) << state.status();
   EdgeEditResult ignored;
-  ASSERT_TRUE((*state)->Apply(FixDimensionsOp{0, 2}, &ignored).ok());
 
   RecordingHost host;
   absl::Notification first_ready;
