@@ -107,6 +107,11 @@ struct NystromOptions {
   // never spread.
   double spread_refit_work = kDefaultSpreadRefitWork;
   static constexpr double kDefaultSpreadRefitWork = 4e9;
+  // ObserveBatch learns a batch on the block of the dictionary points its users share kernel
+  // entries with, when that block is at most half the dictionary and the factors separate it
+  // (exact: the same posterior up to round-off). For tests and benchmarks only: false always
+  // learns on the whole factors, to compare the two.
+  bool learn_on_support = true;
 };
 
 inline constexpr int kMaxGrowthBatch = 16;
@@ -134,6 +139,7 @@ struct NystromStats {
   int64_t growth_rebuilds = 0;   // ...and the state was rebuilt from the history without it
   int64_t dropped_pending = 0;   // ...and it and the points pending after it were dropped
   int64_t batches = 0;           // batches learned by ObserveBatch's rank-k path
+  int64_t support_batches = 0;   // ...of them learned on their support's block alone
   int64_t refits_spread = 0;     // refits whose rebuild was spread over later observations
   int64_t refits_abandoned = 0;  // ...and whose new M was then not positive definite
   double single_error = 0.0;     // the last single-precision check's largest stddev error
@@ -160,7 +166,11 @@ class NystromPosterior final : public Learner {
   // dictionary in order. In exact arithmetic the posterior equals k calls of Observe; the KORS
   // probabilities differ only in not seeing points the same batch added or merged. A batch of
   // one, or one that must forget evicted observations (forget_evicted) or seed an empty
-  // dictionary, is learned one Observe at a time.
+  // dictionary, is learned one Observe at a time. When the batch's users share kernel entries
+  // with at most half of the dictionary's points (users in small graph components, or without
+  // edges) and the factors separate those points from the rest, the solves and the update run
+  // on that block alone (CholeskyFactor::Separates): O(s^2 k) for a block of s points instead of
+  // O(m^2 k), the same posterior up to round-off.
   absl::Status ObserveBatch(const std::vector<int32_t>& users,
                             const Eigen::Ref<const Eigen::MatrixXd>& points,
                             const Eigen::Ref<const Eigen::VectorXd>& rewards) override;
@@ -227,6 +237,9 @@ class NystromPosterior final : public Learner {
   struct Basis;  // immutable dictionary snapshot shared with frozen scorers
   class FrozenScorer;
 
+  // The dictionary points (of the first m) whose user-kernel entry with one of `users` is not
+  // zero, in order; false when they are more than half of m (or learn_on_support is off).
+  bool BatchSupport(const std::vector<int32_t>& users, int m, std::vector<int>* support) const;
   // Observe without the single-precision check (Observe and ObserveBatch check once).
   absl::Status ObserveOne(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                           double reward);

@@ -93,6 +93,14 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
     RankOneUpdate(v.col(0));
     return;
   }
+  RankUpdateLower(storage_.topLeftCorner(n, n), v);
+}
+
+void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
+                                     const Eigen::Ref<const Eigen::MatrixXd>& v) {
+  const int n = static_cast<int>(storage.rows());
+  const int k = static_cast<int>(v.cols());
+  if (n == 0 || k == 0) return;
   // [L V] Q = [L' 0] for an orthogonal Q, so that L' L'^T = L L^T + V V^T. Step j reflects the
   // row [L(j,j), V(j,:)] onto [r, 0...] (r > 0) with H_j = I - tau_j u_j u_j^T acting on column
   // j of L and the columns of V only; rows above j are zero in both, so later steps keep them
@@ -110,7 +118,7 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
     const int b = std::min(kRankPanel, n - j0);
     u0.resize(b);
     taus.resize(b);
-    auto panel_l = storage_.block(j0, j0, b, b);
+    auto panel_l = storage.block(j0, j0, b, b);
     // The panel's rows of V, transposed; the reflections fold them into L's diagonal, so that
     // they end as zeros in V, and what stays in yv are the reflectors' parts over V's columns.
     yv = w.middleRows(j0, b).transpose();
@@ -154,13 +162,45 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
       }
       t_factor(t, t) = taus(t);
     }
-    auto rows_l = storage_.block(j0 + b, j0, rest, b);
+    auto rows_l = storage.block(j0 + b, j0, rest, b);
     auto rows_v = w.bottomRows(rest);
     zy.noalias() = rows_v * yv;
     zy += rows_l * u0.asDiagonal();
     zyt.noalias() = zy * t_factor.triangularView<Eigen::Upper>();
     rows_l -= zyt * u0.asDiagonal();
     rows_v.noalias() -= zyt * yv.transpose();
+  }
+}
+
+bool CholeskyFactor::Separates(const std::vector<int>& support) const {
+  std::vector<char> in(static_cast<size_t>(size_), 0);
+  for (int i : support) in[static_cast<size_t>(i)] = 1;
+  for (int j = 0; j < size_; ++j) {
+    const double* column = storage_.col(j).data();
+    if (in[static_cast<size_t>(j)] != 0) {  // below the diagonal, rows off the support
+      for (int i = j + 1; i < size_; ++i) {
+        if (in[static_cast<size_t>(i)] == 0 && column[i] != 0.0) return false;
+      }
+    } else {  // a column off the support: its rows on the support (below the diagonal)
+      for (auto it = std::upper_bound(support.begin(), support.end(), j); it != support.end();
+           ++it) {
+        if (column[*it] != 0.0) return false;
+      }
+    }
+  }
+  return true;
+}
+
+Eigen::MatrixXd CholeskyFactor::GatherLower(const std::vector<int>& support) const {
+  return GatherLowerBlock(matrix(), support);
+}
+
+void CholeskyFactor::ScatterLower(const std::vector<int>& support,
+                                  const Eigen::Ref<const Eigen::MatrixXd>& block) {
+  single_.reset();
+  const Eigen::Index s = static_cast<Eigen::Index>(support.size());
+  for (Eigen::Index c = 0; c < s; ++c) {
+    for (Eigen::Index r = c; r < s; ++r) storage_(support[r], support[c]) = block(r, c);
   }
 }
 

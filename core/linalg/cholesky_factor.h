@@ -10,6 +10,7 @@
 
 #include <Eigen/Dense>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -65,6 +66,25 @@ class CholeskyFactor {
   // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
   void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
   static constexpr int kRankPanel = 32;
+  // RankUpdate's arithmetic on a lower factor held elsewhere (n x n, e.g. a block from
+  // GatherLower): l l^T + V V^T, V n x k.
+  static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> l,
+                              const Eigen::Ref<const Eigen::MatrixXd>& v);
+
+  // Work on a block. A set of rows and columns `support` (sorted, distinct, each < size())
+  // separates when no entry of L links it to the rest: L(i, j) = 0 whenever exactly one of i
+  // and j is in it. Then L's block on the support (GatherLower) is the Cholesky factor of A's
+  // block there, solves with a right-hand side that is zero off the support are zero off it and
+  // are the block's solves on it, and an update A + V V^T with V zero off the support changes
+  // that block alone (the block's RankUpdateLower, written back with ScatterLower). This is
+  // what a multi-user kernel gives when the batch's users share nothing with the other
+  // dictionary points' users (their graph components, core/kernel/multi_user_kernel.h): exact
+  // zeros in A that every operation here keeps. Separates reads O(s size()) entries.
+  bool Separates(const std::vector<int>& support) const;
+  Eigen::MatrixXd GatherLower(const std::vector<int>& support) const;
+  // Writes a block's lower triangle back into L; the rest of L is unchanged.
+  void ScatterLower(const std::vector<int>& support,
+                    const Eigen::Ref<const Eigen::MatrixXd>& block);
 
   // A <- A - v v^T. Fails with FailedPrecondition (factor unchanged) if the result would not be
   // positive definite.
@@ -105,6 +125,20 @@ class CholeskyFactor {
   // does not copy it.
   std::shared_ptr<const Eigen::MatrixXf> single_;
 };
+
+// The block of a lower triangular matrix on rows and columns `support` (in order), with zeros
+// above its diagonal; for either precision (CholeskyFactor::SingleLower's copy included).
+template <typename Derived>
+Eigen::Matrix<typename Derived::Scalar, Eigen::Dynamic, Eigen::Dynamic> GatherLowerBlock(
+    const Eigen::MatrixBase<Derived>& lower, const std::vector<int>& support) {
+  const Eigen::Index s = static_cast<Eigen::Index>(support.size());
+  Eigen::Matrix<typename Derived::Scalar, Eigen::Dynamic, Eigen::Dynamic> block(s, s);
+  for (Eigen::Index c = 0; c < s; ++c) {
+    block.col(c).head(c).setZero();
+    for (Eigen::Index r = c; r < s; ++r) block(r, c) = lower(support[r], support[c]);
+  }
+  return block;
+}
 
 }  // namespace graphbandit
 

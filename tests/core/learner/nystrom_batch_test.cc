@@ -179,6 +179,64 @@ TEST(NystromBatchTest, ScoresOnABlockDiagonalUserKernelMatchTheExactGp) {
   }
 }
 
+// Users without edges (each its own component): a batch of two or three users' rewards
+// touches only their dictionary points' block of the factors, and is learned there alone.
+// Against the same batches learned on the whole factors (learn_on_support off) and against
+// one observation at a time, at a full dictionary and while it grows (the KORS leverage then in
+// double precision on the block; at the cap in single precision, as always), every user's
+// scores agree to round-off.
+TEST(NystromBatchTest, BatchesOnTheirUsersBlockMatchTheWholeFactors) {
+  UserGraph graph;
+  graph.EnsureUsers(kUsers);
+  std::shared_ptr<const UserKernel> alone = *GreenFunction::Build(graph, 0.3);
+  for (const bool grows : {false, true}) {
+    SCOPED_TRACE(grows ? "growing dictionary" : "full dictionary");
+    NystromOptions options;
+    options.ridge = 0.1;
+    options.kors_mu = 0.1;
+    options.max_dictionary_size = grows ? 1 << 20 : 30;
+    if (grows) options.kors_gamma = 1e12;  // every point is accepted
+    const Data d = MakeData(grows ? 90 : 600, 29);
+    const int first = grows ? 30 : 200;
+    NystromPosterior start(kDim, ArmKernel(KernelType::kRbf, 1.0), alone, options);
+    for (int i = 0; i < first; ++i) ASSERT_TRUE(start.Observe(d.users[i], d.x.col(i), d.y(i)).ok());
+    NystromOptions whole_options = options;
+    whole_options.learn_on_support = false;
+    for (int batch : {2, 3}) {
+      SCOPED_TRACE(batch);
+      auto on_block = CopyOf(start, options, alone);
+      auto whole = CopyOf(start, whole_options, alone);
+      auto reference = CopyOf(start, options, alone);
+      LearnInBatches(on_block.get(), d, first, d.y.size(), batch);
+      LearnInBatches(whole.get(), d, first, d.y.size(), batch);
+      for (int i = first; i < d.y.size(); ++i) {
+        ASSERT_TRUE(reference->Observe(d.users[i], d.x.col(i), d.y(i)).ok());
+      }
+      EXPECT_GT(on_block->stats().support_batches, 0);
+      EXPECT_EQ(whole->stats().support_batches, 0);
+      EXPECT_EQ(on_block->dictionary_size(), whole->dictionary_size());
+      EXPECT_EQ(on_block->observations(), d.y.size());
+      for (int user = 0; user < kUsers; ++user) {
+        SCOPED_TRACE(user);
+        Rng rng(31 + user);
+        const Eigen::MatrixXd q = RandomMatrix(kDim, 20, rng);
+        Eigen::VectorXd mean_a, sd_a, mean_b, sd_b, mean_c, sd_c;
+        on_block->Score(user, q, &mean_a, &sd_a);
+        whole->Score(user, q, &mean_b, &sd_b);
+        EXPECT_LT(RelativeError(mean_a, mean_b, 1e-12), 1e-9);
+        EXPECT_LT(RelativeError(sd_a, sd_b), 1e-9);
+        if (!grows) {  // a growing dictionary's draws differ from one at a time (see above)
+          reference->Score(user, q, &mean_c, &sd_c);
+          EXPECT_LT(RelativeError(mean_a, mean_c, 1e-12), 1e-9);
+          EXPECT_LT(RelativeError(sd_a, sd_c), 1e-9);
+        }
+      }
+      EXPECT_NEAR(on_block->InformationGain(), whole->InformationGain(),
+                  1e-9 * whole->InformationGain());
+    }
+  }
+}
+
 // A learner saved between batches and restored learns the next batches bit-identically.
 TEST(NystromBatchTest, ARestoredLearnerLearnsTheNextBatchesBitIdentically) {
   NystromOptions options;

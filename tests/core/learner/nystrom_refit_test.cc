@@ -160,6 +160,57 @@ TEST(NystromRefitTest, ASpreadRefitServesTheOldStateThenSwitchesToTheRebuild) {
             1e-3);  // and it did change
 }
 
+// Users without edges share nothing: a pass over the history adds each entry's terms only to
+// the rows of its user's dictionary points (the block the entries touch, not all of M). The
+// spread refit still ends where the synchronous rebuild does.
+TEST(NystromRefitTest, ASpreadRefitOverUsersWithoutEdgesMatchesTheSynchronousRebuild) {
+  constexpr int kLoneUsers = 10;
+  const auto alone = [](double rho) {
+    UserGraph graph;
+    graph.EnsureUsers(kLoneUsers);
+    return *GreenFunction::Build(graph, rho);
+  };
+  Rng rng(5);
+  Data d;
+  d.x = RandomMatrix(kDim, 300, rng);
+  for (int i = 0; i < 300; ++i) {
+    d.users.push_back(static_cast<int32_t>(rng.UniformInt(kLoneUsers)));
+  }
+  d.y.resize(300);
+  for (int i = 0; i < 300; ++i) d.y(i) = std::sin(d.x.col(i).sum()) + 0.1 * rng.Normal();
+  NystromOptions options = Options();
+  options.max_dictionary_size = 40;
+  NystromPosterior spread(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
+  Learn(&spread, d, 0, 200, 8);
+  ASSERT_EQ(spread.dictionary_size(), 40);
+  NystromPosterior synchronous(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
+  const std::string saved = Bytes(spread);
+  storage::Decoder in(saved);
+  ASSERT_TRUE(synchronous.LoadState(&in).ok());
+  LearnerRefit refit = NewValues(/*may_spread=*/false);
+  refit.users = alone(0.7);
+  ASSERT_TRUE(synchronous.Refit(refit).ok());
+  refit.may_spread = true;
+  ASSERT_TRUE(spread.Refit(refit).ok());
+  ASSERT_TRUE(spread.RefitPending());
+  Data rescaled = d;
+  rescaled.x.array().colwise() *= refit.rescale.array();
+  for (int i = 200; i < 300 && spread.RefitPending(); ++i) {
+    ASSERT_TRUE(spread.Observe(d.users[i], d.x.col(i), d.y(i)).ok());
+    ASSERT_TRUE(synchronous.Observe(rescaled.users[i], rescaled.x.col(i), rescaled.y(i)).ok());
+  }
+  ASSERT_FALSE(spread.RefitPending());
+  EXPECT_EQ(spread.dictionary_size(), synchronous.dictionary_size());
+  const Eigen::MatrixXd q = RandomMatrix(kDim, 20, rng).array().colwise() * refit.rescale.array();
+  for (int user : {0, 7, 9, static_cast<int>(kUnknownUser)}) {
+    Eigen::VectorXd mean_a, sd_a, mean_b, sd_b;
+    spread.Freeze()->Score(user, q, &mean_a, &sd_a);
+    synchronous.Freeze()->Score(user, q, &mean_b, &sd_b);
+    EXPECT_LT(RelativeError(mean_a, mean_b, 1e-12), 1e-10) << "user " << user;
+    EXPECT_LT(RelativeError(sd_a, sd_b), 1e-10) << "user " << user;
+  }
+}
+
 TEST(NystromRefitTest, ASnapshotInTheMiddleOfThePassContinuesBitIdentically) {
   const Data d = MakeData(320, 5);
   auto live = NewLearner();
