@@ -69,6 +69,55 @@ TEST(VarianceFormTest, UpdatesAndDowndatesMatchAFreshInverse) {
   EXPECT_LT(RelativeError(Materialise(fresh.snapshot()), Materialise(form.snapshot())), 1e-9);
 }
 
+// K_ZZ and M block diagonal over four interleaved components (dictionary points of users in
+// separate graph components), and every update within one component: the folds then touch only
+// that component's rows of B0 (and a batch wider than the buffer goes straight into B0 the same
+// way). Updates, downdates and both kinds of fold match a fresh inverse throughout.
+TEST(VarianceFormTest, FoldsOfUpdatesWithinOneComponentMatchAFreshInverse) {
+  Rng rng(41);
+  const int m = 48;
+  const double ridge = 0.3;
+  std::vector<int> members[4];
+  for (int i = 0; i < m; ++i) members[i % 4].push_back(i);
+  const auto block_diagonal = [&](double spread) {
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(m, m);
+    for (const std::vector<int>& component : members) {
+      const int s = static_cast<int>(component.size());
+      const Eigen::MatrixXd block = RandomSpd(s, rng, spread);
+      for (int r = 0; r < s; ++r) {
+        for (int c = 0; c < s; ++c) a(component[r], component[c]) = block(r, c);
+      }
+    }
+    return a;
+  };
+  const Eigen::MatrixXd kzz = block_diagonal(50.0);
+  Eigen::MatrixXd mm = ridge * kzz + block_diagonal(10.0);
+  VarianceForm form;
+  form.Rebuild(Lower(kzz), Lower(mm), ridge);
+  ASSERT_EQ(form.fold_rank(), 4);
+  std::vector<Eigen::VectorXd> added;
+  for (int step = 0; step < 120; ++step) {
+    const std::vector<int>& component = members[step % 4];
+    if (step % 5 == 4 && !added.empty()) {  // a downdate: a fold with both signs follows
+      const Eigen::VectorXd v = added.back();
+      added.pop_back();
+      const Eigen::VectorXd x = mm.llt().solve(v);
+      ASSERT_TRUE(form.RankOne(x, v.dot(x), ridge, -1.0));
+      mm -= v * v.transpose();
+    } else {
+      const int k = step % 7 == 6 ? 6 : 3;  // 6 > fold_rank(): straight into B0
+      Eigen::MatrixXd v = Eigen::MatrixXd::Zero(m, k);
+      for (int i : component) v.row(i) = RandomMatrix(1, k, rng) * 0.5;
+      const Eigen::MatrixXd x = mm.llt().solve(v);
+      ASSERT_TRUE(form.RankUpdate(x, v.transpose() * x, ridge));
+      mm += v * v.transpose();
+      added.push_back(v.col(0));  // a later downdate removes it again
+    }
+    const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
+    ASSERT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9) << "step " << step;
+  }
+}
+
 // Dictionary growth borders K_ZZ and M with new rows; Grow must give the matrix a rebuild from
 // the grown factors gives, with corrections pending and for one or several points at once, and
 // leave earlier snapshots as they were.
