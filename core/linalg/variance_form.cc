@@ -96,10 +96,6 @@ void QuadraticForms(const VarianceForm::Snapshot& form, const Eigen::MatrixXd* b
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The upper triangle of base += sign u u^T. When u's columns are zero on most rows (corrections
 // from rewards of users in their own graph components), only the block of the rows where one of
 // them is not is touched: the same sum at O(s^2 r) instead of O(m^2 r).
