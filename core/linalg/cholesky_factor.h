@@ -66,9 +66,9 @@ class CholeskyFactor {
   // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
   void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
   static constexpr int kRankPanel = 32;
-  // RankUpdate's arithmetic on a lower factor held elsewhere (n x n, e.g. a block from
-  // GatherLower): l l^T + V V^T, V n x k.
-  static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> l,
+  // RankUpdate's arithmetic on a lower factor L held elsewhere (`storage`, n x n, e.g. a block
+  // from GatherLower): L L^T + V V^T, V n x k.
+  static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
                               const Eigen::Ref<const Eigen::MatrixXd>& v);
 
   // Work on a block. A set of rows and columns `support` (sorted, distinct, each < size())
@@ -79,7 +79,7 @@ class CholeskyFactor {
   // that block alone (the block's RankUpdateLower, written back with ScatterLower). This is
   // what a multi-user kernel gives when the batch's users share nothing with the other
   // dictionary points' users (their graph components, core/kernel/multi_user_kernel.h): exact
-  // zeros in A that every operation here keeps. Separates reads O(s size()) entries.
+  // zeros in A that every operation here keeps. Separates reads L's lower triangle once.
   bool Separates(const std::vector<int>& support) const;
   Eigen::MatrixXd GatherLower(const std::vector<int>& support) const;
   // Writes a block's lower triangle back into L; the rest of L is unchanged.
