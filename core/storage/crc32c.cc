@@ -1,5 +1,11 @@
 #include "core/storage/crc32c.h"
 
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace graphbandit::storage {
 namespace {
 
@@ -42,7 +48,9 @@ inline uint32_t LoadLE32(const unsigned char* p) {
 
 }  // namespace
 
-uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n) {
+namespace crc32c_internal {
+
+uint32_t ExtendPortable(uint32_t crc, const char* data, size_t n) {
   const auto& t = kTables.t;
   const auto* p = reinterpret_cast<const unsigned char*>(data);
   uint32_t l = crc ^ 0xFFFFFFFFu;
@@ -61,6 +69,48 @@ uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n) {
     --n;
   }
   return l ^ 0xFFFFFFFFu;
+}
+
+// The SSE4.2 instruction folds eight bytes per call (one a cycle once pipelined, against about
+// 1.5 GB/s for the tables): snapshots of tens of megabytes are checksummed on every write and
+// read. Debian 12 packages no CRC-32C library (Abseil's absl::crc32c is newer than its
+// 20220623), hence the few lines here.
+#if defined(__x86_64__)
+bool HardwareAvailable() {
+  static const bool available = __builtin_cpu_supports("sse4.2");
+  return available;
+}
+
+__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const char* data,
+                                                          size_t n) {
+  uint64_t l = crc ^ 0xFFFFFFFFu;
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, sizeof(word));  // little-endian, as the tables read it
+    l = _mm_crc32_u64(l, word);
+    data += 8;
+    n -= 8;
+  }
+  auto l32 = static_cast<uint32_t>(l);
+  while (n > 0) {
+    l32 = _mm_crc32_u8(l32, static_cast<unsigned char>(*data));
+    ++data;
+    --n;
+  }
+  return l32 ^ 0xFFFFFFFFu;
+}
+#else
+bool HardwareAvailable() { return false; }
+uint32_t ExtendHardware(uint32_t crc, const char* data, size_t n) {
+  return ExtendPortable(crc, data, n);
+}
+#endif
+
+}  // namespace crc32c_internal
+
+uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n) {
+  return crc32c_internal::HardwareAvailable() ? crc32c_internal::ExtendHardware(crc, data, n)
+                                              : crc32c_internal::ExtendPortable(crc, data, n);
 }
 
 }  // namespace graphbandit::storage

@@ -22,6 +22,16 @@ namespace graphbandit::storage {
 // payload that live in different buffers. `data` may be null only if n == 0.
 uint32_t Crc32cExtend(uint32_t crc, const char* data, size_t n);
 
+namespace crc32c_internal {
+// The two implementations Crc32cExtend chooses between (for tests): table lookups
+// (slicing-by-8) on any CPU, and the SSE4.2 crc32 instruction, which Crc32cExtend uses where
+// the CPU has it (HardwareAvailable). Both give the same values.
+uint32_t ExtendPortable(uint32_t crc, const char* data, size_t n);
+bool HardwareAvailable();
+// REQUIRES: HardwareAvailable().
+uint32_t ExtendHardware(uint32_t crc, const char* data, size_t n);
+}  // namespace crc32c_internal
+
 // Returns the CRC-32C of `data`.
 inline uint32_t Crc32c(absl::string_view data) { return Crc32cExtend(0, data.data(), data.size()); }
 

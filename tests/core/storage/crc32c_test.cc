@@ -77,6 +77,37 @@ TEST(Crc32cTest, MatchesBitwiseReferenceAtEveryLengthAndAlignment) {
   }
 }
 
+// Crc32c uses the SSE4.2 instruction where the CPU has it; the table version must agree
+// (machines without it use that one), and so must the instruction where it exists.
+TEST(Crc32cTest, BothImplementationsMatchTheReference) {
+  std::mt19937_64 rng(4);
+  const std::string data = RandomBytes(rng, 4096);
+  for (size_t start = 0; start < 8; ++start) {
+    for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{63},
+                       size_t{64}, size_t{1000}, size_t{4088}}) {
+      const absl::string_view s(data.data() + start, len);
+      const uint32_t want = BitwiseCrc32c(s);
+      ASSERT_EQ(crc32c_internal::ExtendPortable(0, s.data(), s.size()), want)
+          << start << "+" << len;
+      if (crc32c_internal::HardwareAvailable()) {
+        ASSERT_EQ(crc32c_internal::ExtendHardware(0, s.data(), s.size()), want)
+            << start << "+" << len;
+      }
+    }
+  }
+  // Extending from a non-zero CRC, split at every offset of a short string.
+  const absl::string_view s(data.data(), 40);
+  for (size_t split = 0; split <= s.size(); ++split) {
+    const uint32_t first = crc32c_internal::ExtendPortable(0, s.data(), split);
+    EXPECT_EQ(crc32c_internal::ExtendPortable(first, s.data() + split, s.size() - split),
+              BitwiseCrc32c(s));
+    if (crc32c_internal::HardwareAvailable()) {
+      EXPECT_EQ(crc32c_internal::ExtendHardware(first, s.data() + split, s.size() - split),
+                BitwiseCrc32c(s));
+    }
+  }
+}
+
 TEST(Crc32cTest, ExtendEqualsOneShot) {
   std::mt19937_64 rng(2);
   const std::string data = RandomBytes(rng, 100);
