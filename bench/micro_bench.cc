@@ -230,6 +230,22 @@ void BM_LearnBatchAlone(benchmark::State& state) {
                /*alone=*/true);
 }
 
+// The writer's share of a snapshot at m = 1,024 (users without edges): serializing the learner's
+// state (the history, the factors, the scoring form). The checksum, the ledger and the write
+// are the background thread's (core/model/snapshots.h).
+void BM_SaveState(benchmark::State& state) {
+  const auto learner = Copy(CachedState(1024, false, true), true, true);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    storage::Encoder e;
+    learner->SaveState(&e);
+    bytes = e.size();
+    benchmark::DoNotOptimize(e.data().data());
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
+}
+
 void BM_EigenProduct(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0)), c = static_cast<int>(state.range(1));
   const Eigen::MatrixXd a = Eigen::MatrixXd::Random(m, m), b = Eigen::MatrixXd::Random(m, c);
@@ -409,6 +425,7 @@ BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormGrow)->ArgsProduct({kSizes, {1, 16}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SaveState)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_UserKernel)->ArgsProduct({{1000, 10000}, {0, 1}})->Unit(benchmark::kMillisecond);
 
 // Keeps every run's FLOPS counter for the closing table, and prints as the console reporter.

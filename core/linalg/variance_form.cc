@@ -360,8 +360,19 @@ double VarianceForm::SingleStddevError(const Eigen::Ref<const Eigen::MatrixXd>& 
 void VarianceForm::Save(storage::Encoder* out) const {
   out->PutU8(base_ != nullptr ? 1 : 0);
   if (base_ == nullptr) return;
-  Eigen::MatrixXd full = base_->selfadjointView<Eigen::Upper>();
-  PutMatrix(out, full);
+  // The whole symmetric matrix, column by column, as PutMatrix writes it, from the stored upper
+  // triangle: column j is rows 0..j of column j (contiguous), then row j right of the diagonal.
+  const Eigen::Index n = base_->rows();
+  PutCount(out, n);
+  PutCount(out, n);
+  out->Reserve(static_cast<size_t>(n * n) * sizeof(double));
+  Eigen::VectorXd below(n);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    out->PutRawDoubles(base_->data() + j * n, static_cast<size_t>(j + 1));
+    const Eigen::Index rest = n - j - 1;
+    below.head(rest) = base_->row(j).tail(rest).transpose();
+    out->PutRawDoubles(below.data(), static_cast<size_t>(rest));
+  }
   out->PutFixed32(static_cast<uint32_t>(rank_));
   out->PutFixed32(static_cast<uint32_t>(corrections_ != nullptr ? corrections_->u.cols() : 0));
   if (rank_ > 0) {

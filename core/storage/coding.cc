@@ -75,10 +75,14 @@ void Encoder::PutString(absl::string_view s) {
 
 void Encoder::PutDoubles(const double* values, size_t n) {
   PutVarint64(n);
+  PutRawDoubles(values, n);
+}
+
+void Encoder::PutRawDoubles(const double* values, size_t n) {
   if (n == 0) return;
 #if defined(ABSL_IS_LITTLE_ENDIAN)
-  // Vectors of features/posteriors can be long; on little-endian hosts the
-  // in-memory representation already is the wire format.
+  // Vectors of features/posteriors and the columns of matrices can be long; on little-endian
+  // hosts the in-memory representation already is the wire format.
   buf_.append(reinterpret_cast<const char*>(values), n * sizeof(double));
 #else
   buf_.reserve(buf_.size() + n * sizeof(double));

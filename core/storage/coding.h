@@ -43,6 +43,9 @@ class Encoder {
   void PutString(absl::string_view s);
   // `values` may be null only if n == 0.
   void PutDoubles(const double* values, size_t n);
+  // The same n doubles without the count in front (the reader knows n). `values` may be null
+  // only if n == 0.
+  void PutRawDoubles(const double* values, size_t n);
 
   // Allocates room for `n` more bytes at once.
   void Reserve(size_t n) { buf_.reserve(buf_.size() + n); }

@@ -111,6 +111,7 @@ inline absl::Status MalformedState(absl::string_view learner, absl::string_view 
 inline void PutStateFrame(storage::Encoder* out, LearnerStateTag tag, uint8_t version,
                           absl::string_view payload) {
   const uint8_t t = static_cast<uint8_t>(tag);
+  out->Reserve(payload.size() + 16);  // one allocation for a payload of megabytes
   out->PutU8(t);
   out->PutU8(version);
   out->PutString(payload);
@@ -201,8 +202,10 @@ inline bool GetDoubleVector(storage::Decoder* in, int64_t max_count, std::vector
 inline void PutMatrix(storage::Encoder* out, const Eigen::Ref<const Eigen::MatrixXd>& m) {
   PutCount(out, m.rows());
   PutCount(out, m.cols());
+  if (m.rows() == 0) return;
+  out->Reserve(static_cast<size_t>(m.rows() * m.cols()) * sizeof(double));
   for (Eigen::Index j = 0; j < m.cols(); ++j) {
-    for (Eigen::Index i = 0; i < m.rows(); ++i) out->PutDouble(m(i, j));
+    out->PutRawDoubles(m.data() + j * m.outerStride(), static_cast<size_t>(m.rows()));
   }
 }
 inline bool GetMatrix(storage::Decoder* in, Eigen::MatrixXd* m) {
@@ -239,8 +242,11 @@ inline bool GetVector(storage::Decoder* in, Eigen::VectorXd* v) {
 namespace state_coding_internal {
 
 inline void PutLowerBody(storage::Encoder* out, const Eigen::Ref<const Eigen::MatrixXd>& m) {
+  // Column j's entries from the diagonal down are contiguous (column-major, inner stride 1).
+  const Eigen::Index n = m.rows();
+  out->Reserve(static_cast<size_t>(n * (n + 1) / 2) * sizeof(double));
   for (Eigen::Index j = 0; j < m.cols(); ++j) {
-    for (Eigen::Index i = j; i < m.rows(); ++i) out->PutDouble(m(i, j));
+    if (j < n) out->PutRawDoubles(m.data() + j * m.outerStride() + j, static_cast<size_t>(n - j));
   }
 }
 // Reads the lower triangle of an n x n block into the top-left corner of *dst (already at
@@ -324,8 +330,8 @@ inline void PutHistory(storage::Encoder* out, const HistoryBuffer& history) {
   PutCount(out, history.total());
   PutCount(out, history.head());
   for (int64_t slot = 0; slot < history.size(); ++slot) {
-    const auto point = history.slot_point(slot);
-    for (Eigen::Index i = 0; i < point.size(); ++i) out->PutDouble(point(i));
+    const auto point = history.slot_point(slot);  // a column: contiguous
+    out->PutRawDoubles(point.data(), static_cast<size_t>(point.size()));
     PutUser(out, history.slot_user(slot));
     out->PutDouble(history.slot_reward(slot));
   }
