@@ -887,10 +887,11 @@ bool Model::Shutdown(absl::Time deadline) {
     MutexLock lock(&queue_mu_);
     if (log_ != nullptr) log_->Close(next_seq_ - 1);
     stopped_ = true;
-    writer_.detach();
+    writer_.detach();  // and the snapshot it may be writing
     return false;
   }
   if (writer_.joinable()) writer_.join();
+  snapshots_.JoinBackground();  // a snapshot the writer started is written (and answered)
   {
     // Snapshot requests the writer did not get to.
     std::vector<std::shared_ptr<OpCompletion>> waiters;
@@ -926,7 +927,7 @@ bool Model::Shutdown(absl::Time deadline) {
       }
       absl::StatusOr<PreparedSnapshot> prepared = CompleteSnapshotState(BeginSnapshotLocked());
       absl::StatusOr<uint64_t> taken =
-          prepared.ok() ? snapshots_.Write(*prepared) : prepared.status();
+          prepared.ok() ? snapshots_.Write(*std::move(prepared)) : prepared.status();
       if (!taken.ok()) {
         LogWarning(absl::StrFormat("model \"%s\": final snapshot failed: %s", options_.name,
                                    taken.status().message()));

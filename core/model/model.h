@@ -258,8 +258,16 @@ class Model : private FitScheduler::Host {
   // Tests only: the writer runs `hook` after applying each batch and before deciding whether a
   // fit is due (widens that window, which WaitForFits must cover). Null removes it.
   void SetAfterApplyHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(queue_mu_);
-  // Takes a snapshot now (and starts a new log segment); returns its sequence number.
+  // Takes a snapshot now (and starts a new log segment); returns its sequence number once the
+  // file is written.
   absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Waits until no snapshot is being written in the background (for tests that copy the state
+  // directory while the writer is held).
+  void WaitForSnapshotWrite() const { snapshots_.WaitForBackground(); }
+  // Tests only: the background thread that writes a snapshot runs `hook` first (null removes it).
+  void SetSnapshotWriteHookForTesting(std::function<void()> hook) {
+    snapshots_.SetBeforeWriteHookForTesting(std::move(hook));
+  }
   // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
   // Bounded by `deadline`: if the writer has not applied everything by then (a long re-draw or
   // rebuild), the log is synced and closed without the final snapshot and the writer is left
@@ -408,6 +416,9 @@ class Model : private FitScheduler::Host {
   void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
   void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
   // A snapshot's steps (core/model/snapshots.h); step 3 is SnapshotWriter::Write.
+  // StartSnapshot (the writer) runs steps 1 and 2 and hands step 3 to the background thread,
+  // which answers the snapshot requests it took.
+  void StartSnapshot() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   absl::StatusOr<PreparedSnapshot> BeginSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared)
@@ -515,6 +526,7 @@ class Model : private FitScheduler::Host {
   Dimensions dims_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool snapshot_writing_ ABSL_GUARDED_BY(queue_mu_) = false;  // StartSnapshot's step 3 runs
   bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool draining_ ABSL_GUARDED_BY(queue_mu_) = false;   // BeginShutdown: waits for versions end
   bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fit worker has an outcome waiting

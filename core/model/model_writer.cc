@@ -6,7 +6,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/base/log.h"
-#include "core/model/ledger_records.h"
 #include "core/model/model.h"
 
 namespace graphbandit {
@@ -28,12 +27,14 @@ void Model::WriterLoop() {
       }
     }
     std::deque<Pending> batch;
-    bool snapshot = false;
+    bool snapshot = false;  // one was asked for
+    bool writing = false;   // the previous one is still being written
     std::shared_ptr<const std::function<void()>> hook;
     {
       MutexLock lock(&queue_mu_);
       const auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !queue_.empty() || stopping_ || snapshot_requested_ || fit_ready_;
+        return !queue_.empty() || stopping_ || (snapshot_requested_ && !snapshot_writing_) ||
+               fit_ready_;
       };
       queue_cv_.WaitUntil(&queue_mu_, learn_at, ready);
       if (queue_.empty() && stopping_) return;  // everything logged is applied
@@ -46,6 +47,7 @@ void Model::WriterLoop() {
         if (learns) break;
       }
       snapshot = snapshot_requested_;
+      writing = snapshot_writing_;
       fit_ready_ = false;
       hook = after_apply_hook_;
     }
@@ -53,27 +55,54 @@ void Model::WriterLoop() {
     if (hook != nullptr) (*hook)();
     fits_.AfterBatch(state_.get());
     MarkDecided();
-    if (!snapshot && !snapshots_.Due()) continue;
-    const absl::StatusOr<uint64_t> taken = TakeSnapshot();
+    // One snapshot is written at a time. One due or asked for while the previous is still
+    // being written waits for it, and the writer goes on applying meanwhile (the background
+    // thread wakes it when done): on a core saturated by decisions, that write, which takes
+    // only idle cycles, may take a while, and learning must not wait for it.
+    if (writing || (!snapshot && !snapshots_.Due())) continue;
+    StartSnapshot();
+    // The snapshot applied what was logged up to its point: decide fits for that too.
+    fits_.AfterBatch(state_.get());
+    MarkDecided();
+  }
+}
+
+void Model::StartSnapshot() {
+  std::vector<std::shared_ptr<OpCompletion>> waiters;
+  {
+    MutexLock lock(&queue_mu_);
+    snapshot_requested_ = false;
+    waiters.swap(snapshot_waiters_);
+  }
+  absl::StatusOr<PreparedSnapshot> prepared;
+  {
+    MutexLock ledger(&ledger_mu_);
+    prepared = BeginSnapshotLocked();
+  }
+  prepared = CompleteSnapshotState(std::move(prepared));
+  auto finish = [this, waiters = std::move(waiters)](absl::StatusOr<uint64_t> taken) {
     if (!taken.ok()) {
       LogWarning(absl::StrFormat("model \"%s\": snapshot failed: %s", options_.name,
                                  taken.status().message()));
     }
-    // The snapshot applied what was logged up to its point: decide fits for that too.
-    fits_.AfterBatch(state_.get());
-    MarkDecided();
-    std::vector<std::shared_ptr<OpCompletion>> waiters;
-    {
-      MutexLock lock(&queue_mu_);
-      snapshot_requested_ = false;
-      waiters.swap(snapshot_waiters_);
-    }
-    for (auto& waiter : waiters) {
+    for (const auto& waiter : waiters) {
       waiter->status = taken.status();
       waiter->seq = taken.ok() ? *taken : 0;
       waiter->done.Notify();
     }
+    MutexLock lock(&queue_mu_);
+    snapshot_writing_ = false;
+    queue_cv_.SignalAll();
+  };
+  if (!prepared.ok() || !snapshots_.persistent()) {
+    finish(prepared.ok() ? absl::StatusOr<uint64_t>(prepared->seq) : prepared.status());
+    return;
   }
+  {
+    MutexLock lock(&queue_mu_);
+    snapshot_writing_ = true;
+  }
+  snapshots_.WriteInBackground(*std::move(prepared), std::move(finish));
 }
 
 void Model::ApplyBatch(std::deque<Pending>* batch) {
@@ -217,19 +246,15 @@ absl::StatusOr<PreparedSnapshot> Model::CompleteSnapshotState(
   // after it), so the graph and the learner are at the same point as the ledger copy.
   ApplyUpTo(prepared->seq);
   snapshots_.Taken();  // the records up to here are in this snapshot
-  if (dir_.has_value()) {
-    // The learned state, then the ledger as captured in step 1.
-    prepared->payload = state_->Save(prepared->seq);
-    prepared->payload.append(EncodeLedger(prepared->ledger));
-  }
-  prepared->ledger = LedgerCapture();  // lets go of the closed decisions it kept alive
+  // The learned state; step 3 appends the ledger as captured in step 1.
+  if (dir_.has_value()) prepared->payload = state_->Save(prepared->seq);
   return prepared;
 }
 
 absl::StatusOr<uint64_t> Model::TakeSnapshot() {
-  // Only the ledger is captured under the ledger lock (decisions and rewards wait that long: a
-  // pointer copy per decision and per tombstone, LedgerCapture); learning up to the snapshot
-  // point, encoding and writing happen without it.
+  // At open, before the threads start. Only the ledger is captured under the ledger lock
+  // (decisions and rewards wait that long: a pointer copy per decision and per tombstone,
+  // LedgerCapture); learning up to the snapshot point, encoding and writing happen without it.
   absl::StatusOr<PreparedSnapshot> prepared;
   {
     MutexLock ledger(&ledger_mu_);
@@ -237,7 +262,7 @@ absl::StatusOr<uint64_t> Model::TakeSnapshot() {
   }
   prepared = CompleteSnapshotState(std::move(prepared));
   if (!prepared.ok()) return prepared.status();
-  return snapshots_.Write(*prepared);
+  return snapshots_.Write(*std::move(prepared));
 }
 
 void Model::NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged) {

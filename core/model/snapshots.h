@@ -3,20 +3,26 @@
 // keeping the two newest (with the log segments needed to replay from the older one), and the
 // counters Stats reports.
 //
-// A snapshot is taken by the writer in three steps (Model): (1) under the ledger lock, note the
-// last logged sequence number, capture the ledger (LedgerCapture: pointer copies) and start a
-// new log segment; (2) without it, apply what was logged up to that number and serialize the
-// learned state and the captured ledger; (3) write the file (SnapshotWriter::Write). Decisions
-// wait only for step 1.
+// A snapshot is taken in three steps (Model): (1) under the ledger lock, note the last logged
+// sequence number, capture the ledger (LedgerCapture: pointer copies) and start a new log
+// segment; (2) on the writer, without that lock, apply what was logged up to that number and
+// serialize the learned state; (3) serialize the captured ledger after it and write the file
+// (SnapshotWriter::Write). Decisions wait only for step 1. The writer runs step 3 on a
+// background thread (WriteInBackground) under Linux's SCHED_IDLE policy, so that on a saturated
+// core the encoding, the checksum and the write take only cycles that decisions and learning
+// leave; it does not start the next snapshot before that one is written.
 //
-// Threads: the applied-record count is the writer's (CountApplied, Due, Unsaved, Taken); Write
-// runs on the writer (or at shutdown, after it stopped); stats() on any thread (stats_mu_ is a
-// leaf lock).
+// Threads: the applied-record count is the writer's (CountApplied, Due, Unsaved, Taken), as are
+// WriteInBackground and JoinBackground (and Shutdown's, after the writer stopped); Write runs on
+// the writer at open and at shutdown; Writing, WaitForBackground and stats() on any thread
+// (mu_ is a leaf lock).
 #ifndef GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 #define GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -31,7 +37,7 @@ namespace graphbandit {
 struct PreparedSnapshot {
   uint64_t seq = 0;
   LedgerCapture ledger;  // step 1
-  std::string payload;   // step 2: the learned state, then the ledger
+  std::string payload;   // step 2: the learned state (step 3 appends the ledger)
 };
 
 class SnapshotWriter {
@@ -46,6 +52,9 @@ class SnapshotWriter {
   // only at shutdown and on request.
   SnapshotWriter(const StateDirectory* dir, int64_t every_records)
       : dir_(dir), every_records_(every_records) {}
+  ~SnapshotWriter() { JoinBackground(); }
+  SnapshotWriter(const SnapshotWriter&) = delete;
+  SnapshotWriter& operator=(const SnapshotWriter&) = delete;
 
   bool persistent() const { return dir_ != nullptr; }
 
@@ -58,20 +67,39 @@ class SnapshotWriter {
   // Writer, step 2: the records applied so far are in the snapshot being taken.
   void Taken() { applied_since_ = 0; }
 
-  // Step 3: writes the snapshot file atomically and removes files no longer needed. If writing
-  // fails, the previous snapshot and every log segment since it are still there. Returns the
-  // snapshot's sequence number.
-  absl::StatusOr<uint64_t> Write(const PreparedSnapshot& prepared) ABSL_LOCKS_EXCLUDED(stats_mu_);
+  // Step 3: appends the captured ledger to the state, writes the snapshot file atomically and
+  // removes files no longer needed. If writing fails, the previous snapshot and every log
+  // segment since it are still there. Returns the snapshot's sequence number.
+  absl::StatusOr<uint64_t> Write(PreparedSnapshot prepared) ABSL_LOCKS_EXCLUDED(mu_);
 
-  Stats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  // Step 3 on a background thread (SCHED_IDLE, or nice 19 where that is refused), which then
+  // calls `done` with Write's result. One at a time: the previous one must be finished
+  // (Writing() false); its thread is joined here.
+  void WriteInBackground(PreparedSnapshot prepared,
+                         std::function<void(absl::StatusOr<uint64_t>)> done)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a background write has not yet called its `done`.
+  bool Writing() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until no background write is in progress (any thread; `done` has returned).
+  void WaitForBackground() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the background write and joins its thread (its owner only).
+  void JoinBackground() ABSL_LOCKS_EXCLUDED(mu_);
+  // Tests only: the background thread runs `hook` before it writes (null removes it).
+  void SetBeforeWriteHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
+
+  Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const StateDirectory* const dir_;
   const int64_t every_records_;
   int64_t applied_since_ = 0;  // writer-owned: records applied since the last snapshot
+  std::thread background_;     // writer-owned (then Shutdown's)
 
-  mutable Mutex stats_mu_;
-  Stats stats_ ABSL_GUARDED_BY(stats_mu_);
+  mutable Mutex mu_;
+  mutable CondVar background_cv_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> before_write_hook_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace graphbandit

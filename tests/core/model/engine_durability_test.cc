@@ -416,8 +416,8 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
   ASSERT_NO_FATAL_FAILURE(PlayRounds(engine, 5));
   model->WaitForWriter();
   // A writer slower than the callers: 0.3 ms per applied record (at most ~3,300 records/s).
-  // The crash image is taken while the writer is held between batches, so that no snapshot
-  // file is being written or removed while the directory is copied.
+  // The crash image is taken while the writer is held between batches and no snapshot is being
+  // written in the background, so that no snapshot file is written or removed during the copy.
   uint64_t last = model->View()->version;  // the writer thread's
   auto state = std::make_shared<std::pair<absl::Mutex, std::pair<bool, bool>>>();  // hold, held
   absl::Notification release;
@@ -469,6 +469,7 @@ TEST(EngineTest, ReplayAfterACrashStaysNearTheSnapshotCadenceWhenTheWriterIsSlow
   absl::SleepFor(absl::Milliseconds(20));  // the callers run into the bound
   // Rewards are held at the bound; only a decision per caller may pass it.
   EXPECT_LE(model->Stats().queued_operations, model->max_queued() + kThreads);
+  model->WaitForSnapshotWrite();  // no snapshot file is written or removed during the copy
   const std::string crashed = CrashCopy(dir.path(), dir.path() + "-crash");  // under load
   {
     absl::MutexLock lock(&state->first);
