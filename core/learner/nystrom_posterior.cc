@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/linalg/nystrom_math.h"
+#include "core/linalg/rank_update.h"
 #include "core/linalg/variance_form.h"
 #include "core/storage/state_coding.h"
 
@@ -20,29 +21,6 @@ Eigen::MatrixXd GatherRows(const Eigen::Ref<const Eigen::MatrixXd>& a,
   Eigen::MatrixXd out(static_cast<Eigen::Index>(rows.size()), a.cols());
   for (size_t r = 0; r < rows.size(); ++r) out.row(static_cast<Eigen::Index>(r)) = a.row(rows[r]);
   return out;
-}
-
-// The lower triangle of m += k k^T. Where k's columns are zero on most rows (users in their own
-// graph components share nothing with the others' dictionary points), only the block of the
-// rows where one of them is not is touched: the same sum, at O(s^2) per column instead of
-// O(rows^2).
-void AddOuterProducts(const Eigen::Ref<const Eigen::MatrixXd>& k, Eigen::MatrixXd* m) {
-  std::vector<int> rows;
-  for (Eigen::Index i = 0; i < k.rows(); ++i) {
-    if ((k.row(i).array() != 0.0).any()) rows.push_back(static_cast<int>(i));
-  }
-  if (2 * static_cast<Eigen::Index>(rows.size()) > k.rows()) {
-    m->selfadjointView<Eigen::Lower>().rankUpdate(k);
-    return;
-  }
-  const Eigen::Index s = static_cast<Eigen::Index>(rows.size());
-  Eigen::MatrixXd gathered(s, k.cols());
-  for (Eigen::Index r = 0; r < s; ++r) gathered.row(r) = k.row(rows[r]);
-  Eigen::MatrixXd block = Eigen::MatrixXd::Zero(s, s);
-  block.selfadjointView<Eigen::Lower>().rankUpdate(gathered);
-  for (Eigen::Index c = 0; c < s; ++c) {
-    for (Eigen::Index r = c; r < s; ++r) (*m)(rows[r], rows[c]) += block(r, c);
-  }
 }
 
 // The entries of a sorted support below n (the regression's points among the dictionary's).
@@ -926,7 +904,7 @@ void NystromPosterior::RefitObservations(const Eigen::Ref<const Eigen::MatrixXd>
   } else {
     r.kernel->Cross(r.x.view(), r.users, points, users, &k_bs);
   }
-  AddOuterProducts(k_bs, &r.m);
+  AddRankUpdateOnRows<Eigen::Lower>(k_bs, 1.0, &r.m);
   r.gamma.noalias() +=
       k_bs * (Eigen::Map<const Eigen::VectorXd>(rewards, len).array() - r.prior_mean).matrix();
 }

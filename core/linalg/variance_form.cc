@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/linalg/rank_update.h"
 #include "core/storage/state_coding.h"
 
 namespace graphbandit {
@@ -93,29 +94,6 @@ void QuadraticForms(const VarianceForm::Snapshot& form, const Eigen::MatrixXd* b
     for (Eigen::Index j = 0; j < c; ++j) {
       q(j) += form.corrections->sign.head(form.rank).dot(low.col(j).cwiseAbs2());
     }
-  }
-}
-
-// The upper triangle of base += sign u u^T. When u's columns are zero on most rows (corrections
-// from rewards of users in their own graph components), only the block of the rows where one of
-// them is not is touched: the same sum at O(s^2 r) instead of O(m^2 r).
-void AddSymmetricUpper(const Eigen::Ref<const Eigen::MatrixXd>& u, double sign,
-                       Eigen::MatrixXd* base) {
-  std::vector<int> rows;
-  for (Eigen::Index i = 0; i < u.rows(); ++i) {
-    if ((u.row(i).array() != 0.0).any()) rows.push_back(static_cast<int>(i));
-  }
-  if (2 * static_cast<Eigen::Index>(rows.size()) > u.rows()) {
-    base->selfadjointView<Eigen::Upper>().rankUpdate(u, sign);
-    return;
-  }
-  const Eigen::Index s = static_cast<Eigen::Index>(rows.size());
-  Eigen::MatrixXd gathered(s, u.cols());
-  for (Eigen::Index r = 0; r < s; ++r) gathered.row(r) = u.row(rows[r]);
-  Eigen::MatrixXd block = Eigen::MatrixXd::Zero(s, s);
-  block.selfadjointView<Eigen::Upper>().rankUpdate(gathered, sign);
-  for (Eigen::Index c = 0; c < s; ++c) {
-    for (Eigen::Index r = 0; r <= c; ++r) (*base)(rows[r], rows[c]) += block(r, c);
   }
 }
 
@@ -287,7 +265,7 @@ bool VarianceForm::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
   if (k > fold_rank()) {
     // More columns than a buffer holds: straight into B0 with the pending corrections.
     if (rank_ > 0) Fold();
-    AddSymmetricUpper(u, 1.0, WritableBase());
+    AddRankUpdateOnRows<Eigen::Upper>(u, 1.0, WritableBase());
     BaseChanged(/*structural=*/false);
     corrections_.reset();
     rank_ = 0;
@@ -314,7 +292,7 @@ void VarianceForm::Fold() {
   const auto sign = corrections_->sign.head(rank_);
   const Eigen::Index positive = (sign.array() > 0.0).count();
   if (positive == rank_) {
-    AddSymmetricUpper(u, 1.0, base);
+    AddRankUpdateOnRows<Eigen::Upper>(u, 1.0, base);
   } else {
     // Downdates (forgotten observations) among them: two symmetric updates, one per sign.
     Eigen::MatrixXd plus(size(), positive), minus(size(), rank_ - positive);
@@ -325,8 +303,8 @@ void VarianceForm::Fold() {
         minus.col(b++) = u.col(i);
       }
     }
-    if (positive > 0) AddSymmetricUpper(plus, 1.0, base);
-    AddSymmetricUpper(minus, -1.0, base);
+    if (positive > 0) AddRankUpdateOnRows<Eigen::Upper>(plus, 1.0, base);
+    AddRankUpdateOnRows<Eigen::Upper>(minus, -1.0, base);
   }
   BaseChanged(/*structural=*/false);
   rank_ = 0;

@@ -891,7 +891,6 @@ bool Model::Shutdown(absl::Time deadline) {
     return false;
   }
   if (writer_.joinable()) writer_.join();
-  snapshots_.JoinBackground();  // a snapshot the writer started is written (and answered)
   {
     // Snapshot requests the writer did not get to.
     std::vector<std::shared_ptr<OpCompletion>> waiters;
@@ -904,6 +903,22 @@ bool Model::Shutdown(absl::Time deadline) {
       waiter->done.Notify();
     }
   }
+  if (!snapshots_.WaitForBackground(deadline)) {
+    // A snapshot the writer started is still being written (it gets only idle cycles): it is
+    // left to finish, the log is synced and closed, and there is no final snapshot.
+    LogWarning(absl::StrFormat(
+        "model \"%s\": a snapshot is still being written at the shutdown deadline; the next "
+        "start replays the log after the newest one written (no final snapshot)",
+        options_.name));
+    AnswerSnapshot(absl::UnavailableError("the model is shutting down"), snapshot_answering_);
+    snapshot_answering_.clear();
+    if (log_ != nullptr) log_->StopThreads();
+    MutexLock lock(&queue_mu_);
+    if (log_ != nullptr) log_->Close(next_seq_ - 1);
+    stopped_ = true;
+    return false;
+  }
+  FinishSnapshot();  // answers the requests of the one the writer started
   if (!replicated() && state_->staged() > 0) {
     // The writer has applied everything but a batch still staged: learn it before the final
     // snapshot (a LearnOp in the log, as the writer would have logged).

@@ -270,7 +270,8 @@ class Model : private FitScheduler::Host {
   }
   // Applies everything logged, writes a final snapshot, syncs and closes the log, stops threads.
   // Bounded by `deadline`: if the writer has not applied everything by then (a long re-draw or
-  // rebuild), the log is synced and closed without the final snapshot and the writer is left
+  // rebuild), or a snapshot is still being written in the background, the log is synced and
+  // closed without the final snapshot and the writer (or the snapshot's thread) is left
   // running (false is returned): what was logged but not applied is replayed at the next
   // start, and the process should exit without destroying the model (std::_Exit).
   bool Shutdown(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(queue_mu_);
@@ -416,9 +417,12 @@ class Model : private FitScheduler::Host {
   void Publish(uint64_t version) ABSL_LOCKS_EXCLUDED(view_mu_);
   void MarkDecided() ABSL_LOCKS_EXCLUDED(queue_mu_);  // decided_seq_ = applied_seq_
   // A snapshot's steps (core/model/snapshots.h); step 3 is SnapshotWriter::Write.
-  // StartSnapshot (the writer) runs steps 1 and 2 and hands step 3 to the background thread,
-  // which answers the snapshot requests it took.
+  // StartSnapshot (the writer) runs steps 1 and 2 and hands step 3 to the background thread;
+  // FinishSnapshot (the writer, then Shutdown) answers the requests it took once it is done.
   void StartSnapshot() ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
+  void FinishSnapshot();
+  void AnswerSnapshot(const absl::StatusOr<uint64_t>& taken,
+                      const std::vector<std::shared_ptr<OpCompletion>>& waiters);
   absl::StatusOr<PreparedSnapshot> BeginSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   absl::StatusOr<PreparedSnapshot> CompleteSnapshotState(absl::StatusOr<PreparedSnapshot> prepared)
@@ -510,6 +514,8 @@ class Model : private FitScheduler::Host {
   int64_t learn_requested_ = 0;
   FitScheduler fits_;         // its stats are thread-safe
   SnapshotWriter snapshots_;  // its stats are thread-safe
+  // Writer-owned: the requests the snapshot being written in the background answers.
+  std::vector<std::shared_ptr<OpCompletion>> snapshot_answering_;
 
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
@@ -526,7 +532,6 @@ class Model : private FitScheduler::Host {
   Dimensions dims_ ABSL_GUARDED_BY(queue_mu_);
   bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool snapshot_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
-  bool snapshot_writing_ ABSL_GUARDED_BY(queue_mu_) = false;  // StartSnapshot's step 3 runs
   bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool draining_ ABSL_GUARDED_BY(queue_mu_) = false;   // BeginShutdown: waits for versions end
   bool fit_ready_ ABSL_GUARDED_BY(queue_mu_) = false;  // the fit worker has an outcome waiting

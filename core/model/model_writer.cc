@@ -26,15 +26,18 @@ void Model::WriterLoop() {
             RequestLearning() ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(100);
       }
     }
+    // While a snapshot is written in the background the writer looks every few milliseconds
+    // whether it is done (the background thread wakes nobody: it takes no lock the writer or
+    // the callers wait for), then answers its requests and takes one due or asked for since.
+    const bool writing = snapshots_.Started();
+    if (writing) learn_at = std::min(learn_at, absl::Now() + absl::Milliseconds(5));
     std::deque<Pending> batch;
     bool snapshot = false;  // one was asked for
-    bool writing = false;   // the previous one is still being written
     std::shared_ptr<const std::function<void()>> hook;
     {
       MutexLock lock(&queue_mu_);
-      const auto ready = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !queue_.empty() || stopping_ || (snapshot_requested_ && !snapshot_writing_) ||
-               fit_ready_;
+      const auto ready = [this, writing]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !queue_.empty() || stopping_ || (snapshot_requested_ && !writing) || fit_ready_;
       };
       queue_cv_.WaitUntil(&queue_mu_, learn_at, ready);
       if (queue_.empty() && stopping_) return;  // everything logged is applied
@@ -47,7 +50,6 @@ void Model::WriterLoop() {
         if (learns) break;
       }
       snapshot = snapshot_requested_;
-      writing = snapshot_writing_;
       fit_ready_ = false;
       hook = after_apply_hook_;
     }
@@ -56,10 +58,11 @@ void Model::WriterLoop() {
     fits_.AfterBatch(state_.get());
     MarkDecided();
     // One snapshot is written at a time. One due or asked for while the previous is still
-    // being written waits for it, and the writer goes on applying meanwhile (the background
-    // thread wakes it when done): on a core saturated by decisions, that write, which takes
-    // only idle cycles, may take a while, and learning must not wait for it.
-    if (writing || (!snapshot && !snapshots_.Due())) continue;
+    // being written waits for it, and the writer goes on applying meanwhile: on a core
+    // saturated by decisions, that write, which takes only idle cycles, may take a while, and
+    // learning must not wait for it.
+    FinishSnapshot();
+    if (snapshots_.Started() || (!snapshot && !snapshots_.Due())) continue;
     StartSnapshot();
     // The snapshot applied what was logged up to its point: decide fits for that too.
     fits_.AfterBatch(state_.get());
@@ -80,29 +83,33 @@ void Model::StartSnapshot() {
     prepared = BeginSnapshotLocked();
   }
   prepared = CompleteSnapshotState(std::move(prepared));
-  auto finish = [this, waiters = std::move(waiters)](absl::StatusOr<uint64_t> taken) {
-    if (!taken.ok()) {
-      LogWarning(absl::StrFormat("model \"%s\": snapshot failed: %s", options_.name,
-                                 taken.status().message()));
-    }
-    for (const auto& waiter : waiters) {
-      waiter->status = taken.status();
-      waiter->seq = taken.ok() ? *taken : 0;
-      waiter->done.Notify();
-    }
-    MutexLock lock(&queue_mu_);
-    snapshot_writing_ = false;
-    queue_cv_.SignalAll();
-  };
   if (!prepared.ok() || !snapshots_.persistent()) {
-    finish(prepared.ok() ? absl::StatusOr<uint64_t>(prepared->seq) : prepared.status());
+    AnswerSnapshot(prepared.ok() ? absl::StatusOr<uint64_t>(prepared->seq) : prepared.status(),
+                   waiters);
     return;
   }
-  {
-    MutexLock lock(&queue_mu_);
-    snapshot_writing_ = true;
+  snapshot_answering_ = std::move(waiters);
+  snapshots_.WriteInBackground(*std::move(prepared));
+}
+
+void Model::FinishSnapshot() {
+  std::optional<absl::StatusOr<uint64_t>> taken = snapshots_.TakeResult();
+  if (!taken.has_value()) return;
+  AnswerSnapshot(*taken, snapshot_answering_);
+  snapshot_answering_.clear();
+}
+
+void Model::AnswerSnapshot(const absl::StatusOr<uint64_t>& taken,
+                           const std::vector<std::shared_ptr<OpCompletion>>& waiters) {
+  if (!taken.ok()) {
+    LogWarning(absl::StrFormat("model \"%s\": snapshot failed: %s", options_.name,
+                               taken.status().message()));
   }
-  snapshots_.WriteInBackground(*std::move(prepared), std::move(finish));
+  for (const auto& waiter : waiters) {
+    waiter->status = taken.status();
+    waiter->seq = taken.ok() ? *taken : 0;
+    waiter->done.Notify();
+  }
 }
 
 void Model::ApplyBatch(std::deque<Pending>* batch) {

@@ -24,40 +24,34 @@ absl::StatusOr<uint64_t> SnapshotWriter::Write(PreparedSnapshot prepared) {
   return prepared.seq;
 }
 
-void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared,
-                                       std::function<void(absl::StatusOr<uint64_t>)> done) {
-  JoinBackground();
+void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
   std::function<void()> hook;
   {
     MutexLock lock(&mu_);
-    writing_ = true;
     hook = before_write_hook_;
   }
-  background_ =
-      std::thread([this, prepared = std::move(prepared), done = std::move(done), hook]() mutable {
-        SetThreadName("gb-snapshot");
-        SetThreadBackground();
-        if (hook) hook();
-        done(Write(std::move(prepared)));
-        MutexLock lock(&mu_);
-        writing_ = false;
-        background_cv_.SignalAll();
-      });
+  writing_.store(true, std::memory_order_release);
+  background_ = std::thread([this, prepared = std::move(prepared), hook]() mutable {
+    SetThreadName("gb-snapshot");
+    SetThreadBackground();
+    if (hook) hook();
+    result_ = Write(std::move(prepared));
+    writing_.store(false, std::memory_order_release);
+  });
 }
 
-bool SnapshotWriter::Writing() const {
-  MutexLock lock(&mu_);
-  return writing_;
+std::optional<absl::StatusOr<uint64_t>> SnapshotWriter::TakeResult() {
+  if (!background_.joinable() || Writing()) return std::nullopt;
+  background_.join();
+  return std::move(result_);
 }
 
-void SnapshotWriter::WaitForBackground() const {
-  MutexLock lock(&mu_);
-  background_cv_.Wait(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !writing_; });
-}
-
-void SnapshotWriter::JoinBackground() {
-  WaitForBackground();
-  if (background_.joinable()) background_.join();
+bool SnapshotWriter::WaitForBackground(absl::Time deadline) const {
+  while (Writing()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
 }
 
 void SnapshotWriter::SetBeforeWriteHookForTesting(std::function<void()> hook) {

@@ -10,17 +10,20 @@
 // (SnapshotWriter::Write). Decisions wait only for step 1. The writer runs step 3 on a
 // background thread (WriteInBackground) under Linux's SCHED_IDLE policy, so that on a saturated
 // core the encoding, the checksum and the write take only cycles that decisions and learning
-// leave; it does not start the next snapshot before that one is written.
+// leave; it does not start the next snapshot before that one is written, and answers the
+// requests for it when it finds the write done.
 //
 // Threads: the applied-record count is the writer's (CountApplied, Due, Unsaved, Taken), as are
-// WriteInBackground and JoinBackground (and Shutdown's, after the writer stopped); Write runs on
-// the writer at open and at shutdown; Writing, WaitForBackground and stats() on any thread
-// (mu_ is a leaf lock).
+// WriteInBackground and TakeResult (Shutdown's, after the writer stopped); Write runs on the
+// writer at open and at shutdown; Writing, WaitForBackground and stats() on any thread (mu_ is
+// a leaf lock).
 #ifndef GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 #define GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -52,7 +55,9 @@ class SnapshotWriter {
   // only at shutdown and on request.
   SnapshotWriter(const StateDirectory* dir, int64_t every_records)
       : dir_(dir), every_records_(every_records) {}
-  ~SnapshotWriter() { JoinBackground(); }
+  ~SnapshotWriter() {
+    if (background_.joinable()) background_.join();
+  }
   SnapshotWriter(const SnapshotWriter&) = delete;
   SnapshotWriter& operator=(const SnapshotWriter&) = delete;
 
@@ -72,18 +77,21 @@ class SnapshotWriter {
   // segment since it are still there. Returns the snapshot's sequence number.
   absl::StatusOr<uint64_t> Write(PreparedSnapshot prepared) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Step 3 on a background thread (SCHED_IDLE, or nice 19 where that is refused), which then
-  // calls `done` with Write's result. One at a time: the previous one must be finished
-  // (Writing() false); its thread is joined here.
-  void WriteInBackground(PreparedSnapshot prepared,
-                         std::function<void(absl::StatusOr<uint64_t>)> done)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether a background write has not yet called its `done`.
-  bool Writing() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits until no background write is in progress (any thread; `done` has returned).
-  void WaitForBackground() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for the background write and joins its thread (its owner only).
-  void JoinBackground() ABSL_LOCKS_EXCLUDED(mu_);
+  // Step 3 on a background thread (SCHED_IDLE, or nice 19 where that is refused). One at a
+  // time: REQUIRES no background write, or its result taken (TakeResult). The thread takes no
+  // lock but the stats' (a leaf lock no decision or learning path waits for), so that a
+  // background thread the scheduler keeps waiting while a core is busy holds nobody up.
+  void WriteInBackground(PreparedSnapshot prepared) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a background write is still running (any thread).
+  bool Writing() const { return writing_.load(std::memory_order_acquire); }
+  // Whether a background write was started and its result not yet taken (its owner only).
+  bool Started() const { return background_.joinable(); }
+  // The result of a finished background write, once, after joining its thread; nullopt while
+  // it runs or when there is none. Its owner only.
+  std::optional<absl::StatusOr<uint64_t>> TakeResult();
+  // Waits until no background write is running or `deadline` passes; returns whether none is
+  // (any thread; it polls: for tests and shutdowns, not for a hot path).
+  bool WaitForBackground(absl::Time deadline = absl::InfiniteFuture()) const;
   // Tests only: the background thread runs `hook` before it writes (null removes it).
   void SetBeforeWriteHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -93,11 +101,13 @@ class SnapshotWriter {
   const StateDirectory* const dir_;
   const int64_t every_records_;
   int64_t applied_since_ = 0;  // writer-owned: records applied since the last snapshot
-  std::thread background_;     // writer-owned (then Shutdown's)
+  // The background write: its thread and result are the owner's (the writer's, then
+  // Shutdown's), except that the thread sets `result_` before it clears `writing_`.
+  std::thread background_;
+  absl::StatusOr<uint64_t> result_;
+  std::atomic<bool> writing_{false};
 
   mutable Mutex mu_;
-  mutable CondVar background_cv_;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> before_write_hook_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -18,6 +18,7 @@
 #ifndef GRAPHBANDIT_CORE_STORAGE_CODING_H_
 #define GRAPHBANDIT_CORE_STORAGE_CODING_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,7 +49,12 @@ class Encoder {
   void PutRawDoubles(const double* values, size_t n);
 
   // Allocates room for `n` more bytes at once.
-  void Reserve(size_t n) { buf_.reserve(buf_.size() + n); }
+  // Grows geometrically, so that reserving piece by piece stays linear.
+  void Reserve(size_t n) {
+    if (buf_.capacity() - buf_.size() < n) {
+      buf_.reserve(std::max(buf_.size() + n, 2 * buf_.capacity()));
+    }
+  }
 
   const std::string& data() const { return buf_; }
   size_t size() const { return buf_.size(); }
