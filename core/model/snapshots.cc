@@ -10,6 +10,12 @@
 namespace graphbandit {
 
 absl::StatusOr<uint64_t> SnapshotWriter::Write(PreparedSnapshot prepared) {
+  absl::StatusOr<uint64_t> written = WriteFile(std::move(prepared));
+  if (written.ok()) CountWritten(*written);
+  return written;
+}
+
+absl::StatusOr<uint64_t> SnapshotWriter::WriteFile(PreparedSnapshot prepared) const {
   if (dir_ == nullptr) return prepared.seq;
   prepared.payload.append(EncodeLedger(prepared.ledger));
   prepared.ledger = LedgerCapture();  // lets go of the closed decisions it kept alive
@@ -17,11 +23,14 @@ absl::StatusOr<uint64_t> SnapshotWriter::Write(PreparedSnapshot prepared) {
       storage::WriteSnapshotFile(dir_->SnapshotPath(prepared.seq), prepared.seq, prepared.payload);
   if (!status.ok()) return status;
   dir_->RemoveOldFiles(prepared.seq);
+  return prepared.seq;
+}
+
+void SnapshotWriter::CountWritten(uint64_t seq) {
   MutexLock lock(&mu_);
   ++stats_.written;
-  stats_.last_seq = prepared.seq;
+  stats_.last_seq = seq;
   stats_.last_time = absl::Now();
-  return prepared.seq;
 }
 
 void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
@@ -35,7 +44,7 @@ void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
     SetThreadName("gb-snapshot");
     SetThreadBackground();
     if (hook) hook();
-    result_ = Write(std::move(prepared));
+    result_ = WriteFile(std::move(prepared));  // counted by TakeResult: no lock taken here
     writing_.store(false, std::memory_order_release);
   });
 }
@@ -43,6 +52,7 @@ void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
 std::optional<absl::StatusOr<uint64_t>> SnapshotWriter::TakeResult() {
   if (!background_.joinable() || Writing()) return std::nullopt;
   background_.join();
+  if (result_.ok()) CountWritten(*result_);
   return std::move(result_);
 }
 

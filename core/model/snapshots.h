@@ -79,8 +79,8 @@ class SnapshotWriter {
 
   // Step 3 on a background thread (SCHED_IDLE, or nice 19 where that is refused). One at a
   // time: REQUIRES no background write, or its result taken (TakeResult). The thread takes no
-  // lock but the stats' (a leaf lock no decision or learning path waits for), so that a
-  // background thread the scheduler keeps waiting while a core is busy holds nobody up.
+  // lock (the write is counted in the stats when its result is taken), so that a thread the
+  // scheduler keeps waiting while a core is busy holds nobody up.
   void WriteInBackground(PreparedSnapshot prepared) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a background write is still running (any thread).
   bool Writing() const { return writing_.load(std::memory_order_acquire); }
@@ -98,6 +98,10 @@ class SnapshotWriter {
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Write without the stats (the background thread's part), and the stats' part.
+  absl::StatusOr<uint64_t> WriteFile(PreparedSnapshot prepared) const;
+  void CountWritten(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
+
   const StateDirectory* const dir_;
   const int64_t every_records_;
   int64_t applied_since_ = 0;  // writer-owned: records applied since the last snapshot
