@@ -54,8 +54,10 @@ class MultiUserKernel {
   void DiagonalInto(int32_t user, const Eigen::Ref<const Eigen::MatrixXd>& q,
                     Eigen::Ref<Eigen::VectorXd> out) const;
 
-  // out(i, j) = K((a_i, users_a[i]), (b_j, users_b[j])), for columns [b_begin, b_begin + b_count)
-  // of b. Fetches one Green's-function column per distinct user of `a`.
+  // out(i, j) = K((a_i, users_a[i]), (b_j, users_b[j])). Fetches one user-kernel column per
+  // distinct user of `a`. The user factors come first; when fewer than half of them are
+  // non-zero (users in different graph components share nothing), the arm kernel is evaluated
+  // only where a factor is not zero, and the other entries are exactly zero.
   void Cross(const Eigen::Ref<const Eigen::MatrixXd>& a, const std::vector<int32_t>& users_a,
              const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
              Eigen::MatrixXd* out) const;
