@@ -22,7 +22,8 @@
 # CHECK_SATURATION_REWARDS (1: saturation is measured with a reward for every decision, the
 # rewarded-decision saturation; 0, the default, with decisions only, as issue 14 measured it).
 # The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
-# directory, removed). Everything it starts it stops, by PID.
+# directory, removed); each open-loop run's log (open-N.log) has a line per second with that
+# second's rates and slowest SelectArm, to place a stall in the run. Everything it starts it stops, by PID.
 set -euo pipefail
 server=${1:?server binary}
 loadgen=${2:?loadgen binary}
@@ -153,7 +154,7 @@ for run in $(seq "$runs"); do
     --target="127.0.0.1:$port" \
     --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=open --rate="$rate" \
     --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=3 --baseline_seconds=0 \
-    --roofline=false --duration_seconds="$seconds" --reward_ratio=1 --progress=false
+    --roofline=false --duration_seconds="$seconds" --reward_ratio=1 --progress=true
   bench_stop_server
   python3 - "$out_dir/open-$run.json" "$rate" "$run" <<'PY'
 import json, os, sys
