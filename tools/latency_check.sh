@@ -23,7 +23,8 @@
 # rewarded-decision saturation; 0, the default, with decisions only, as issue 14 measured it).
 # The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
 # directory, removed); each open-loop run's log (open-N.log) has a line per second with that
-# second's rates and slowest SelectArm, to place a stall in the run. Everything it starts it stops, by PID.
+# second's rates and slowest SelectArm, to place a stall in the run. Everything it starts it
+# stops, by PID.
 set -euo pipefail
 server=${1:?server binary}
 loadgen=${2:?loadgen binary}
