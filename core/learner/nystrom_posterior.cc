@@ -878,8 +878,9 @@ absl::Status NystromPosterior::StartRefit(const LearnerRefit& refit) {
 }
 
 int64_t NystromPosterior::RefitScanStep() const {
-  // Per history entry the pass costs about m^2 multiply-adds (a rank-one term of M), a third of
-  // learning one observation at the same size: kMinRefitScanStep entries per observation keep
+  // Per history entry the pass costs up to m^2 multiply-adds (a rank-one term of M; far less
+  // for users in small graph components, rank_update.h), a third of learning one observation
+  // at the same size: kMinRefitScanStep entries per observation keep
   // learning at a fraction of its speed while the pass lasts, and the pass ends within
   // kRefitScanObservations observations however long the history is.
   const int64_t entries = refit_->end - refit_->next;

@@ -1,5 +1,7 @@
 #include "core/linalg/nystrom_math.h"
 
+#include "core/linalg/rank_update.h"
+
 namespace graphbandit {
 
 // The scoring formulas of the header, shared by the live learner and its frozen copies.
@@ -38,7 +40,7 @@ void AccumulateHistory(const MultiUserKernel& kernel,
                                           const double* block_rewards, int64_t len) {
     Eigen::MatrixXd k_bs;
     kernel.Cross(basis_x, basis_users, block, block_users, &k_bs);
-    m_lower->selfadjointView<Eigen::Lower>().rankUpdate(k_bs);
+    AddRankUpdateOnRows<Eigen::Lower>(k_bs, 1.0, m_lower);
     if (prior_mean == 0.0) {
       gamma->noalias() += k_bs * Eigen::Map<const Eigen::VectorXd>(block_rewards, len);
     } else {
