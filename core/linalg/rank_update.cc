@@ -55,13 +55,18 @@ RankUpdateWay AddRankUpdateOnRows(const Eigen::Ref<const Eigen::MatrixXd>& u, do
   std::vector<Group> groups;
   std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
   std::vector<char> touched(static_cast<size_t>(n), 0);
-  std::vector<Eigen::Index> pattern;
+  std::vector<Eigen::Index> pattern, full;  // full: the columns without a zero
   for (Eigen::Index c = 0; c < r; ++c) {
+    const Eigen::Index nonzero = (u.col(c).array() != 0.0).count();
+    if (nonzero == 0) continue;  // adds nothing
+    if (nonzero == n) {          // the common dense case: no pattern to build or compare
+      full.push_back(c);
+      continue;
+    }
     pattern.clear();
     for (Eigen::Index i = 0; i < n; ++i) {
       if (u(i, c) != 0.0) pattern.push_back(i);
     }
-    if (pattern.empty()) continue;  // adds nothing
     for (Eigen::Index i : pattern) touched[static_cast<size_t>(i)] = 1;
     std::vector<size_t>& candidates = by_hash[HashRows(pattern)];
     const auto same = std::find_if(candidates.begin(), candidates.end(),
@@ -73,11 +78,12 @@ RankUpdateWay AddRankUpdateOnRows(const Eigen::Ref<const Eigen::MatrixXd>& u, do
       groups.push_back(Group{pattern, {c}});
     }
   }
-  if (groups.empty()) return RankUpdateWay::kNone;
   std::vector<Eigen::Index> rows;  // the union of the groups' rows
   for (Eigen::Index i = 0; i < n; ++i) {
-    if (touched[static_cast<size_t>(i)] != 0) rows.push_back(i);
+    if (!full.empty() || touched[static_cast<size_t>(i)] != 0) rows.push_back(i);
   }
+  if (!full.empty()) groups.push_back(Group{rows, std::move(full)});
+  if (groups.empty()) return RankUpdateWay::kNone;
   // Multiply-adds (and the gathers' and scatters' copies) of each way.
   const auto block_cost = [](double s, double cols) { return s * s * cols / 2 + s * s + s * cols; };
   const bool whole = 2 * static_cast<Eigen::Index>(rows.size()) > n;

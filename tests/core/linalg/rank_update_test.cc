@@ -81,6 +81,9 @@ void ExpectAllWays(double sign) {
   std::vector<std::vector<int>> cover(4);
   for (int i = 0; i < n; ++i) cover[static_cast<size_t>(i % 4)].push_back(i);
   ExpectDefinition<UpLo>(WithPatterns(n, 16, cover, &rng), sign, RankUpdateWay::kGroups);
+  // A few columns without a zero among many on a few rows: the dense columns as one group.
+  std::vector<std::vector<int>> mixed = {all, {3, 4}, {10, 11, 12}, {20}};
+  ExpectDefinition<UpLo>(WithPatterns(n, 40, mixed, &rng), sign, RankUpdateWay::kGroups);
   // Nothing to add.
   ExpectDefinition<UpLo>(Eigen::MatrixXd::Zero(n, 3), sign, RankUpdateWay::kNone);
   ExpectDefinition<UpLo>(Eigen::MatrixXd::Zero(n, 0), sign, RankUpdateWay::kNone);
