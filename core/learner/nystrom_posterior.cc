@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -712,17 +713,56 @@ absl::StatusOr<NystromPosterior::Readmission> NystromPosterior::SelectReadmitted
   // Re-admit the dictionary in order, dropping points that became (numerically) dependent,
   // with the same guard as growth; when thinning, a point is also kept only with KORS's
   // probability given the points kept before it (the first always is).
+  //
+  // Points that share no non-zero kernel entry (users in different graph components) fall
+  // into groups whose blocks of K_ZZ are independent: the factors of the kept points are
+  // block-diagonal (in any order), so each group keeps its own small factors and a point's
+  // solves cost its group's size squared instead of the dictionary's. The points are still
+  // taken in order, with the draws in the same sequence; the whole factor is assembled at the
+  // end.
   const int m = static_cast<int>(kzz_all.rows());
-  Readmission out;
-  CholeskyFactor kors;  // K_kept + mu W^-1, for the thinning draws
+  std::vector<int> parent(static_cast<size_t>(m));
+  std::iota(parent.begin(), parent.end(), 0);
+  const auto find = [&](int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
   for (int j = 0; j < m; ++j) {
-    Eigen::VectorXd border(out.kept.size());
-    for (size_t i = 0; i < out.kept.size(); ++i) border(i) = kzz_all(out.kept[i], j);
+    for (int i = j + 1; i < m; ++i) {
+      if (kzz_all(i, j) != 0.0) {
+        const int a = find(i), b = find(j);
+        if (a != b) parent[std::max(a, b)] = std::min(a, b);
+      }
+    }
+  }
+  struct Group {
+    std::vector<int> kept;
+    CholeskyFactor zz;    // K over the group's kept points
+    CholeskyFactor kors;  // the same + mu W^-1, for the thinning draws
+  };
+  std::vector<int> group_of(static_cast<size_t>(m), -1);
+  std::vector<Group> groups;
+  for (int j = 0; j < m; ++j) {
+    const int root = find(j);
+    if (group_of[root] < 0) {
+      group_of[root] = static_cast<int>(groups.size());
+      groups.emplace_back();
+    }
+    group_of[j] = group_of[root];
+  }
+  Readmission out;
+  for (int j = 0; j < m; ++j) {
+    Group& g = groups[static_cast<size_t>(group_of[j])];
+    Eigen::VectorXd border(g.kept.size());
+    for (size_t i = 0; i < g.kept.size(); ++i) border(i) = kzz_all(g.kept[i], j);
     double weight = basis_weights_[j];
+    Eigen::VectorXd solved;  // border solved with the group's KORS factor
+    if (thin) {
+      solved = border;
+      g.kors.ForwardSolveInPlace(solved);
+    }
     if (thin && !out.kept.empty()) {
-      Eigen::VectorXd b = border;
-      kors.ForwardSolveInPlace(b);
-      const double r = std::max(kzz_all(j, j) - b.squaredNorm(), 0.0);
+      const double r = std::max(kzz_all(j, j) - solved.squaredNorm(), 0.0);
       const double tau = (1.0 + options_.kors_epsilon) * r / (r + kors_mu);
       const double p = std::min(1.0, options_.kors_gamma * tau);
       if (!(rng_.Uniform() < p)) {
@@ -731,16 +771,31 @@ absl::StatusOr<NystromPosterior::Readmission> NystromPosterior::SelectReadmitted
       }
       weight /= p;
     }
-    if (!out.chol_zz.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
+    if (!g.zz.Append(border, kzz_all(j, j), guard * kzz_all(j, j)).ok()) {
       ++stats_.skipped_dependent;
       continue;
     }
-    if (thin && !kors.Append(border, kzz_all(j, j) + kors_mu / weight).ok()) {
+    if (thin && !g.kors.AppendSolved(solved, kzz_all(j, j) + kors_mu / weight).ok()) {
       return absl::InternalError("KORS factor lost definiteness while re-admitting");
     }
+    g.kept.push_back(j);
     out.kept.push_back(j);
     out.weights.push_back(weight);
   }
+  const int mk = static_cast<int>(out.kept.size());
+  std::vector<int> position(static_cast<size_t>(m), -1);
+  for (int a = 0; a < mk; ++a) position[out.kept[a]] = a;
+  Eigen::MatrixXd lower = Eigen::MatrixXd::Zero(mk, mk);
+  for (const Group& g : groups) {
+    const auto l = g.zz.matrix();
+    for (size_t b = 0; b < g.kept.size(); ++b) {
+      for (size_t a = b; a < g.kept.size(); ++a) {
+        lower(position[g.kept[a]], position[g.kept[b]]) =
+            l(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
+      }
+    }
+  }
+  if (absl::Status s = out.chol_zz.Restore(std::move(lower), mk); !s.ok()) return s;
   return out;
 }
 

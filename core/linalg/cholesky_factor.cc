@@ -45,6 +45,15 @@ absl::Status CholeskyFactor::Append(const Eigen::Ref<const Eigen::VectorXd>& b, 
                                     double min_pivot_sq) {
   Eigen::VectorXd l = b;
   ForwardSolveInPlace(l);
+  return AppendSolved(l, c, min_pivot_sq);
+}
+
+absl::Status CholeskyFactor::AppendSolved(const Eigen::Ref<const Eigen::VectorXd>& l, double c,
+                                          double min_pivot_sq) {
+  if (l.size() != size_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a solved row of %d entries for a factor of size %d", l.size(), size_));
+  }
   const double pivot_sq = c - l.squaredNorm();
   if (!(pivot_sq > min_pivot_sq)) {
     return absl::FailedPreconditionError(absl::StrFormat(

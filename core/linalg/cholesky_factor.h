@@ -54,6 +54,9 @@ class CholeskyFactor {
   // min_pivot_sq; otherwise returns FailedPrecondition and leaves the factor unchanged.
   absl::Status Append(const Eigen::Ref<const Eigen::VectorXd>& b, double c,
                       double min_pivot_sq = 0.0);
+  // The same with l = L^-1 b already solved (a caller that needed it anyway).
+  absl::Status AppendSolved(const Eigen::Ref<const Eigen::VectorXd>& l, double c,
+                            double min_pivot_sq = 0.0);
 
   // A <- A + v v^T. Always succeeds for finite v.
   void RankOneUpdate(Eigen::VectorXd v);
