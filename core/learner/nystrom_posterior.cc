@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -256,29 +257,42 @@ absl::Status NystromPosterior::LearnOne(int32_t user,
   return absl::OkStatus();
 }
 
-bool NystromPosterior::BatchSupport(const std::vector<int32_t>& users, int m,
-                                    std::vector<int>* support) const {
+bool NystromPosterior::BatchBlocks(const std::vector<int32_t>& users, int m, int mr,
+                                   std::vector<BatchBlock>* blocks) const {
+  blocks->clear();
   if (!options_.learn_on_support || m == 0) return false;
   std::vector<int32_t> distinct = users;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   const std::vector<int32_t> dictionary(basis_users_.begin(), basis_users_.begin() + m);
-  std::vector<char> in(static_cast<size_t>(m), 0);
   Eigen::VectorXd factors(m);
-  int count = 0;
-  for (const int32_t user : distinct) {
-    kernel_.UserFactorsInto(dictionary, user, factors);
+  std::map<std::vector<int>, size_t> by_support;
+  std::vector<size_t> block_of(distinct.size());
+  std::vector<int> support;
+  for (size_t u = 0; u < distinct.size(); ++u) {
+    kernel_.UserFactorsInto(dictionary, distinct[u], factors);
+    support.clear();
     for (int i = 0; i < m; ++i) {
-      if (factors(i) == 0.0 || in[static_cast<size_t>(i)] != 0) continue;
-      in[static_cast<size_t>(i)] = 1;
-      if (2 * ++count > m) return false;
+      if (factors(i) != 0.0) support.push_back(i);
     }
+    if (2 * static_cast<int>(support.size()) > m) return false;  // most of the factors
+    const auto [it, added] = by_support.emplace(support, blocks->size());
+    if (added) {
+      blocks->push_back(BatchBlock{support, RegressionPart(support, mr), {}});
+    }
+    block_of[u] = it->second;
   }
-  support->clear();
-  for (int i = 0; i < m; ++i) {
-    if (in[static_cast<size_t>(i)] != 0) support->push_back(i);
+  for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(users.size()); ++i) {
+    const size_t u = static_cast<size_t>(
+        std::lower_bound(distinct.begin(), distinct.end(), users[i]) - distinct.begin());
+    (*blocks)[block_of[u]].cols.push_back(i);
   }
-  return true;
+  double work = 0.0;
+  for (const BatchBlock& b : *blocks) {
+    work += static_cast<double>(b.support.size()) * static_cast<double>(b.support.size()) *
+            static_cast<double>(b.cols.size());
+  }
+  return 4.0 * work <= static_cast<double>(m) * m * static_cast<double>(users.size());
 }
 
 absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
@@ -317,13 +331,21 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   Eigen::VectorXd k_ss(k);
   for (Eigen::Index i = 0; i < k; ++i) k_ss(i) = kernel_.Diagonal(users[i], points.col(i))(0);
   // Users who share nothing with most of the dictionary (their own graph components) touch
-  // only their block of the factors: the batch is learned on that block when both factors
-  // separate it (CholeskyFactor::Separates). support_r: its points in the regression.
-  std::vector<int> support, support_r;
-  const bool on_support = chol_kors_.size() == m && BatchSupport(users, m, &support) &&
-                          chol_kors_.Separates(support) &&
-                          chol_m_.Separates(support_r = RegressionPart(support, mr));
+  // only their block of the factors: the batch is learned block by block, each group of its
+  // rewards on the points its users reach, when both factors separate every block
+  // (CholeskyFactor::Separates).
+  std::vector<BatchBlock> blocks;
+  bool on_support = chol_kors_.size() == m && BatchBlocks(users, m, mr, &blocks);
+  for (size_t b = 0; on_support && b < blocks.size(); ++b) {
+    on_support = chol_kors_.Separates(blocks[b].support) && chol_m_.Separates(blocks[b].support_r);
+  }
   if (on_support) ++stats_.support_batches;
+  // Columns `cols` of a matrix.
+  const auto gather_cols = [](const Eigen::MatrixXd& a, const std::vector<Eigen::Index>& cols) {
+    Eigen::MatrixXd out(a.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (size_t j = 0; j < cols.size(); ++j) out.col(static_cast<Eigen::Index>(j)) = a.col(cols[j]);
+    return out;
+  };
 
   // KORS draws on the dictionary before the batch, one per observation in order (EK Algorithm 2,
   // step 5). At the cap, with nothing pending, a point can only merge into an identical
@@ -341,11 +363,15 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     Eigen::VectorXd fitted(k);  // |L^-1 kz|^2 per point
     if (static_cast<Eigen::Index>(exact.size()) < k) {
       if (on_support) {
-        Eigen::MatrixXf b = GatherRows(kz, support).cast<float>();
-        GatherLowerBlock(chol_kors_.SingleLower(), support)
-            .triangularView<Eigen::Lower>()
-            .solveInPlace(b);
-        fitted = b.colwise().squaredNorm().transpose().cast<double>();
+        const Eigen::MatrixXf& single = chol_kors_.SingleLower();
+        for (const BatchBlock& block : blocks) {
+          Eigen::MatrixXf b = GatherRows(gather_cols(kz, block.cols), block.support).cast<float>();
+          GatherLowerBlock(single, block.support).triangularView<Eigen::Lower>().solveInPlace(b);
+          for (size_t j = 0; j < block.cols.size(); ++j) {
+            fitted(block.cols[j]) =
+                static_cast<double>(b.col(static_cast<Eigen::Index>(j)).squaredNorm());
+          }
+        }
       } else {
         Eigen::MatrixXf b = kz.cast<float>();
         chol_kors_.SingleLower().triangularView<Eigen::Lower>().solveInPlace(b);
@@ -356,9 +382,20 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       Eigen::MatrixXd b(m, static_cast<Eigen::Index>(exact.size()));
       for (size_t j = 0; j < exact.size(); ++j) b.col(j) = kz.col(exact[j]);
       if (on_support) {
-        Eigen::MatrixXd bs = GatherRows(b, support);
-        chol_kors_.GatherLower(support).triangularView<Eigen::Lower>().solveInPlace(bs);
-        for (size_t j = 0; j < exact.size(); ++j) fitted(exact[j]) = bs.col(j).squaredNorm();
+        std::vector<char> is_exact(static_cast<size_t>(k), 0);
+        for (Eigen::Index i : exact) is_exact[static_cast<size_t>(i)] = 1;
+        for (const BatchBlock& block : blocks) {
+          std::vector<Eigen::Index> cols;
+          for (Eigen::Index i : block.cols) {
+            if (is_exact[static_cast<size_t>(i)] != 0) cols.push_back(i);
+          }
+          if (cols.empty()) continue;
+          Eigen::MatrixXd bs = GatherRows(gather_cols(kz, cols), block.support);
+          chol_kors_.GatherLower(block.support).triangularView<Eigen::Lower>().solveInPlace(bs);
+          for (size_t j = 0; j < cols.size(); ++j) {
+            fitted(cols[j]) = bs.col(static_cast<Eigen::Index>(j)).squaredNorm();
+          }
+        }
       } else {
         chol_kors_.ForwardSolveInPlace(b);
         for (size_t j = 0; j < exact.size(); ++j) fitted(exact[j]) = b.col(j).squaredNorm();
@@ -376,21 +413,39 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   // V = K_Z(points) over them, Gamma += V (y - m0), and the form told of the change first.
   bool form_current = true;
   if (on_support) {
-    // The same on the support's block: off it V, M^-1 V and the change to M are zero.
-    if (!support_r.empty()) {
-      Eigen::MatrixXd block = chol_m_.GatherLower(support_r);
-      const Eigen::MatrixXd v = GatherRows(kz, support_r);
+    // The same block by block: off a block its columns of V and M^-1 V are zero, and so are
+    // the entries of V^T M^-1 V between two blocks; the form takes the whole batch at once.
+    Eigen::MatrixXd x_full, v_dot_x;
+    if (form_.size() > 0) {
+      x_full = Eigen::MatrixXd::Zero(mr, k);
+      v_dot_x = Eigen::MatrixXd::Zero(k, k);
+    }
+    bool learned = false;
+    for (const BatchBlock& b : blocks) {
+      if (b.support_r.empty()) continue;  // its users reach no point of the regression
+      learned = true;
+      Eigen::MatrixXd block = chol_m_.GatherLower(b.support_r);
+      const Eigen::MatrixXd v = GatherRows(gather_cols(kz, b.cols), b.support_r);
       if (form_.size() > 0) {
         Eigen::MatrixXd x = v;
         block.triangularView<Eigen::Lower>().solveInPlace(x);
-        const Eigen::MatrixXd v_dot_x = x.transpose() * x;
+        const Eigen::MatrixXd vx = x.transpose() * x;
         block.transpose().triangularView<Eigen::Upper>().solveInPlace(x);
-        Eigen::MatrixXd x_full = Eigen::MatrixXd::Zero(mr, k);
-        for (size_t r = 0; r < support_r.size(); ++r) x_full.row(support_r[r]) = x.row(r);
-        form_current = form_.RankUpdate(x_full, v_dot_x, options_.ridge);
+        for (size_t j = 0; j < b.cols.size(); ++j) {
+          const auto c = static_cast<Eigen::Index>(j);
+          for (size_t r = 0; r < b.support_r.size(); ++r) {
+            x_full(b.support_r[r], b.cols[j]) = x(static_cast<Eigen::Index>(r), c);
+          }
+          for (size_t i = 0; i < b.cols.size(); ++i) {
+            v_dot_x(b.cols[i], b.cols[j]) = vx(static_cast<Eigen::Index>(i), c);
+          }
+        }
       }
       CholeskyFactor::RankUpdateLower(block, v);
-      chol_m_.ScatterLower(support_r, block);
+      chol_m_.ScatterLower(b.support_r, block);
+    }
+    if (learned) {
+      if (form_.size() > 0) form_current = form_.RankUpdate(x_full, v_dot_x, options_.ridge);
       gamma_.noalias() += kz.topRows(mr) * (rewards.array() - options_.prior_mean).matrix();
     }
   } else if (mr > 0) {

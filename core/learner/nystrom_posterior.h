@@ -237,9 +237,19 @@ class NystromPosterior final : public Learner {
   struct Basis;  // immutable dictionary snapshot shared with frozen scorers
   class FrozenScorer;
 
-  // The dictionary points (of the first m) whose user-kernel entry with one of `users` is not
-  // zero, in order; false when they are more than half of m (or learn_on_support is off).
-  bool BatchSupport(const std::vector<int32_t>& users, int m, std::vector<int>* support) const;
+  // A batch's rewards grouped by the dictionary points their users' kernel entries reach (the
+  // points of their graph component's users): each group is learned on that block of the
+  // factors.
+  struct BatchBlock {
+    std::vector<int> support;        // dictionary points (of the first m), in order
+    std::vector<int> support_r;      // those in the regression
+    std::vector<Eigen::Index> cols;  // the batch's columns
+  };
+  // The groups of a batch, by the user-kernel entries of `users` that are not zero; false when
+  // learning block by block would not save at least three quarters of the whole factors' work
+  // (the blocks' s^2 k against m^2 k), or learn_on_support is off.
+  bool BatchBlocks(const std::vector<int32_t>& users, int m, int mr,
+                   std::vector<BatchBlock>* blocks) const;
   // Observe without the single-precision check (Observe and ObserveBatch check once).
   absl::Status ObserveOne(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                           double reward);

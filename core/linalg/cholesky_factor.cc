@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "absl/strings/str_format.h"
 
@@ -20,7 +21,7 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
   if (llt.info() != Eigen::Success) {
     return absl::FailedPreconditionError("matrix is not numerically positive definite");
   }
-  single_.reset();
+  Changed();
   size_ = 0;
   Reserve(static_cast<int>(a.rows()));
   size_ = static_cast<int>(a.rows());
@@ -37,7 +38,7 @@ absl::Status CholeskyFactor::Restore(Eigen::MatrixXd storage, int size) {
   storage.topLeftCorner(size, size).triangularView<Eigen::StrictlyUpper>().setZero();
   storage_.swap(storage);
   size_ = size;
-  single_.reset();
+  Changed();
   return absl::OkStatus();
 }
 
@@ -60,18 +61,27 @@ absl::Status CholeskyFactor::AppendSolved(const Eigen::Ref<const Eigen::VectorXd
         "Schur complement %.3g is not above %.3g: the new row is (numerically) dependent", pivot_sq,
         min_pivot_sq));
   }
-  single_.reset();
+  const bool components = components_valid_;
+  Changed();
   Reserve(size_ + 1);
   storage_.row(size_).head(size_) = l.transpose();
   storage_.col(size_).head(size_).setZero();
   storage_(size_, size_) = std::sqrt(pivot_sq);
   ++size_;
+  if (components) {  // the new row joins the components its non-zeros reach
+    components_valid_ = true;
+    component_parent_.push_back(size_ - 1);
+    component_size_.push_back(1);
+    for (int i = 0; i + 1 < size_; ++i) {
+      if (l(i) != 0.0) JoinComponents(i, size_ - 1);
+    }
+  }
   return absl::OkStatus();
 }
 
 void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
   // Givens-style sweep down the columns (the classic LINPACK dchud / dchdd recurrences).
-  single_.reset();
+  Changed();
   for (int k = 0; k < size_; ++k) {
     const double lkk = storage_(k, k);
     const double r = downdate ? std::sqrt((lkk - v(k)) * (lkk + v(k))) : std::hypot(lkk, v(k));
@@ -97,7 +107,7 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
   const int n = size_;
   const int k = static_cast<int>(v.cols());
   if (n == 0 || k == 0) return;
-  single_.reset();
+  Changed();
   if (k == 1) {
     RankOneUpdate(v.col(0));
     return;
@@ -181,21 +191,48 @@ void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
   }
 }
 
-bool CholeskyFactor::Separates(const std::vector<int>& support) const {
-  // Column by column below the diagonal: a column on the support must be zero on the rows off
-  // it, and a column off the support zero on the rows on it. Masked contiguous scans of the
-  // lower triangle (vectorised reductions) instead of a branch per entry.
-  const int n = size_;
-  Eigen::VectorXd inside = Eigen::VectorXd::Zero(n);
-  for (int i : support) inside(i) = 1.0;
-  const Eigen::VectorXd outside = 1.0 - inside.array();
-  for (int j = 0; j + 1 < n; ++j) {
-    const Eigen::VectorXd& mask = inside(j) != 0.0 ? outside : inside;
-    const int below = n - j - 1;
-    if ((storage_.col(j).segment(j + 1, below).array().abs() * mask.segment(j + 1, below).array())
-            .maxCoeff() != 0.0) {
-      return false;
+int CholeskyFactor::ComponentRoot(int i) {
+  while (component_parent_[i] != i) {
+    i = component_parent_[i] = component_parent_[component_parent_[i]];
+  }
+  return i;
+}
+
+void CholeskyFactor::JoinComponents(int a, int b) {
+  a = ComponentRoot(a);
+  b = ComponentRoot(b);
+  if (a == b) return;
+  if (component_size_[a] < component_size_[b]) std::swap(a, b);
+  component_parent_[b] = a;
+  component_size_[a] += component_size_[b];
+}
+
+void CholeskyFactor::FindComponents() {
+  component_parent_.resize(static_cast<size_t>(size_));
+  std::iota(component_parent_.begin(), component_parent_.end(), 0);
+  component_size_.assign(static_cast<size_t>(size_), 1);
+  for (int j = 0; j + 1 < size_; ++j) {
+    const auto below = storage_.col(j).segment(j + 1, size_ - j - 1);
+    for (int i = 0; i < below.size(); ++i) {
+      if (below(i) != 0.0) JoinComponents(j + 1 + i, j);
     }
+  }
+  components_valid_ = true;
+}
+
+bool CholeskyFactor::Separates(const std::vector<int>& support) {
+  // The support separates exactly when it is a union of whole components: no non-zero of L
+  // links it to the rest.
+  if (!components_valid_) FindComponents();
+  std::vector<int> roots;
+  roots.reserve(support.size());
+  for (int i : support) roots.push_back(ComponentRoot(i));
+  std::sort(roots.begin(), roots.end());
+  for (size_t a = 0; a < roots.size();) {
+    size_t b = a;
+    while (b < roots.size() && roots[b] == roots[a]) ++b;
+    if (static_cast<int>(b - a) != component_size_[roots[a]]) return false;
+    a = b;
   }
   return true;
 }
@@ -206,10 +243,19 @@ Eigen::MatrixXd CholeskyFactor::GatherLower(const std::vector<int>& support) con
 
 void CholeskyFactor::ScatterLower(const std::vector<int>& support,
                                   const Eigen::Ref<const Eigen::MatrixXd>& block) {
-  single_.reset();
+  const bool components = components_valid_;
+  Changed();
   const Eigen::Index s = static_cast<Eigen::Index>(support.size());
   for (Eigen::Index c = 0; c < s; ++c) {
     for (Eigen::Index r = c; r < s; ++r) storage_(support[r], support[c]) = block(r, c);
+  }
+  if (components) {  // only the block changed: its non-zeros join their rows' components
+    components_valid_ = true;
+    for (Eigen::Index c = 0; c < s; ++c) {
+      for (Eigen::Index r = c + 1; r < s; ++r) {
+        if (block(r, c) != 0.0) JoinComponents(support[r], support[c]);
+      }
+    }
   }
 }
 

@@ -25,11 +25,11 @@ class CholeskyFactor {
   absl::Status Reset(const Eigen::Ref<const Eigen::MatrixXd>& a);
   void Clear() {
     size_ = 0;
-    single_.reset();
+    Changed();
   }
   // Drops trailing rows/columns; undoes Append calls (the leading block never changes).
   void Truncate(int n) {
-    if (n < size_) single_.reset();
+    if (n < size_) Changed();
     size_ = n < size_ ? n : size_;
   }
 
@@ -82,8 +82,12 @@ class CholeskyFactor {
   // that block alone (the block's RankUpdateLower, written back with ScatterLower). This is
   // what a multi-user kernel gives when the batch's users share nothing with the other
   // dictionary points' users (their graph components, core/kernel/multi_user_kernel.h): exact
-  // zeros in A that every operation here keeps. Separates reads L's lower triangle once.
-  bool Separates(const std::vector<int>& support) const;
+  // zeros in A that every operation here keeps. Separates answers from the components of L's
+  // non-zero pattern, which it finds with one read of L's lower triangle after an operation
+  // that may fill L anywhere (a whole-factor update, a reset) and then keeps up to date
+  // through Append and ScatterLower (they only join components, so the answer stays safe: a
+  // component that a later cancellation splits is still taken as one). O(support) otherwise.
+  bool Separates(const std::vector<int>& support);
   Eigen::MatrixXd GatherLower(const std::vector<int>& support) const;
   // Writes a block's lower triangle back into L; the rest of L is unchanged.
   void ScatterLower(const std::vector<int>& support,
@@ -121,12 +125,25 @@ class CholeskyFactor {
   void Sweep(Eigen::VectorXd& v, bool downdate);
 
   void Reserve(int n);
+  // Every change to L: drops the single-precision copy and the components.
+  void Changed() {
+    single_.reset();
+    components_valid_ = false;
+  }
+  int ComponentRoot(int i);
+  void JoinComponents(int a, int b);
+  void FindComponents();
 
   Eigen::MatrixXd storage_;  // capacity x capacity; only the leading size_ x size_ is live
   int size_ = 0;
   // SingleLower's copy; every change to the factor drops it. Shared, so that copying a factor
   // does not copy it.
   std::shared_ptr<const Eigen::MatrixXf> single_;
+  // Separates' components of L's non-zero pattern (union-find over the rows: parent and, at a
+  // root, the component's size), valid while components_valid_.
+  std::vector<int> component_parent_;
+  std::vector<int> component_size_;
+  bool components_valid_ = false;
 };
 
 // The block of a lower triangular matrix on rows and columns `support` (in order), with zeros

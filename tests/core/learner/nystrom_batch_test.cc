@@ -179,8 +179,9 @@ TEST(NystromBatchTest, ScoresOnABlockDiagonalUserKernelMatchTheExactGp) {
   }
 }
 
-// Users without edges (each its own component): a batch of two or three users' rewards
-// touches only their dictionary points' block of the factors, and is learned there alone.
+// Users 0 and 1 linked, the others without edges (each its own component): a batch of a few
+// users' rewards touches only their components' blocks of the factors, and is learned there,
+// block by block (batches of 8 hold several rewards of one block).
 // Against the same batches learned on the whole factors (learn_on_support off) and against
 // one observation at a time, at a full dictionary and while it grows (the KORS leverage then in
 // double precision on the block; at the cap in single precision, as always), every user's
@@ -188,6 +189,7 @@ TEST(NystromBatchTest, ScoresOnABlockDiagonalUserKernelMatchTheExactGp) {
 TEST(NystromBatchTest, BatchesOnTheirUsersBlockMatchTheWholeFactors) {
   UserGraph graph;
   graph.EnsureUsers(kUsers);
+  graph.SetEdge(0, 1, 1.0);
   std::shared_ptr<const UserKernel> alone = *GreenFunction::Build(graph, 0.3);
   for (const bool grows : {false, true}) {
     SCOPED_TRACE(grows ? "growing dictionary" : "full dictionary");
@@ -202,7 +204,7 @@ TEST(NystromBatchTest, BatchesOnTheirUsersBlockMatchTheWholeFactors) {
     for (int i = 0; i < first; ++i) ASSERT_TRUE(start.Observe(d.users[i], d.x.col(i), d.y(i)).ok());
     NystromOptions whole_options = options;
     whole_options.learn_on_support = false;
-    for (int batch : {2, 3}) {
+    for (int batch : {2, 3, 8}) {
       SCOPED_TRACE(batch);
       auto on_block = CopyOf(start, options, alone);
       auto whole = CopyOf(start, whole_options, alone);

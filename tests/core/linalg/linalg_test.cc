@@ -188,6 +188,7 @@ TEST(CholeskyFactorTest, AnUpdateOnASeparatedBlockMatchesTheWholeFactor) {
   std::sort(mixed.begin(), mixed.end());
   EXPECT_FALSE(whole.Separates(mixed));
 
+  EXPECT_TRUE(on_block.Separates(members[0]));  // its components are now kept up to date
   const Eigen::MatrixXd before = whole.matrix();
   for (int step = 0; step < 20; ++step) {
     Eigen::MatrixXd v = Eigen::MatrixXd::Zero(n, 7);
@@ -204,6 +205,13 @@ TEST(CholeskyFactorTest, AnUpdateOnASeparatedBlockMatchesTheWholeFactor) {
   EXPECT_LT(RelativeError(on_block.matrix(), whole.matrix()), 1e-12);
   EXPECT_LT(RelativeError(on_block.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
   EXPECT_TRUE(on_block.Separates(support));
+  // The updates linked components 0 and 2: neither separates alone any more, 1 still does;
+  // the whole factor, whose components are found afresh, agrees.
+  EXPECT_FALSE(on_block.Separates(members[0]));
+  EXPECT_FALSE(on_block.Separates(members[2]));
+  EXPECT_TRUE(on_block.Separates(members[1]));
+  EXPECT_FALSE(whole.Separates(members[0]));
+  EXPECT_TRUE(whole.Separates(members[1]));
   for (int r : members[1]) {
     for (int c = 0; c < n; ++c) EXPECT_EQ(on_block.matrix()(r, c), before(r, c));
   }
@@ -262,6 +270,38 @@ TEST(CholeskyFactorTest, TruncateUndoesAppend) {
   ASSERT_TRUE(f.Append(a.col(5).head(5), a(5, 5)).ok());
   f.Truncate(5);
   EXPECT_EQ(f.matrix(), before);
+}
+
+// Separates' components through Append (a new row joins what its non-zeros reach) and through
+// an update of the whole factor (components found again).
+TEST(CholeskyFactorTest, SeparatesFollowsAppendsAndWholeUpdates) {
+  Rng rng(29);
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(6, 6);
+  a.topLeftCorner(3, 3) = RandomSpd(3, rng, 10.0);
+  a.bottomRightCorner(3, 3) = RandomSpd(3, rng, 10.0);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a).ok());
+  EXPECT_TRUE(f.Separates({0, 1, 2}));
+  EXPECT_TRUE(f.Separates({3, 4, 5}));
+  // Row 6 on its own; row 7 links row 1 (component {0, 1, 2}) with row 6.
+  ASSERT_TRUE(f.Append(Eigen::VectorXd::Zero(6), 2.0).ok());
+  EXPECT_TRUE(f.Separates({6}));
+  EXPECT_TRUE(f.Separates({0, 1, 2}));
+  Eigen::VectorXd b = Eigen::VectorXd::Zero(7);
+  b(1) = 0.3;
+  b(6) = 0.2;
+  ASSERT_TRUE(f.Append(b, 5.0).ok());
+  EXPECT_FALSE(f.Separates({0, 1, 2}));
+  EXPECT_FALSE(f.Separates({6}));
+  EXPECT_TRUE(f.Separates({0, 1, 2, 6, 7}));
+  EXPECT_TRUE(f.Separates({3, 4, 5}));
+  // A dense update links everything.
+  f.RankUpdate(Eigen::MatrixXd::Constant(8, 1, 0.1));
+  EXPECT_FALSE(f.Separates({3, 4, 5}));
+  EXPECT_TRUE(f.Separates({0, 1, 2, 3, 4, 5, 6, 7}));
+  // Truncating back to the first block pair: found again from L.
+  f.Truncate(6);
+  EXPECT_FALSE(f.Separates({3, 4, 5}));  // the update filled L there too
 }
 
 }  // namespace
