@@ -17,11 +17,16 @@
 namespace graphbandit {
 namespace {
 
-// Rows `rows` of `a`, in order.
-Eigen::MatrixXd GatherRows(const Eigen::Ref<const Eigen::MatrixXd>& a,
-                           const std::vector<int>& rows) {
-  Eigen::MatrixXd out(static_cast<Eigen::Index>(rows.size()), a.cols());
-  for (size_t r = 0; r < rows.size(); ++r) out.row(static_cast<Eigen::Index>(r)) = a.row(rows[r]);
+// The block of `a` on rows `rows` and columns `cols`, in order.
+Eigen::MatrixXd GatherBlock(const Eigen::Ref<const Eigen::MatrixXd>& a,
+                            const std::vector<int>& rows, const std::vector<Eigen::Index>& cols) {
+  Eigen::MatrixXd out(static_cast<Eigen::Index>(rows.size()),
+                      static_cast<Eigen::Index>(cols.size()));
+  for (size_t c = 0; c < cols.size(); ++c) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      out(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = a(rows[r], cols[c]);
+    }
+  }
   return out;
 }
 
@@ -282,6 +287,51 @@ bool NystromPosterior::BatchBlocks(const std::vector<int32_t>& users, int m, int
     }
     block_of[u] = it->second;
   }
+  // Supports that share a point (possible where a kernel entry inside a graph component is
+  // exactly zero, so two users of one component reach different points) are one block: the
+  // blocks must be disjoint for their updates to be independent.
+  std::vector<size_t> merged(blocks->size());
+  std::iota(merged.begin(), merged.end(), size_t{0});
+  const auto root = [&](size_t b) {
+    while (merged[b] != b) b = merged[b] = merged[merged[b]];
+    return b;
+  };
+  std::vector<size_t> owner(static_cast<size_t>(m), blocks->size());
+  for (size_t b = 0; b < blocks->size(); ++b) {
+    for (int i : (*blocks)[b].support) {
+      size_t& o = owner[static_cast<size_t>(i)];
+      if (o == blocks->size()) {
+        o = b;
+      } else {
+        const size_t x = root(o), y = root(b);
+        if (x != y) merged[std::max(x, y)] = std::min(x, y);
+      }
+    }
+  }
+  std::vector<size_t> renumbered(blocks->size(), blocks->size());
+  std::vector<BatchBlock> disjoint;
+  for (size_t b = 0; b < blocks->size(); ++b) {
+    const size_t r = root(b);
+    if (renumbered[r] == blocks->size()) {
+      renumbered[r] = disjoint.size();
+      disjoint.emplace_back();
+    }
+    renumbered[b] = renumbered[r];
+  }
+  if (disjoint.size() < blocks->size()) {
+    for (size_t b = 0; b < blocks->size(); ++b) {
+      BatchBlock& d = disjoint[renumbered[b]];
+      d.support.insert(d.support.end(), (*blocks)[b].support.begin(), (*blocks)[b].support.end());
+    }
+    for (BatchBlock& d : disjoint) {
+      std::sort(d.support.begin(), d.support.end());
+      d.support.erase(std::unique(d.support.begin(), d.support.end()), d.support.end());
+      if (2 * static_cast<int>(d.support.size()) > m) return false;
+      d.support_r = RegressionPart(d.support, mr);
+    }
+    for (size_t& b : block_of) b = renumbered[b];
+    *blocks = std::move(disjoint);
+  }
   for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(users.size()); ++i) {
     const size_t u = static_cast<size_t>(
         std::lower_bound(distinct.begin(), distinct.end(), users[i]) - distinct.begin());
@@ -340,12 +390,6 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     on_support = chol_kors_.Separates(blocks[b].support) && chol_m_.Separates(blocks[b].support_r);
   }
   if (on_support) ++stats_.support_batches;
-  // Columns `cols` of a matrix.
-  const auto gather_cols = [](const Eigen::MatrixXd& a, const std::vector<Eigen::Index>& cols) {
-    Eigen::MatrixXd out(a.rows(), static_cast<Eigen::Index>(cols.size()));
-    for (size_t j = 0; j < cols.size(); ++j) out.col(static_cast<Eigen::Index>(j)) = a.col(cols[j]);
-    return out;
-  };
 
   // KORS draws on the dictionary before the batch, one per observation in order (EK Algorithm 2,
   // step 5). At the cap, with nothing pending, a point can only merge into an identical
@@ -365,7 +409,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       if (on_support) {
         const Eigen::MatrixXf& single = chol_kors_.SingleLower();
         for (const BatchBlock& block : blocks) {
-          Eigen::MatrixXf b = GatherRows(gather_cols(kz, block.cols), block.support).cast<float>();
+          Eigen::MatrixXf b = GatherBlock(kz, block.support, block.cols).cast<float>();
           GatherLowerBlock(single, block.support).triangularView<Eigen::Lower>().solveInPlace(b);
           for (size_t j = 0; j < block.cols.size(); ++j) {
             fitted(block.cols[j]) =
@@ -379,8 +423,6 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       }
     }
     if (!exact.empty()) {
-      Eigen::MatrixXd b(m, static_cast<Eigen::Index>(exact.size()));
-      for (size_t j = 0; j < exact.size(); ++j) b.col(j) = kz.col(exact[j]);
       if (on_support) {
         std::vector<char> is_exact(static_cast<size_t>(k), 0);
         for (Eigen::Index i : exact) is_exact[static_cast<size_t>(i)] = 1;
@@ -390,13 +432,15 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
             if (is_exact[static_cast<size_t>(i)] != 0) cols.push_back(i);
           }
           if (cols.empty()) continue;
-          Eigen::MatrixXd bs = GatherRows(gather_cols(kz, cols), block.support);
+          Eigen::MatrixXd bs = GatherBlock(kz, block.support, cols);
           chol_kors_.GatherLower(block.support).triangularView<Eigen::Lower>().solveInPlace(bs);
           for (size_t j = 0; j < cols.size(); ++j) {
             fitted(cols[j]) = bs.col(static_cast<Eigen::Index>(j)).squaredNorm();
           }
         }
       } else {
+        Eigen::MatrixXd b(m, static_cast<Eigen::Index>(exact.size()));
+        for (size_t j = 0; j < exact.size(); ++j) b.col(j) = kz.col(exact[j]);
         chol_kors_.ForwardSolveInPlace(b);
         for (size_t j = 0; j < exact.size(); ++j) fitted(exact[j]) = b.col(j).squaredNorm();
       }
@@ -414,7 +458,8 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   bool form_current = true;
   if (on_support) {
     // The same block by block: off a block its columns of V and M^-1 V are zero, and so are
-    // the entries of V^T M^-1 V between two blocks; the form takes the whole batch at once.
+    // the entries of V^T M^-1 V between two blocks (they are disjoint, and M's factor separates
+    // each); the form takes the whole batch at once.
     Eigen::MatrixXd x_full, v_dot_x;
     if (form_.size() > 0) {
       x_full = Eigen::MatrixXd::Zero(mr, k);
@@ -425,7 +470,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       if (b.support_r.empty()) continue;  // its users reach no point of the regression
       learned = true;
       Eigen::MatrixXd block = chol_m_.GatherLower(b.support_r);
-      const Eigen::MatrixXd v = GatherRows(gather_cols(kz, b.cols), b.support_r);
+      const Eigen::MatrixXd v = GatherBlock(kz, b.support_r, b.cols);
       if (form_.size() > 0) {
         Eigen::MatrixXd x = v;
         block.triangularView<Eigen::Lower>().solveInPlace(x);

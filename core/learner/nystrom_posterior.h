@@ -166,11 +166,12 @@ class NystromPosterior final : public Learner {
   // dictionary in order. In exact arithmetic the posterior equals k calls of Observe; the KORS
   // probabilities differ only in not seeing points the same batch added or merged. A batch of
   // one, or one that must forget evicted observations (forget_evicted) or seed an empty
-  // dictionary, is learned one Observe at a time. When the batch's users share kernel entries
-  // with at most half of the dictionary's points (users in small graph components, or without
-  // edges) and the factors separate those points from the rest, the solves and the update run
-  // on that block alone (CholeskyFactor::Separates): O(s^2 k) for a block of s points instead of
-  // O(m^2 k), the same posterior up to round-off.
+  // dictionary, is learned one Observe at a time. When each of the batch's users shares kernel
+  // entries with at most half of the dictionary's points (users in small graph components, or
+  // without edges), the rewards are grouped into disjoint blocks of the points they reach
+  // (BatchBlocks); when that saves at least three quarters of the work and the factors separate
+  // every block from the rest (CholeskyFactor::Separates), the solves and the update run block
+  // by block: O(sum s^2 k) instead of O(m^2 k), the same posterior up to round-off.
   absl::Status ObserveBatch(const std::vector<int32_t>& users,
                             const Eigen::Ref<const Eigen::MatrixXd>& points,
                             const Eigen::Ref<const Eigen::VectorXd>& rewards) override;
@@ -237,17 +238,19 @@ class NystromPosterior final : public Learner {
   struct Basis;  // immutable dictionary snapshot shared with frozen scorers
   class FrozenScorer;
 
-  // A batch's rewards grouped by the dictionary points their users' kernel entries reach (the
-  // points of their graph component's users): each group is learned on that block of the
-  // factors.
+  // A batch's rewards grouped by the dictionary points their users' kernel entries reach
+  // (for the shipped user kernels, the points of their graph component's users): each group is
+  // learned on that block of the factors.
   struct BatchBlock {
     std::vector<int> support;        // dictionary points (of the first m), in order
     std::vector<int> support_r;      // those in the regression
     std::vector<Eigen::Index> cols;  // the batch's columns
   };
-  // The groups of a batch, by the user-kernel entries of `users` that are not zero; false when
-  // learning block by block would not save at least three quarters of the whole factors' work
-  // (the blocks' s^2 k against m^2 k), or learn_on_support is off.
+  // The groups of a batch, by the user-kernel entries of `users` that are not zero: users with
+  // the same points in one group, and groups whose points overlap merged, so that the blocks
+  // are disjoint. False when a user's (or a merged block's) points are more than half of m,
+  // when learning block by block would not save at least three quarters of the whole factors'
+  // work (the blocks' s^2 k against m^2 k), or when learn_on_support is off.
   bool BatchBlocks(const std::vector<int32_t>& users, int m, int mr,
                    std::vector<BatchBlock>* blocks) const;
   // Observe without the single-precision check (Observe and ObserveBatch check once).

@@ -61,7 +61,7 @@ absl::Status CholeskyFactor::AppendSolved(const Eigen::Ref<const Eigen::VectorXd
         "Schur complement %.3g is not above %.3g: the new row is (numerically) dependent", pivot_sq,
         min_pivot_sq));
   }
-  const bool components = components_valid_;
+  const bool components = ComponentsKnown();
   Changed();
   Reserve(size_ + 1);
   storage_.row(size_).head(size_) = l.transpose();
@@ -81,7 +81,7 @@ absl::Status CholeskyFactor::AppendSolved(const Eigen::Ref<const Eigen::VectorXd
 
 void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
   // Givens-style sweep down the columns (the classic LINPACK dchud / dchdd recurrences).
-  Changed();
+  KeepComponentsThrough(v);
   for (int k = 0; k < size_; ++k) {
     const double lkk = storage_(k, k);
     const double r = downdate ? std::sqrt((lkk - v(k)) * (lkk + v(k))) : std::hypot(lkk, v(k));
@@ -107,7 +107,7 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
   const int n = size_;
   const int k = static_cast<int>(v.cols());
   if (n == 0 || k == 0) return;
-  Changed();
+  KeepComponentsThrough(v);
   if (k == 1) {
     RankOneUpdate(v.col(0));
     return;
@@ -207,12 +207,37 @@ void CholeskyFactor::JoinComponents(int a, int b) {
   component_size_[a] += component_size_[b];
 }
 
+bool CholeskyFactor::ComponentsKnown() const {
+  return components_valid_ && static_cast<int>(component_parent_.size()) == size_;
+}
+
+void CholeskyFactor::KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixXd>& v) {
+  // The factor of A + V V^T (or A - v v^T) has its non-zeros within the components of A's
+  // pattern joined by each column's non-zero rows: join those instead of finding them again.
+  const bool components = ComponentsKnown();
+  Changed();
+  if (!components) return;
+  components_valid_ = true;
+  for (Eigen::Index c = 0; c < v.cols(); ++c) {
+    int first = -1;
+    for (int i = 0; i < size_; ++i) {
+      if (v(i, c) == 0.0) continue;
+      if (first < 0) {
+        first = i;
+      } else {
+        JoinComponents(first, i);
+      }
+    }
+  }
+}
+
 void CholeskyFactor::FindComponents() {
   component_parent_.resize(static_cast<size_t>(size_));
   std::iota(component_parent_.begin(), component_parent_.end(), 0);
   component_size_.assign(static_cast<size_t>(size_), 1);
   for (int j = 0; j + 1 < size_; ++j) {
     const auto below = storage_.col(j).segment(j + 1, size_ - j - 1);
+    if (!(below.array() != 0.0).any()) continue;  // a vectorised test first: most are zero
     for (int i = 0; i < below.size(); ++i) {
       if (below(i) != 0.0) JoinComponents(j + 1 + i, j);
     }
@@ -223,10 +248,17 @@ void CholeskyFactor::FindComponents() {
 bool CholeskyFactor::Separates(const std::vector<int>& support) {
   // The support separates exactly when it is a union of whole components: no non-zero of L
   // links it to the rest.
-  if (!components_valid_) FindComponents();
+  if (!ComponentsKnown()) FindComponents();
   std::vector<int> roots;
   roots.reserve(support.size());
-  for (int i : support) roots.push_back(ComponentRoot(i));
+  for (size_t a = 0; a < support.size(); ++a) {
+    // A support is sorted, distinct and inside the factor; anything else cannot be proved
+    // separate this way (a repeated row would be counted twice).
+    if (support[a] < 0 || support[a] >= size_ || (a > 0 && support[a] <= support[a - 1])) {
+      return false;
+    }
+    roots.push_back(ComponentRoot(support[a]));
+  }
   std::sort(roots.begin(), roots.end());
   for (size_t a = 0; a < roots.size();) {
     size_t b = a;
@@ -243,7 +275,7 @@ Eigen::MatrixXd CholeskyFactor::GatherLower(const std::vector<int>& support) con
 
 void CholeskyFactor::ScatterLower(const std::vector<int>& support,
                                   const Eigen::Ref<const Eigen::MatrixXd>& block) {
-  const bool components = components_valid_;
+  const bool components = ComponentsKnown();
   Changed();
   const Eigen::Index s = static_cast<Eigen::Index>(support.size());
   for (Eigen::Index c = 0; c < s; ++c) {

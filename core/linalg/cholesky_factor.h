@@ -83,10 +83,12 @@ class CholeskyFactor {
   // what a multi-user kernel gives when the batch's users share nothing with the other
   // dictionary points' users (their graph components, core/kernel/multi_user_kernel.h): exact
   // zeros in A that every operation here keeps. Separates answers from the components of L's
-  // non-zero pattern, which it finds with one read of L's lower triangle after an operation
-  // that may fill L anywhere (a whole-factor update, a reset) and then keeps up to date
-  // through Append and ScatterLower (they only join components, so the answer stays safe: a
-  // component that a later cancellation splits is still taken as one). O(support) otherwise.
+  // non-zero pattern, which it finds with one read of L's lower triangle after a Reset,
+  // Restore, Truncate or Clear, and otherwise keeps up to date: Append, ScatterLower and the
+  // updates join the components their new non-zeros reach (only ever joining, so the answer
+  // stays safe: a component that a later cancellation splits is still taken as one). Then it
+  // costs O(s log s) for a support of s rows. A support that is not sorted and distinct, or
+  // reaches past the factor, is not proved separate (false).
   bool Separates(const std::vector<int>& support);
   Eigen::MatrixXd GatherLower(const std::vector<int>& support) const;
   // Writes a block's lower triangle back into L; the rest of L is unchanged.
@@ -130,6 +132,10 @@ class CholeskyFactor {
     single_.reset();
     components_valid_ = false;
   }
+  // Whether the components describe the factor as it is (a moved-from factor's do not).
+  bool ComponentsKnown() const;
+  // Changed(), keeping the components through an update by the columns of v.
+  void KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixXd>& v);
   int ComponentRoot(int i);
   void JoinComponents(int a, int b);
   void FindComponents();

@@ -55,12 +55,12 @@ RankUpdateWay AddRankUpdateOnRows(const Eigen::Ref<const Eigen::MatrixXd>& u, do
   std::vector<Group> groups;
   std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
   std::vector<char> touched(static_cast<size_t>(n), 0);
-  std::vector<Eigen::Index> pattern, full;  // full: the columns without a zero
+  std::vector<Eigen::Index> pattern, full;  // full: the columns non-zero on most rows
   for (Eigen::Index c = 0; c < r; ++c) {
     const Eigen::Index nonzero = (u.col(c).array() != 0.0).count();
     if (nonzero == 0) continue;  // adds nothing
-    if (nonzero == n) {          // the common dense case: no pattern to build or compare
-      full.push_back(c);
+    if (2 * nonzero > n) {       // mostly dense (the common case): taken on every row, with the
+      full.push_back(c);         // few zeros, instead of building and comparing a long pattern
       continue;
     }
     pattern.clear();
@@ -84,8 +84,11 @@ RankUpdateWay AddRankUpdateOnRows(const Eigen::Ref<const Eigen::MatrixXd>& u, do
   }
   if (!full.empty()) groups.push_back(Group{rows, std::move(full)});
   if (groups.empty()) return RankUpdateWay::kNone;
-  // Multiply-adds (and the gathers' and scatters' copies) of each way.
-  const auto block_cost = [](double s, double cols) { return s * s * cols / 2 + s * s + s * cols; };
+  // Multiply-adds (and the gathers' and scatters' copies, and a block's fixed cost: its
+  // allocations and the product's set-up, about as much as a few hundred) of each way.
+  const auto block_cost = [](double s, double cols) {
+    return s * s * cols / 2 + s * s + s * cols + 256.0;
+  };
   const bool whole = 2 * static_cast<Eigen::Index>(rows.size()) > n;
   const double next = whole ? static_cast<double>(n) * static_cast<double>(n) * r / 2
                             : block_cost(static_cast<double>(rows.size()), r);

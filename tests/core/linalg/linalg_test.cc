@@ -295,13 +295,35 @@ TEST(CholeskyFactorTest, SeparatesFollowsAppendsAndWholeUpdates) {
   EXPECT_FALSE(f.Separates({6}));
   EXPECT_TRUE(f.Separates({0, 1, 2, 6, 7}));
   EXPECT_TRUE(f.Separates({3, 4, 5}));
-  // A dense update links everything.
-  f.RankUpdate(Eigen::MatrixXd::Constant(8, 1, 0.1));
+  // Updates on one component keep the others apart; one that reaches two joins them.
+  Eigen::MatrixXd v = Eigen::MatrixXd::Zero(8, 2);
+  v(3, 0) = 0.4;
+  v(5, 1) = -0.2;
+  f.RankUpdate(v);
+  EXPECT_TRUE(f.Separates({3, 4, 5}));
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(8);
+  w(4) = 0.1;
+  ASSERT_TRUE(f.RankOneDowndate(w).ok());
+  EXPECT_TRUE(f.Separates({3, 4, 5}));
+  EXPECT_TRUE(f.Separates({0, 1, 2, 6, 7}));
+  w(7) = 0.1;
+  f.RankOneUpdate(w);
   EXPECT_FALSE(f.Separates({3, 4, 5}));
   EXPECT_TRUE(f.Separates({0, 1, 2, 3, 4, 5, 6, 7}));
-  // Truncating back to the first block pair: found again from L.
+  // Supports that cannot be proved separate this way.
+  EXPECT_FALSE(f.Separates({0, 0, 1, 2, 3, 4, 5, 6, 7}));  // a repeated row
+  EXPECT_FALSE(f.Separates({0, 1, 2, 3, 4, 5, 6, 8}));     // past the factor
+  // Truncating back to the first two blocks: found again from L; the link went through rows
+  // 6 and 7, which are gone.
   f.Truncate(6);
-  EXPECT_FALSE(f.Separates({3, 4, 5}));  // the update filled L there too
+  EXPECT_TRUE(f.Separates({3, 4, 5}));
+  EXPECT_TRUE(f.Separates({0, 1, 2}));
+  // A restored factor's components are its own, not the ones before.
+  Eigen::MatrixXd dense = Eigen::MatrixXd::Identity(6, 6);
+  dense(4, 1) = 0.5;
+  ASSERT_TRUE(f.Restore(dense, 6).ok());
+  EXPECT_FALSE(f.Separates({3, 4, 5}));
+  EXPECT_TRUE(f.Separates({0, 2, 3, 5}));
 }
 
 }  // namespace

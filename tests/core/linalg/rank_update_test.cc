@@ -62,6 +62,13 @@ void ExpectAllWays(double sign) {
   std::vector<int> all(n);
   for (int i = 0; i < n; ++i) all[i] = i;
   ExpectDefinition<UpLo>(WithPatterns(n, 7, {all}, &rng), sign, RankUpdateWay::kWhole);
+  // Mostly dense columns (a few exact zeros, different ones) are taken on every row.
+  std::vector<int> most_a, most_b;
+  for (int i = 0; i < n; ++i) {
+    if (i % 9 != 2) most_a.push_back(i);
+    if (i % 7 != 5) most_b.push_back(i);
+  }
+  ExpectDefinition<UpLo>(WithPatterns(n, 11, {most_a, most_b}, &rng), sign, RankUpdateWay::kWhole);
   // One pattern on a third of the rows (not contiguous): the block of those rows.
   std::vector<int> third;
   for (int i = 1; i < n; i += 3) third.push_back(i);
@@ -73,7 +80,9 @@ void ExpectAllWays(double sign) {
   // Overlapping groups (users whose components share dictionary points would not, but the
   // sum must not care), one column with a single row, and all-zero columns.
   std::vector<std::vector<int>> overlapping = {{0, 1, 2, 3}, {2, 3, 4, 5}, {7}, {}, {30, 31, 39}};
-  ExpectDefinition<UpLo>(WithPatterns(n, 23, overlapping, &rng), sign, RankUpdateWay::kGroups);
+  ExpectDefinition<UpLo>(WithPatterns(n, 200, overlapping, &rng), sign, RankUpdateWay::kGroups);
+  // Too few columns per group to pay for the groups' set-up: the block of their rows.
+  ExpectDefinition<UpLo>(WithPatterns(n, 23, overlapping, &rng), sign, RankUpdateWay::kRows);
   // Groups that together cost more than the block of their rows: that block instead.
   std::vector<std::vector<int>> halves = {{0, 1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 8}};
   ExpectDefinition<UpLo>(WithPatterns(n, 12, halves, &rng), sign, RankUpdateWay::kRows);
@@ -81,7 +90,7 @@ void ExpectAllWays(double sign) {
   std::vector<std::vector<int>> cover(4);
   for (int i = 0; i < n; ++i) cover[static_cast<size_t>(i % 4)].push_back(i);
   ExpectDefinition<UpLo>(WithPatterns(n, 16, cover, &rng), sign, RankUpdateWay::kGroups);
-  // A few columns without a zero among many on a few rows: the dense columns as one group.
+  // A few dense columns among many on a few rows: the dense columns as one group.
   std::vector<std::vector<int>> mixed = {all, {3, 4}, {10, 11, 12}, {20}};
   ExpectDefinition<UpLo>(WithPatterns(n, 40, mixed, &rng), sign, RankUpdateWay::kGroups);
   // Nothing to add.
