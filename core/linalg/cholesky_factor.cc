@@ -219,6 +219,7 @@ void CholeskyFactor::KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixX
   if (!components) return;
   components_valid_ = true;
   for (Eigen::Index c = 0; c < v.cols(); ++c) {
+    if (size_ == 0 || component_size_[ComponentRoot(0)] == size_) return;  // all one already
     int first = -1;
     for (int i = 0; i < size_; ++i) {
       if (v(i, c) == 0.0) continue;
