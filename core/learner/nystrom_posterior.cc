@@ -5,10 +5,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/linalg/disjoint_sets.h"
 #include "core/linalg/nystrom_math.h"
 #include "core/linalg/rank_update.h"
 #include "core/linalg/variance_form.h"
@@ -290,28 +290,22 @@ bool NystromPosterior::BatchBlocks(const std::vector<int32_t>& users, int m, int
   // Supports that share a point (possible where a kernel entry inside a graph component is
   // exactly zero, so two users of one component reach different points) are one block: the
   // blocks must be disjoint for their updates to be independent.
-  std::vector<size_t> merged(blocks->size());
-  std::iota(merged.begin(), merged.end(), size_t{0});
-  const auto root = [&](size_t b) {
-    while (merged[b] != b) b = merged[b] = merged[merged[b]];
-    return b;
-  };
-  std::vector<size_t> owner(static_cast<size_t>(m), blocks->size());
+  DisjointSets merged(static_cast<int>(blocks->size()));
+  std::vector<int> owner(static_cast<size_t>(m), -1);
   for (size_t b = 0; b < blocks->size(); ++b) {
     for (int i : (*blocks)[b].support) {
-      size_t& o = owner[static_cast<size_t>(i)];
-      if (o == blocks->size()) {
-        o = b;
+      int& o = owner[static_cast<size_t>(i)];
+      if (o < 0) {
+        o = static_cast<int>(b);
       } else {
-        const size_t x = root(o), y = root(b);
-        if (x != y) merged[std::max(x, y)] = std::min(x, y);
+        merged.Join(o, static_cast<int>(b));
       }
     }
   }
   std::vector<size_t> renumbered(blocks->size(), blocks->size());
   std::vector<BatchBlock> disjoint;
   for (size_t b = 0; b < blocks->size(); ++b) {
-    const size_t r = root(b);
+    const size_t r = static_cast<size_t>(merged.Find(static_cast<int>(b)));
     if (renumbered[r] == blocks->size()) {
       renumbered[r] = disjoint.size();
       disjoint.emplace_back();
@@ -821,20 +815,8 @@ absl::StatusOr<NystromPosterior::Readmission> NystromPosterior::SelectReadmitted
   // taken in order, with the draws in the same sequence; the whole factor is assembled at the
   // end.
   const int m = static_cast<int>(kzz_all.rows());
-  std::vector<int> parent(static_cast<size_t>(m));
-  std::iota(parent.begin(), parent.end(), 0);
-  const auto find = [&](int i) {
-    while (parent[i] != i) i = parent[i] = parent[parent[i]];
-    return i;
-  };
-  for (int j = 0; j < m; ++j) {
-    for (int i = j + 1; i < m; ++i) {
-      if (kzz_all(i, j) != 0.0) {
-        const int a = find(i), b = find(j);
-        if (a != b) parent[std::max(a, b)] = std::min(a, b);
-      }
-    }
-  }
+  DisjointSets components(m);
+  components.JoinLowerPattern(kzz_all);
   struct Group {
     std::vector<int> kept;
     CholeskyFactor zz;    // K over the group's kept points
@@ -843,7 +825,7 @@ absl::StatusOr<NystromPosterior::Readmission> NystromPosterior::SelectReadmitted
   std::vector<int> group_of(static_cast<size_t>(m), -1);
   std::vector<Group> groups;
   for (int j = 0; j < m; ++j) {
-    const int root = find(j);
+    const int root = components.Find(j);
     if (group_of[root] < 0) {
       group_of[root] = static_cast<int>(groups.size());
       groups.emplace_back();

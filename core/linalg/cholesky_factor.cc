@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_format.h"
 
@@ -17,15 +16,46 @@ void CholeskyFactor::Reserve(int n) {
 }
 
 absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
-  Eigen::LLT<Eigen::MatrixXd> llt(a);
-  if (llt.info() != Eigen::Success) {
-    return absl::FailedPreconditionError("matrix is not numerically positive definite");
+  const int n = static_cast<int>(a.rows());
+  // The factor's non-zeros stay inside the components of A's pattern (elimination never fills
+  // across them), so the components found here are the factor's, or coarser.
+  DisjointSets components(n);
+  components.JoinLowerPattern(a);
+  std::vector<std::vector<int>> groups = components.Groups();
+  if (BlocksPay(groups, n)) {
+    std::vector<Eigen::MatrixXd> factors;
+    factors.reserve(groups.size());
+    for (const std::vector<int>& g : groups) {
+      Eigen::LLT<Eigen::MatrixXd> llt(GatherLowerBlock(a, g));
+      if (llt.info() != Eigen::Success) {
+        return absl::FailedPreconditionError("matrix is not numerically positive definite");
+      }
+      factors.push_back(llt.matrixL());
+    }
+    Changed();
+    size_ = 0;
+    Reserve(n);
+    size_ = n;
+    storage_.topLeftCorner(n, n).setZero();
+    for (size_t b = 0; b < groups.size(); ++b) {
+      const std::vector<int>& g = groups[b];
+      for (size_t c = 0; c < g.size(); ++c) {
+        for (size_t r = c; r < g.size(); ++r) storage_(g[r], g[c]) = factors[b](r, c);
+      }
+    }
+  } else {
+    Eigen::LLT<Eigen::MatrixXd> llt(a);
+    if (llt.info() != Eigen::Success) {
+      return absl::FailedPreconditionError("matrix is not numerically positive definite");
+    }
+    Changed();
+    size_ = 0;
+    Reserve(n);
+    size_ = n;
+    storage_.topLeftCorner(size_, size_) = llt.matrixL();
   }
-  Changed();
-  size_ = 0;
-  Reserve(static_cast<int>(a.rows()));
-  size_ = static_cast<int>(a.rows());
-  storage_.topLeftCorner(size_, size_) = llt.matrixL();
+  components_ = std::move(components);
+  components_valid_ = true;
   return absl::OkStatus();
 }
 
@@ -70,10 +100,9 @@ absl::Status CholeskyFactor::AppendSolved(const Eigen::Ref<const Eigen::VectorXd
   ++size_;
   if (components) {  // the new row joins the components its non-zeros reach
     components_valid_ = true;
-    component_parent_.push_back(size_ - 1);
-    component_size_.push_back(1);
+    components_.Add();
     for (int i = 0; i + 1 < size_; ++i) {
-      if (l(i) != 0.0) JoinComponents(i, size_ - 1);
+      if (l(i) != 0.0) components_.Join(i, size_ - 1);
     }
   }
   return absl::OkStatus();
@@ -191,24 +220,8 @@ void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
   }
 }
 
-int CholeskyFactor::ComponentRoot(int i) {
-  while (component_parent_[i] != i) {
-    i = component_parent_[i] = component_parent_[component_parent_[i]];
-  }
-  return i;
-}
-
-void CholeskyFactor::JoinComponents(int a, int b) {
-  a = ComponentRoot(a);
-  b = ComponentRoot(b);
-  if (a == b) return;
-  if (component_size_[a] < component_size_[b]) std::swap(a, b);
-  component_parent_[b] = a;
-  component_size_[a] += component_size_[b];
-}
-
 bool CholeskyFactor::ComponentsKnown() const {
-  return components_valid_ && static_cast<int>(component_parent_.size()) == size_;
+  return components_valid_ && components_.size() == size_;
 }
 
 void CholeskyFactor::KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixXd>& v) {
@@ -219,30 +232,22 @@ void CholeskyFactor::KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixX
   if (!components) return;
   components_valid_ = true;
   for (Eigen::Index c = 0; c < v.cols(); ++c) {
-    if (size_ == 0 || component_size_[ComponentRoot(0)] == size_) return;  // all one already
+    if (components_.AllOne()) return;  // all one already
     int first = -1;
     for (int i = 0; i < size_; ++i) {
       if (v(i, c) == 0.0) continue;
       if (first < 0) {
         first = i;
       } else {
-        JoinComponents(first, i);
+        components_.Join(first, i);
       }
     }
   }
 }
 
 void CholeskyFactor::FindComponents() {
-  component_parent_.resize(static_cast<size_t>(size_));
-  std::iota(component_parent_.begin(), component_parent_.end(), 0);
-  component_size_.assign(static_cast<size_t>(size_), 1);
-  for (int j = 0; j + 1 < size_; ++j) {
-    const auto below = storage_.col(j).segment(j + 1, size_ - j - 1);
-    if (!(below.array() != 0.0).any()) continue;  // a vectorised test first: most are zero
-    for (int i = 0; i < below.size(); ++i) {
-      if (below(i) != 0.0) JoinComponents(j + 1 + i, j);
-    }
-  }
+  components_.Reset(size_);
+  components_.JoinLowerPattern(matrix());
   components_valid_ = true;
 }
 
@@ -258,13 +263,13 @@ bool CholeskyFactor::Separates(const std::vector<int>& support) {
     if (support[a] < 0 || support[a] >= size_ || (a > 0 && support[a] <= support[a - 1])) {
       return false;
     }
-    roots.push_back(ComponentRoot(support[a]));
+    roots.push_back(components_.Find(support[a]));
   }
   std::sort(roots.begin(), roots.end());
   for (size_t a = 0; a < roots.size();) {
     size_t b = a;
     while (b < roots.size() && roots[b] == roots[a]) ++b;
-    if (static_cast<int>(b - a) != component_size_[roots[a]]) return false;
+    if (static_cast<int>(b - a) != components_.SetSize(roots[a])) return false;
     a = b;
   }
   return true;
@@ -286,7 +291,7 @@ void CholeskyFactor::ScatterLower(const std::vector<int>& support,
     components_valid_ = true;
     for (Eigen::Index c = 0; c < s; ++c) {
       for (Eigen::Index r = c + 1; r < s; ++r) {
-        if (block(r, c) != 0.0) JoinComponents(support[r], support[c]);
+        if (block(r, c) != 0.0) components_.Join(support[r], support[c]);
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/linalg/disjoint_sets.h"
 
 namespace graphbandit {
 
@@ -21,7 +22,10 @@ class CholeskyFactor {
   CholeskyFactor() = default;
 
   // Factor of an explicit symmetric positive definite matrix (only its lower triangle is read).
-  // Fails with FailedPrecondition if the matrix is not numerically positive definite.
+  // Fails with FailedPrecondition if the matrix is not numerically positive definite. A matrix
+  // whose non-zero pattern falls into groups of at most half its rows that share no entry (the
+  // multi-user kernel's graph components) is factored group by group: the factor is the same
+  // block-diagonal one (up to round-off), at the cost of the groups' sizes cubed.
   absl::Status Reset(const Eigen::Ref<const Eigen::MatrixXd>& a);
   void Clear() {
     size_ = 0;
@@ -136,8 +140,6 @@ class CholeskyFactor {
   bool ComponentsKnown() const;
   // Changed(), keeping the components through an update by the columns of v.
   void KeepComponentsThrough(const Eigen::Ref<const Eigen::MatrixXd>& v);
-  int ComponentRoot(int i);
-  void JoinComponents(int a, int b);
   void FindComponents();
 
   Eigen::MatrixXd storage_;  // capacity x capacity; only the leading size_ x size_ is live
@@ -145,10 +147,9 @@ class CholeskyFactor {
   // SingleLower's copy; every change to the factor drops it. Shared, so that copying a factor
   // does not copy it.
   std::shared_ptr<const Eigen::MatrixXf> single_;
-  // Separates' components of L's non-zero pattern (union-find over the rows: parent and, at a
-  // root, the component's size), valid while components_valid_.
-  std::vector<int> component_parent_;
-  std::vector<int> component_size_;
+  // Separates' components of L's non-zero pattern (or coarser: joined sets stay joined), valid
+  // while components_valid_.
+  DisjointSets components_;
   bool components_valid_ = false;
 };
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/linalg/cholesky_factor.h"
+#include "core/linalg/disjoint_sets.h"
 #include "core/linalg/rank_update.h"
 #include "core/storage/state_coding.h"
 
@@ -152,8 +154,25 @@ void VarianceForm::Rebuild(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
     return;
   }
   auto base = std::make_shared<Eigen::MatrixXd>(Eigen::MatrixXd::Zero(m, m));
-  AddScaledInverse(chol_zz.topLeftCorner(m, m), 1.0, base.get());
-  AddScaledInverse(chol_m, -ridge, base.get());
+  const auto zz = chol_zz.topLeftCorner(m, m);
+  // Both inverses are block-diagonal on the groups of points that neither factor links (users
+  // in different graph components): each block is formed alone, at its size cubed.
+  const std::vector<std::vector<int>> groups = LowerPatternGroups(static_cast<int>(m), zz, chol_m);
+  if (BlocksPay(groups, static_cast<int>(m))) {
+    Eigen::MatrixXd block;
+    for (const std::vector<int>& g : groups) {
+      const Eigen::Index s = static_cast<Eigen::Index>(g.size());
+      block.setZero(s, s);
+      AddScaledInverse(GatherLowerBlock(zz, g), 1.0, &block);
+      AddScaledInverse(GatherLowerBlock(chol_m, g), -ridge, &block);
+      for (Eigen::Index c = 0; c < s; ++c) {
+        for (Eigen::Index r = 0; r <= c; ++r) (*base)(g[r], g[c]) = block(r, c);
+      }
+    }
+  } else {
+    AddScaledInverse(zz, 1.0, base.get());
+    AddScaledInverse(chol_m, -ridge, base.get());
+  }
   base_ = std::move(base);
   BaseChanged();
 }

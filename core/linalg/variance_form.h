@@ -74,7 +74,8 @@ class VarianceForm {
   };
 
   // Exact B0 = K_ZZ^-1 - lambda M^-1 from the lower Cholesky factors of K_ZZ and M (same size,
-  // possibly 0), dropping every correction.
+  // possibly 0), dropping every correction. O(m^3), or the sum of the cubes of the blocks when
+  // the factors' patterns fall into groups of at most half the points (disjoint_sets.h).
   void Rebuild(const Eigen::Ref<const Eigen::MatrixXd>& chol_zz,
                const Eigen::Ref<const Eigen::MatrixXd>& chol_m, double ridge);
   void Clear();

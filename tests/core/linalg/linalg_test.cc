@@ -326,5 +326,85 @@ TEST(CholeskyFactorTest, SeparatesFollowsAppendsAndWholeUpdates) {
   EXPECT_TRUE(f.Separates({0, 2, 3, 5}));
 }
 
+// The components of a pattern, their order and sizes, and the early stop once all are one.
+TEST(DisjointSetsTest, GroupsFollowTheLowerPattern) {
+  Eigen::MatrixXd a = Eigen::MatrixXd::Identity(7, 7);
+  a(4, 1) = 0.5;   // {1, 4}
+  a(6, 4) = -1.0;  // {1, 4, 6}
+  a(5, 0) = 2.0;   // {0, 5}
+  a(0, 5) = 3.0;   // the upper triangle is not read
+  a(2, 3) = 1.0;
+  DisjointSets sets(7);
+  sets.JoinLowerPattern(a);
+  EXPECT_EQ(sets.Groups(), (std::vector<std::vector<int>>{{0, 5}, {1, 4, 6}, {2}, {3}}));
+  EXPECT_EQ(sets.SetSize(6), 3);
+  EXPECT_FALSE(sets.AllOne());
+  // Two patterns joined: a second matrix links 2 with 0.
+  Eigen::MatrixXd b = Eigen::MatrixXd::Zero(7, 7);
+  b(2, 0) = 1e-300;
+  EXPECT_EQ(LowerPatternGroups(7, a, b),
+            (std::vector<std::vector<int>>{{0, 2, 5}, {1, 4, 6}, {3}}));
+  EXPECT_TRUE(BlocksPay(LowerPatternGroups(7, a, b), 7));
+  // More than half the rows in one group: not worth blocks.
+  b(3, 1) = 1.0;
+  EXPECT_FALSE(BlocksPay(LowerPatternGroups(7, a, b), 7));
+  EXPECT_FALSE(BlocksPay({{0, 1, 2}}, 6));
+  sets.Add();
+  EXPECT_EQ(sets.size(), 8);
+  EXPECT_EQ(sets.SetSize(7), 1);
+  // A dense column joins everything, and the scan stops there.
+  DisjointSets all(5);
+  all.JoinLowerPattern(Eigen::MatrixXd::Ones(5, 5));
+  EXPECT_TRUE(all.AllOne());
+  EXPECT_EQ(all.Groups().size(), 1u);
+}
+
+// A matrix over interleaved components (users in separate graph components) is factored block
+// by block: the factor is the dense one, zero across components, and a block that is not
+// positive definite fails the whole reset, leaving the factor as it was.
+TEST(CholeskyFactorTest, ResetFactorsInterleavedComponentsBlockByBlock) {
+  Rng rng(61);
+  const int n = 45;
+  const int parts = 5;
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
+  for (int p = 0; p < parts; ++p) {
+    std::vector<int> rows;
+    for (int i = p; i < n; i += parts) rows.push_back(i);
+    const int s = static_cast<int>(rows.size());
+    const Eigen::MatrixXd block = RandomSpd(s, rng, 100.0);
+    for (int r = 0; r < s; ++r) {
+      for (int c = 0; c < s; ++c) a(rows[r], rows[c]) = block(r, c);
+    }
+  }
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(a).ok());
+  EXPECT_LT(RelativeError(Dense(f), a), 1e-13);
+  const Eigen::MatrixXd dense = a.llt().matrixL();
+  EXPECT_LT(RelativeError(Eigen::MatrixXd(f.matrix()), dense), 1e-12);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (i % parts != j % parts || j > i) {
+        ASSERT_EQ(f.matrix()(i, j), 0.0) << i << "," << j;
+      }
+    }
+  }
+  std::vector<int> first;
+  for (int i = 0; i < n; i += parts) first.push_back(i);
+  EXPECT_TRUE(f.Separates(first));
+  // One component made indefinite: the reset fails and the factor stays.
+  const Eigen::MatrixXd before = f.matrix();
+  Eigen::MatrixXd bad = a;
+  bad(7, 7) = -1.0;
+  EXPECT_EQ(f.Reset(bad).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.matrix(), before);
+  // A connected matrix takes the dense path and still factors exactly.
+  Eigen::MatrixXd joined = a;
+  for (int i = 1; i < n; ++i) joined(i, i - 1) = joined(i - 1, i) = 0.1;
+  joined.diagonal().array() += 1.0;
+  ASSERT_TRUE(f.Reset(joined).ok());
+  EXPECT_LT(RelativeError(Dense(f), joined), 1e-13);
+  EXPECT_FALSE(f.Separates(first));
+}
+
 }  // namespace
 }  // namespace graphbandit

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/graph/green_function.h"
@@ -115,6 +117,48 @@ TEST(VarianceFormTest, FoldsOfUpdatesWithinOneComponentMatchAFreshInverse) {
     }
     const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
     ASSERT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-9) << "step " << step;
+  }
+}
+
+// B0 rebuilt from factors over interleaved components, block by block, is the dense inverse.
+// The blocks are the components of both factors joined: K_ZZ's are finer than M's here, and in
+// the second case M's are finer than K_ZZ's (either must be covered).
+TEST(VarianceFormTest, RebuildOverComponentsMatchesTheDenseInverse) {
+  Rng rng(67);
+  const int m = 48;
+  const double ridge = 0.3;
+  const auto block_diagonal = [&](int parts, double spread) {
+    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(m, m);
+    for (int p = 0; p < parts; ++p) {
+      std::vector<int> rows;
+      for (int i = p; i < m; i += parts) rows.push_back(i);
+      const int s = static_cast<int>(rows.size());
+      const Eigen::MatrixXd block = RandomSpd(s, rng, spread);
+      for (int r = 0; r < s; ++r) {
+        for (int c = 0; c < s; ++c) a(rows[r], rows[c]) = block(r, c);
+      }
+    }
+    return a;
+  };
+  for (const auto& [zz_parts, m_parts] : {std::pair{8, 4}, std::pair{4, 8}, std::pair{6, 6}}) {
+    const Eigen::MatrixXd kzz = block_diagonal(zz_parts, 50.0);
+    const Eigen::MatrixXd mm = block_diagonal(m_parts, 10.0);
+    VarianceForm form;
+    form.Rebuild(Lower(kzz), Lower(mm), ridge);
+    const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
+    EXPECT_LT(RelativeError(Materialise(form.snapshot()), exact), 1e-10)
+        << zz_parts << " and " << m_parts << " parts";
+    // Only B0's upper triangle is kept, and nothing across the joined components.
+    const Eigen::MatrixXd& base = *form.snapshot().base;
+    const int parts = std::min(zz_parts, m_parts);
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < i; ++j) ASSERT_EQ(base(i, j), 0.0);
+      for (int j = i; j < m; ++j) {
+        if (i % parts != j % parts) {
+          ASSERT_EQ(base(i, j), 0.0) << i << "," << j;
+        }
+      }
+    }
   }
 }
 
