@@ -17,10 +17,13 @@
 //                      workload): each batch is learned on its users' block of the factors.
 //   BM_EigenRankOne/m  Eigen's rank-one update of an m x m symmetric matrix (m^2 flops).
 //   BM_FmaPeak         independent fused multiply-adds in vector registers: one core's peak.
-//   BM_FormRebuild/m   the scoring form formed exactly from the factors of K_ZZ and M (m x m),
-//                      the writer's O(m^3) step every max(1,024, 32 m) updates.
+//   BM_FormRebuild/m/c the scoring form formed exactly from the factors of K_ZZ and M (m x m),
+//                      the writer's step every max(1,024, 32 m) updates and at each applied
+//                      fit: O(m^3) for one component (c = 1); for c = 200 components (the load
+//                      generator's users without edges) block by block.
 //   BM_FormGrow/m/k    the same form grown from m - k to m points by bordering (dictionary
-//                      growth, O(m^2 k)); compare with BM_FormRebuild/m, which growth used to run.
+//                      growth, O(m^2 k)); compare with BM_FormRebuild/m/1, which growth used to
+//                      run.
 //   BM_UserKernel/n/c  the user kernel built for a graph of n users in communities of 100 with
 //                      about 4 neighbours each, as every graph edit and applied fit builds it:
 //                      the Green's function's sparse factorisation alone (c = 0), or with the
@@ -325,17 +328,28 @@ void BM_FmaPeak(benchmark::State& state) {
 }
 
 // Lower factors of a kernel-like K (m x m) and of M = ridge K + G G^T, as the learner holds them.
+// With components > 1, point i belongs to component i % components and every entry between
+// components is zero, as for dictionary points of users in separate graph components.
 struct FormFactors {
   Eigen::MatrixXd chol_zz, chol_m;
   static constexpr double kRidge = 0.5;
-  explicit FormFactors(int m) {
+  explicit FormFactors(int m, int components = 1) {
     Rng rng(23);
     Eigen::MatrixXd x(kDim, m), g(m, 2 * m);
     for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = rng.Normal();
     for (Eigen::Index i = 0; i < g.size(); ++i) g.data()[i] = rng.Normal() * 0.1;
+    for (int i = 0; i < m; ++i) {
+      for (int j = 0; j < 2 * m; ++j) {
+        if (i % components != j % components) g(i, j) = 0.0;
+      }
+    }
     Eigen::MatrixXd k(m, m);
     for (int i = 0; i < m; ++i) {
-      for (int j = 0; j < m; ++j) k(i, j) = std::exp(-0.05 * (x.col(i) - x.col(j)).squaredNorm());
+      for (int j = 0; j < m; ++j) {
+        k(i, j) = i % components != j % components
+                      ? 0.0
+                      : std::exp(-0.05 * (x.col(i) - x.col(j)).squaredNorm());
+      }
     }
     k.diagonal().array() += 1e-3;
     chol_zz = k.llt().matrixL();
@@ -345,7 +359,7 @@ struct FormFactors {
 
 void BM_FormRebuild(benchmark::State& state) {
   const int m = static_cast<int>(state.range(0));
-  const FormFactors f(m);
+  const FormFactors f(m, static_cast<int>(state.range(1)));
   VarianceForm form;
   for (auto _ : state) {
     form.Rebuild(f.chol_zz, f.chol_m, FormFactors::kRidge);
@@ -423,7 +437,7 @@ BENCHMARK(BM_LearnBatchAlone)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Update)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenRankOne)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FormRebuild)->ArgsProduct({kSizes, {1, 200}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FormGrow)->ArgsProduct({kSizes, {1, 16}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SaveState)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_UserKernel)->ArgsProduct({{1000, 10000}, {0, 1}})->Unit(benchmark::kMillisecond);
