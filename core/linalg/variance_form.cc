@@ -25,6 +25,19 @@ void AddScaledInverse(const Eigen::Ref<const Eigen::MatrixXd>& chol, double scal
 
 int FoldRankFor(int size) { return std::clamp(size / 16, 4, 64); }
 
+// The rows on which some column of u is not zero, in order.
+std::vector<int> NonZeroRows(const Eigen::Ref<const Eigen::MatrixXd>& u) {
+  std::vector<char> hit(static_cast<size_t>(u.rows()), 0);
+  for (Eigen::Index c = 0; c < u.cols(); ++c) {
+    for (Eigen::Index r = 0; r < u.rows(); ++r) hit[r] |= u(r, c) != 0.0;
+  }
+  std::vector<int> rows;
+  for (Eigen::Index r = 0; r < u.rows(); ++r) {
+    if (hit[r]) rows.push_back(static_cast<int>(r));
+  }
+  return rows;
+}
+
 // Per-thread scratch of the scoring path: grows to the largest request and stays.
 struct ScoreWorkspace {
   Eigen::VectorXd cross;     // kz, m x C
@@ -101,20 +114,70 @@ void QuadraticForms(const VarianceForm::Snapshot& form, const Eigen::MatrixXd* b
 
 }  // namespace
 
-void VarianceForm::BaseChanged(bool structural) {
+void VarianceForm::BaseChanged(bool structural, const std::vector<int>* rows) {
   ++base_version_;
   if (structural) {
     // A new B0 (another size, or formed again): checked again before it scores in single.
     single_ = false;
     ++rebuild_version_;
   }
+  BaseChange change;
+  change.version = base_version_;
+  change.rows_known = !structural && rows != nullptr;
+  if (change.rows_known) change.rows = *rows;
+  recent_changes_.push_back(std::move(change));
+  if (recent_changes_.size() > kRecentChanges) recent_changes_.erase(recent_changes_.begin());
   if (base_ == nullptr) {
     base_single_.reset();
     return;
   }
-  auto single = std::make_shared<Eigen::MatrixXf>(base_->rows(), base_->cols());
-  single->triangularView<Eigen::Upper>() = base_->cast<float>();
-  base_single_ = std::move(single);
+  const Eigen::Index n = base_->rows();
+  std::unique_ptr<Eigen::MatrixXf> single;
+  uint64_t kept_version = 0;
+  if (single_buffers_.shelf == nullptr) {  // moved from
+    single_buffers_.shelf = std::make_shared<SingleBuffers::Shelf>();
+  }
+  {
+    std::lock_guard<std::mutex> lock(single_buffers_.shelf->mu);
+    single = std::move(single_buffers_.shelf->kept);
+    kept_version = single_buffers_.shelf->version;
+  }
+  if (single != nullptr && single->rows() != n) single.reset();
+  // The kept copy matched B0 at kept_version: the changes since then, if each touched known rows
+  // only, say which entries to round again.
+  bool partial = single != nullptr && kept_version < base_version_ &&
+                 base_version_ - kept_version <= recent_changes_.size();
+  double work = 0.0;
+  for (const BaseChange& c : recent_changes_) {
+    if (!partial || c.version <= kept_version) continue;
+    partial = c.rows_known;
+    work += static_cast<double>(c.rows.size()) * static_cast<double>(c.rows.size());
+  }
+  if (single == nullptr) single = std::make_unique<Eigen::MatrixXf>(n, n);
+  if (partial && work < 0.5 * static_cast<double>(n) * static_cast<double>(n)) {
+    for (const BaseChange& c : recent_changes_) {
+      if (c.version <= kept_version) continue;
+      for (size_t j = 0; j < c.rows.size(); ++j) {
+        const int col = c.rows[j];
+        for (size_t i = 0; i <= j; ++i) {
+          (*single)(c.rows[i], col) = static_cast<float>((*base_)(c.rows[i], col));
+        }
+      }
+    }
+  } else {
+    single->triangularView<Eigen::Upper>() = base_->cast<float>();
+  }
+  // When its last holder (this form or a snapshot) drops it, the copy goes back on the shelf.
+  const uint64_t version = base_version_;
+  base_single_ = std::shared_ptr<const Eigen::MatrixXf>(
+      single.release(), [shelf = single_buffers_.shelf, version](const Eigen::MatrixXf* m) {
+        std::unique_ptr<Eigen::MatrixXf> owned(const_cast<Eigen::MatrixXf*>(m));
+        std::lock_guard<std::mutex> lock(shelf->mu);
+        if (shelf->kept == nullptr || shelf->version < version) {
+          shelf->kept = std::move(owned);
+          shelf->version = version;
+        }
+      });
 }
 
 Eigen::MatrixXd* VarianceForm::WritableBase() {
@@ -285,7 +348,8 @@ bool VarianceForm::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
     // More columns than a buffer holds: straight into B0 with the pending corrections.
     if (rank_ > 0) Fold();
     AddRankUpdateOnRows<Eigen::Upper>(u, 1.0, WritableBase());
-    BaseChanged(/*structural=*/false);
+    const std::vector<int> rows = NonZeroRows(u);
+    BaseChanged(/*structural=*/false, &rows);
     corrections_.reset();
     rank_ = 0;
   } else {
@@ -325,7 +389,8 @@ void VarianceForm::Fold() {
     if (positive > 0) AddRankUpdateOnRows<Eigen::Upper>(plus, 1.0, base);
     AddRankUpdateOnRows<Eigen::Upper>(minus, -1.0, base);
   }
-  BaseChanged(/*structural=*/false);
+  const std::vector<int> rows = NonZeroRows(u);
+  BaseChanged(/*structural=*/false, &rows);
   rank_ = 0;
   corrections_.reset();
 }

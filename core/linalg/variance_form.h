@@ -44,6 +44,7 @@
 #include <Eigen/Dense>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/kernel/multi_user_kernel.h"
@@ -141,8 +142,12 @@ class VarianceForm {
  private:
   void Fold();
   // After B0 changed: its single-precision copy and a new version; `structural` (not a fold of
-  // corrections): a new rebuild version too, and single precision off until checked.
-  void BaseChanged(bool structural = true);
+  // corrections): a new rebuild version too, and single precision off until checked. `rows`,
+  // when known (sorted): the change was an update on those rows alone, so only the entries
+  // among them changed. The copy is made in the buffer of an earlier copy that no snapshot
+  // holds any more (SingleBuffers), bringing up to date only the entries the changes since
+  // touched: an m x m rounding and a fresh allocation per batch otherwise.
+  void BaseChanged(bool structural = true, const std::vector<int>* rows = nullptr);
   // B0 to modify: the current one when no snapshot shares it, else a copy.
   Eigen::MatrixXd* WritableBase();
   // Room for `columns` more correction columns (folding or starting a fresh buffer).
@@ -151,6 +156,36 @@ class VarianceForm {
   // Shared with snapshots that score in double precision (copied before a change then).
   std::shared_ptr<Eigen::MatrixXd> base_;
   std::shared_ptr<const Eigen::MatrixXf> base_single_;
+  // Where single-precision copies go when their last holder drops them: at most one is kept,
+  // with the base version it matched. Its mutex orders the readers' last reads of a copy before
+  // the writer's reuse. Each form has its own (a copy of the form starts an empty one), since
+  // the versions are the form's.
+  struct SingleBuffers {
+    struct Shelf {
+      std::mutex mu;
+      std::unique_ptr<Eigen::MatrixXf> kept;
+      uint64_t version = 0;
+    };
+    std::shared_ptr<Shelf> shelf = std::make_shared<Shelf>();
+    SingleBuffers() = default;
+    SingleBuffers(const SingleBuffers&) {}
+    SingleBuffers& operator=(const SingleBuffers&) {
+      shelf = std::make_shared<Shelf>();
+      return *this;
+    }
+    SingleBuffers(SingleBuffers&&) = default;
+    SingleBuffers& operator=(SingleBuffers&&) = default;
+  };
+  SingleBuffers single_buffers_;
+  // The rows each of the last base versions changed (from the version before), newest last,
+  // for bringing a kept copy up to date; an entry without rows: unknown (a structural change).
+  struct BaseChange {
+    uint64_t version = 0;
+    bool rows_known = false;
+    std::vector<int> rows;
+  };
+  std::vector<BaseChange> recent_changes_;
+  static constexpr size_t kRecentChanges = 4;
   std::shared_ptr<Corrections> corrections_;
   int rank_ = 0;
   int64_t updates_since_exact_ = 0;

@@ -162,6 +162,75 @@ TEST(VarianceFormTest, RebuildOverComponentsMatchesTheDenseInverse) {
   }
 }
 
+// The single-precision copy of B0 stays the rounding of B0's upper triangle through batches on
+// separate components, whether the writer reuses an older copy (only the entries the last
+// changes touched are rounded again) or a published snapshot still holds it (a fresh copy).
+TEST(VarianceFormTest, SingleCopyFollowsUpdatesOnComponents) {
+  Rng rng(71);
+  const int m = 64;
+  const double ridge = 0.3;
+  const int parts = 8;
+  Eigen::MatrixXd kzz = Eigen::MatrixXd::Zero(m, m);
+  for (int p = 0; p < parts; ++p) {
+    std::vector<int> rows;
+    for (int i = p; i < m; i += parts) rows.push_back(i);
+    const Eigen::MatrixXd block = RandomSpd(static_cast<int>(rows.size()), rng, 50.0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t c = 0; c < rows.size(); ++c) kzz(rows[r], rows[c]) = block(r, c);
+    }
+  }
+  Eigen::MatrixXd mm = ridge * kzz;
+  mm.diagonal().array() += 1.0;
+  VarianceForm form;
+  form.Rebuild(Lower(kzz), Lower(mm), ridge);
+  std::vector<VarianceForm::Snapshot> held;
+  std::vector<Eigen::MatrixXf> held_copies;
+  int checked = 0;
+  for (int step = 0; step < 60; ++step) {
+    // Batches wider than the buffer go straight into B0 (k > fold_rank()); narrower ones fold
+    // later. Each touches one or two components.
+    const int k = step % 3 == 0 ? 2 : form.fold_rank() + 3;
+    Eigen::MatrixXd v = Eigen::MatrixXd::Zero(m, k);
+    for (int i = 0; i < m; ++i) {
+      if (i % parts == step % parts || (step % 4 == 0 && i % parts == (step + 3) % parts)) {
+        v.row(i) = RandomMatrix(1, k, rng) * 0.3;
+      }
+    }
+    const Eigen::MatrixXd x = mm.llt().solve(v);
+    ASSERT_TRUE(form.RankUpdate(x, v.transpose() * x, ridge));
+    mm += v * v.transpose();
+    // Some snapshots are held over several batches, so that the writer cannot reuse them; what
+    // they hold does not change.
+    if (step % 5 == 1) {
+      held.push_back(form.snapshot());
+      held_copies.push_back(*held.back().base_single);
+    }
+    for (size_t h = 0; h < held.size(); ++h) {
+      ASSERT_TRUE(held[h].base_single->triangularView<Eigen::Upper>().toDenseMatrix() ==
+                  held_copies[h].triangularView<Eigen::Upper>().toDenseMatrix())
+          << "step " << step;
+    }
+    if (step % 7 == 2) {
+      held.clear();
+      held_copies.clear();
+    }
+    const VarianceForm::Snapshot s = form.snapshot();
+    ASSERT_NE(s.base, nullptr);
+    ASSERT_NE(s.base_single, nullptr);
+    const Eigen::MatrixXf expected = s.base->cast<float>();
+    for (int c = 0; c < m; ++c) {
+      for (int r = 0; r <= c; ++r) {
+        ASSERT_EQ((*s.base_single)(r, c), expected(r, c))
+            << "step " << step << " at " << r << "," << c;
+      }
+    }
+    ++checked;
+    const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
+    ASSERT_LT(RelativeError(Materialise(s), exact), 1e-9) << "step " << step;
+  }
+  EXPECT_EQ(checked, 60);
+}
+
 // Dictionary growth borders K_ZZ and M with new rows; Grow must give the matrix a rebuild from
 // the grown factors gives, with corrections pending and for one or several points at once, and
 // leave earlier snapshots as they were.
