@@ -32,9 +32,8 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
       }
       factors.push_back(llt.matrixL());
     }
+    Reserve(n);  // keeps the live block, so that a failed allocation leaves the factor as it was
     Changed();
-    size_ = 0;
-    Reserve(n);
     size_ = n;
     storage_.topLeftCorner(n, n).setZero();
     for (size_t b = 0; b < groups.size(); ++b) {
@@ -48,9 +47,8 @@ absl::Status CholeskyFactor::Reset(const Eigen::Ref<const Eigen::MatrixXd>& a) {
     if (llt.info() != Eigen::Success) {
       return absl::FailedPreconditionError("matrix is not numerically positive definite");
     }
-    Changed();
-    size_ = 0;
     Reserve(n);
+    Changed();
     size_ = n;
     storage_.topLeftCorner(size_, size_) = llt.matrixL();
   }

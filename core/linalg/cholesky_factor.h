@@ -87,8 +87,9 @@ class CholeskyFactor {
   // what a multi-user kernel gives when the batch's users share nothing with the other
   // dictionary points' users (their graph components, core/kernel/multi_user_kernel.h): exact
   // zeros in A that every operation here keeps. Separates answers from the components of L's
-  // non-zero pattern, which it finds with one read of L's lower triangle after a Reset,
-  // Restore, Truncate or Clear, and otherwise keeps up to date: Append, ScatterLower and the
+  // non-zero pattern (or coarser ones: a Reset takes A's), which it finds with one read of L's
+  // lower triangle after a Restore, Truncate or Clear, and otherwise keeps up to date: Append,
+  // ScatterLower and the
   // updates join the components their new non-zeros reach (only ever joining, so the answer
   // stays safe: a component that a later cancellation splits is still taken as one). Then it
   // costs O(s log s) for a support of s rows. A support that is not sorted and distinct, or

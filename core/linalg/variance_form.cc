@@ -115,37 +115,36 @@ void QuadraticForms(const VarianceForm::Snapshot& form, const Eigen::MatrixXd* b
 }  // namespace
 
 void VarianceForm::BaseChanged(bool structural, const std::vector<int>* rows) {
+  // The old copy is dropped first: when nothing else holds it, it goes onto the shelf now and
+  // is reused below. Until the new copy is in place the form scores in double precision (should
+  // an allocation below throw, it stays so).
+  base_single_.reset();
+  const bool single = single_ && !structural;
+  single_ = false;
   ++base_version_;
-  if (structural) {
-    // A new B0 (another size, or formed again): checked again before it scores in single.
-    single_ = false;
-    ++rebuild_version_;
-  }
+  if (structural) ++rebuild_version_;  // checked again before it scores in single
   BaseChange change;
   change.version = base_version_;
   change.rows_known = !structural && rows != nullptr;
   if (change.rows_known) change.rows = *rows;
   recent_changes_.push_back(std::move(change));
   if (recent_changes_.size() > kRecentChanges) recent_changes_.erase(recent_changes_.begin());
-  if (base_ == nullptr) {
-    base_single_.reset();
-    return;
-  }
-  const Eigen::Index n = base_->rows();
-  std::unique_ptr<Eigen::MatrixXf> single;
-  uint64_t kept_version = 0;
   if (single_buffers_.shelf == nullptr) {  // moved from
     single_buffers_.shelf = std::make_shared<SingleBuffers::Shelf>();
   }
+  std::unique_ptr<Eigen::MatrixXf> copy;
+  uint64_t kept_version = 0;
   {
     std::lock_guard<std::mutex> lock(single_buffers_.shelf->mu);
-    single = std::move(single_buffers_.shelf->kept);
+    copy = std::move(single_buffers_.shelf->kept);
     kept_version = single_buffers_.shelf->version;
   }
-  if (single != nullptr && single->rows() != n) single.reset();
+  if (base_ == nullptr) return;  // (the kept buffer, if any, is freed)
+  const Eigen::Index n = base_->rows();
+  if (copy != nullptr && copy->rows() != n) copy.reset();
   // The kept copy matched B0 at kept_version: the changes since then, if each touched known rows
   // only, say which entries to round again.
-  bool partial = single != nullptr && kept_version < base_version_ &&
+  bool partial = copy != nullptr && kept_version < base_version_ &&
                  base_version_ - kept_version <= recent_changes_.size();
   double work = 0.0;
   for (const BaseChange& c : recent_changes_) {
@@ -153,24 +152,24 @@ void VarianceForm::BaseChanged(bool structural, const std::vector<int>* rows) {
     partial = c.rows_known;
     work += static_cast<double>(c.rows.size()) * static_cast<double>(c.rows.size());
   }
-  if (single == nullptr) single = std::make_unique<Eigen::MatrixXf>(n, n);
+  if (copy == nullptr) copy = std::make_unique<Eigen::MatrixXf>(n, n);
   if (partial && work < 0.5 * static_cast<double>(n) * static_cast<double>(n)) {
     for (const BaseChange& c : recent_changes_) {
       if (c.version <= kept_version) continue;
       for (size_t j = 0; j < c.rows.size(); ++j) {
         const int col = c.rows[j];
         for (size_t i = 0; i <= j; ++i) {
-          (*single)(c.rows[i], col) = static_cast<float>((*base_)(c.rows[i], col));
+          (*copy)(c.rows[i], col) = static_cast<float>((*base_)(c.rows[i], col));
         }
       }
     }
   } else {
-    single->triangularView<Eigen::Upper>() = base_->cast<float>();
+    copy->triangularView<Eigen::Upper>() = base_->cast<float>();
   }
   // When its last holder (this form or a snapshot) drops it, the copy goes back on the shelf.
   const uint64_t version = base_version_;
   base_single_ = std::shared_ptr<const Eigen::MatrixXf>(
-      single.release(), [shelf = single_buffers_.shelf, version](const Eigen::MatrixXf* m) {
+      copy.release(), [shelf = single_buffers_.shelf, version](const Eigen::MatrixXf* m) {
         std::unique_ptr<Eigen::MatrixXf> owned(const_cast<Eigen::MatrixXf*>(m));
         std::lock_guard<std::mutex> lock(shelf->mu);
         if (shelf->kept == nullptr || shelf->version < version) {
@@ -178,6 +177,7 @@ void VarianceForm::BaseChanged(bool structural, const std::vector<int>* rows) {
           shelf->version = version;
         }
       });
+  single_ = single;
 }
 
 Eigen::MatrixXd* VarianceForm::WritableBase() {

@@ -26,7 +26,8 @@
 //    blocks, computed from the new rows (O(m^2 k) for k points), and keeps the corrections.
 //  * Every max(kExactEvery, 32 m) updates (the joined points count), and whenever M or K_ZZ change
 //    otherwise (a refit, a graph edit, a fallback refactor), B0 is formed again from the two
-//    factors (O(m^3)), and the corrections are dropped.
+//    factors (O(m^3), or block by block on their components: Rebuild), and the corrections are
+//    dropped.
 // The schedule depends only on the sequence of updates, and snapshots store B0 and the
 // corrections, so a restored learner scores bit-identically to the one that saved it.
 //
@@ -143,8 +144,8 @@ class VarianceForm {
   void Fold();
   // After B0 changed: its single-precision copy and a new version; `structural` (not a fold of
   // corrections): a new rebuild version too, and single precision off until checked. `rows`,
-  // when known (sorted): the change was an update on those rows alone, so only the entries
-  // among them changed. The copy is made in the buffer of an earlier copy that no snapshot
+  // when known (must be sorted): the change was an update on those rows alone, so only the
+  // entries among them changed. The copy is made in the buffer of an earlier copy that no snapshot
   // holds any more (SingleBuffers), bringing up to date only the entries the changes since
   // touched: an m x m rounding and a fresh allocation per batch otherwise.
   void BaseChanged(bool structural = true, const std::vector<int>* rows = nullptr);
@@ -157,9 +158,10 @@ class VarianceForm {
   std::shared_ptr<Eigen::MatrixXd> base_;
   std::shared_ptr<const Eigen::MatrixXf> base_single_;
   // Where single-precision copies go when their last holder drops them: at most one is kept,
-  // with the base version it matched. Its mutex orders the readers' last reads of a copy before
-  // the writer's reuse. Each form has its own (a copy of the form starts an empty one), since
-  // the versions are the form's.
+  // the newest, with the base version it matched. Its mutex orders the readers' last reads of a
+  // copy before the writer's reuse. The versions are the form's, so a copy of the form starts
+  // an empty shelf; copies made before it return to the shelf they came from, and a move takes
+  // the shelf along with the versions.
   struct SingleBuffers {
     struct Shelf {
       std::mutex mu;
