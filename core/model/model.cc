@@ -241,11 +241,53 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
     if (!status.ok()) return status;
   }
   const uint64_t seq = next_seq_++;
-  rewards_held_ += static_cast<int64_t>(ObservationsOf(op).size());
+  const auto observations = static_cast<int32_t>(ObservationsOf(op).size());
+  rewards_held_ += observations;
   if (acknowledged != absl::InfinitePast()) unapplied_rewards_.emplace_back(seq, acknowledged);
-  queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged, nullptr});
-  queue_cv_.SignalAll();
+  const bool deferrable = completion == nullptr && DeferrableLocked(op);
+  const bool was_empty = queue_.empty();
+  queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged, nullptr,
+                           deferrable, deferrable ? absl::Now() : absl::InfinitePast(),
+                           observations});
+  if (deferrable) {
+    ++deferrable_queued_;
+    observations_queued_ += observations;
+  }
+  // The writer wakes for what it must apply now; for a deferrable operation only when it
+  // finds the queue empty (the writer then waits ApplyDelay() from it) or completes a batch.
+  if (!deferrable || was_empty || QueueMustRunLocked()) {
+    queue_cv_.SignalAll();
+  }
   return seq;
+}
+
+bool Model::DeferrableLocked(const ModelOp& op) const {
+  if (replicated() || ApplyDelay() <= absl::ZeroDuration()) return false;
+  if (std::holds_alternative<DecideOp>(op)) return true;  // applying it changes no state
+  if (std::holds_alternative<RewardOp>(op) || std::holds_alternative<CloseOp>(op) ||
+      std::holds_alternative<ObserveOp>(op)) {
+    return stages_rewards_;  // learned by a LearnOp the writer logs, not when applied
+  }
+  return false;
+}
+
+absl::Duration Model::ApplyDelay() const {
+  absl::Duration delay = std::min(options_.max_learn_delay, kMaxApplyDelay);
+  if (durability_.max_learning_lag > absl::ZeroDuration()) {
+    delay = std::min(delay, durability_.max_learning_lag / 2);
+  }
+  return delay;
+}
+
+bool Model::QueueMustRunLocked() const {
+  if (queue_.empty()) return false;
+  return static_cast<int64_t>(queue_.size()) > deferrable_queued_ ||
+         observations_queued_ + staged_waiting_ >= options_.max_learn_batch ||
+         static_cast<int64_t>(next_seq_ - 1 - applied_seq_) >= max_queued_;
+}
+
+bool Model::QueueDueLocked(absl::Time now) const {
+  return QueueMustRunLocked() || (!queue_.empty() && now >= queue_.front().queued + ApplyDelay());
 }
 
 absl::StatusOr<uint64_t> Model::Append(ModelOp op, std::shared_ptr<OpCompletion> completion,

@@ -295,6 +295,11 @@ class Model : private FitScheduler::Host {
     absl::Time acknowledged;                   // InfinitePast unless the op learns rewards
     // Cluster mode: the record read from the shared log (`op` is unused then).
     std::shared_ptr<const ReplicatedRecord> replicated;
+    // Whether the writer may leave it queued for a while (Deferrable), since when, and the
+    // observations it stages.
+    bool deferrable = false;
+    absl::Time queued = absl::InfinitePast();
+    int32_t observations = 0;
   };
 
   Model(const ModelOptions& options, const Durability& durability,
@@ -320,6 +325,24 @@ class Model : private FitScheduler::Host {
                                   absl::Time acknowledged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   uint64_t LastLogged() const ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Whether the writer may leave `op` queued for up to ApplyDelay() rather than wake for it:
+  // applying it changes nothing a caller can see at once (a decision, or a reward the learner
+  // only stages until a LearnOp), so the writer applies such operations in groups, one wake-up
+  // per group instead of one per operation. No one waits for it, and the model is not
+  // replicated.
+  bool DeferrableLocked(const ModelOp& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // How long a deferrable operation may wait for the writer: within max_learn_delay (and half
+  // the learning-lag bound), so that a reward is still learned within them, and at most
+  // kMaxApplyDelay; zero: none waits.
+  absl::Duration ApplyDelay() const;
+  static constexpr absl::Duration kMaxApplyDelay = absl::Milliseconds(5);
+  // The writer has queued work that cannot wait: an operation that is not deferrable, a full
+  // batch of rewards, or a queue at the back-pressure bound.
+  bool QueueMustRunLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // The same, or a deferrable operation that has waited ApplyDelay() by `now`.
+  bool QueueDueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // Takes the queue's front, keeping the counts of deferrable operations.
+  Pending PopQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // Waits until `seq` is durable per the sync policy.
   absl::Status WaitDurable(uint64_t seq, absl::Time deadline);
   // Submits an administrative operation (after back-pressure) and waits until it is applied and
@@ -520,6 +543,13 @@ class Model : private FitScheduler::Host {
   mutable Mutex queue_mu_;
   CondVar queue_cv_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
+  // Of queue_: the deferrable operations, and the observations they stage.
+  int64_t deferrable_queued_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  int64_t observations_queued_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  // Set by the writer: whether the learner stages rewards (LearnsInBatches), and how many
+  // staged rewards no LearnOp asked for yet when it last looked.
+  bool stages_rewards_ ABSL_GUARDED_BY(queue_mu_) = false;
+  int64_t staged_waiting_ ABSL_GUARDED_BY(queue_mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(queue_mu_) = 1;
   uint64_t applied_seq_ ABSL_GUARDED_BY(queue_mu_) = 0;
   // Every reward of the records up to here is learned and published (applied_seq_ less the

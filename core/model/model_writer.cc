@@ -31,22 +31,36 @@ void Model::WriterLoop() {
     // the callers wait for), then answers its requests and takes one due or asked for since.
     const bool writing = snapshots_.Started();
     if (writing) learn_at = std::min(learn_at, absl::Now() + absl::Milliseconds(5));
+    const int64_t staged_waiting = state_->staged_total() - learn_requested_;
+    const bool stages = state_->learner() != nullptr && state_->learner()->LearnsInBatches();
     std::deque<Pending> batch;
     bool snapshot = false;  // one was asked for
     std::shared_ptr<const std::function<void()>> hook;
     {
       MutexLock lock(&queue_mu_);
-      const auto ready = [this, writing]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return !queue_.empty() || stopping_ || (snapshot_requested_ && !writing) || fit_ready_;
+      staged_waiting_ = staged_waiting;
+      stages_rewards_ = stages;
+      const auto must_run = [this, writing]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return stopping_ || (snapshot_requested_ && !writing) || fit_ready_ ||
+               QueueDueLocked(absl::Now());
       };
-      queue_cv_.WaitUntil(&queue_mu_, learn_at, ready);
+      // Deferrable operations (Model::DeferrableLocked) wait up to ApplyDelay() from the oldest,
+      // so that one wake-up applies the decisions and rewards of several requests.
+      for (;;) {
+        const bool empty = queue_.empty();
+        const absl::Time until =
+            empty ? learn_at : std::min(learn_at, queue_.front().queued + ApplyDelay());
+        queue_cv_.WaitUntil(&queue_mu_, until, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return must_run() || queue_.empty() != empty;
+        });
+        if (must_run() || absl::Now() >= until) break;
+      }
       if (queue_.empty() && stopping_) return;  // everything logged is applied
       // A batch ends with a LearnOp: what it learned is published before the writer goes on
       // (freshness), however long the queue.
       while (!queue_.empty()) {
         const bool learns = std::holds_alternative<LearnOp>(queue_.front().op);
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        batch.push_back(PopQueuedLocked());
         if (learns) break;
       }
       snapshot = snapshot_requested_;
@@ -199,15 +213,22 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
   batch->clear();
 }
 
+Model::Pending Model::PopQueuedLocked() {
+  Pending pending = std::move(queue_.front());
+  queue_.pop_front();
+  if (pending.deferrable) {
+    --deferrable_queued_;
+    observations_queued_ -= pending.observations;
+  }
+  return pending;
+}
+
 void Model::ApplyUpTo(uint64_t seq) {
   for (;;) {
     std::deque<Pending> batch;
     {
       MutexLock lock(&queue_mu_);
-      while (!queue_.empty() && queue_.front().seq <= seq) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      while (!queue_.empty() && queue_.front().seq <= seq) batch.push_back(PopQueuedLocked());
     }
     if (batch.empty()) return;
     ApplyBatch(&batch);
@@ -290,8 +311,13 @@ absl::Time Model::LearnDueAt() const {
   if (durability_.max_learning_lag > absl::ZeroDuration()) {
     delay = std::min(delay, durability_.max_learning_lag / 2);
   }
+  // From the reward's acknowledgement when it has one: the writer may have applied its record
+  // up to ApplyDelay() later (Model::DeferrableLocked), and that wait counts too.
   for (const StagedReward& staged : staged_rewards_) {
-    if (staged.ordinal >= learn_requested_) return staged.staged_at + delay;
+    if (staged.ordinal >= learn_requested_) {
+      const bool known = staged.acknowledged != absl::InfinitePast();
+      return (known ? std::min(staged.acknowledged, staged.staged_at) : staged.staged_at) + delay;
+    }
   }
   return absl::InfinitePast();  // restored at start (no entry): at once
 }

@@ -313,5 +313,40 @@ TEST(EngineTest, ShutdownEndsCallsWaitingForAVersion) {
   delete release;
 }
 
+// Decisions and staged rewards wake the writer once per group, not once each
+// (Model::DeferrableLocked): a burst of decisions is applied in a few batches, and a reward
+// nobody waits for is still learned, within max_learn_delay, without any call prodding the
+// writer.
+TEST(EngineTest, TheWriterAppliesDecisionsAndRewardsInGroups) {
+  ModelOptions options;
+  options.max_learn_delay = absl::Milliseconds(50);
+  auto engine = OpenEngine({options});
+  Model* model = *engine->FindModel("");
+  ASSERT_TRUE(engine->SelectArm(OneArm("first").View()).ok());
+  model->WaitForWriter();
+  std::atomic<int> batches{0};
+  model->SetAfterApplyHookForTesting([&] { ++batches; });
+  constexpr int kDecisions = 200;
+  for (int i = 0; i < kDecisions; ++i) {
+    ASSERT_TRUE(engine->SelectArm(OneArm(absl::StrCat("d", i)).View()).ok());
+  }
+  model->WaitForWriter();  // it waits; it does not wake the writer
+  const int decision_batches = batches.load();
+  EXPECT_GE(decision_batches, 1);
+  // Applied one by one, the writer takes a few decisions per wake-up (16-20 batches here);
+  // grouped, one batch per ApplyDelay() of calls.
+  EXPECT_LE(decision_batches, kDecisions / 20) << "about one wake-up per decision";
+
+  auto reward = engine->ReportReward({"d7", 0.5, {}, ""});
+  ASSERT_TRUE(reward.ok()) << reward.status();
+  ASSERT_EQ(reward->outcome, RewardOutcome::kAccepted);
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (model->View()->rewards_learned < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(model->View()->rewards_learned, 1);
+  model->SetAfterApplyHookForTesting(nullptr);
+}
+
 }  // namespace
 }  // namespace graphbandit
