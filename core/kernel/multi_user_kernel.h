@@ -62,6 +62,22 @@ class MultiUserKernel {
              const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
              Eigen::MatrixXd* out) const;
 
+  // The non-zero blocks of that matrix, for callers that can use them without the m x n
+  // whole (a pass over the history, whose points each meet a few dictionary points when users
+  // share little): one block per distinct user of `b`, over the rows whose factor is not zero
+  // and the columns of that user, both ascending; block(r, c) is the entry at (rows[r],
+  // cols[c]) as Cross computes it. Every other entry is exactly zero.
+  struct CrossBlock {
+    std::vector<Eigen::Index> rows;
+    std::vector<Eigen::Index> cols;
+    Eigen::MatrixXd block;
+  };
+  // Returns false, and leaves `blocks` empty, when at least half the entries are non-zero:
+  // then Cross's one product is the cheaper form.
+  bool CrossBlocks(const Eigen::Ref<const Eigen::MatrixXd>& a, const std::vector<int32_t>& users_a,
+                   const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
+                   std::vector<CrossBlock>* blocks) const;
+
  private:
   ArmKernel arm_;
   std::shared_ptr<const UserKernel> users_;

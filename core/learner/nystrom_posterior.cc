@@ -1035,16 +1035,39 @@ void NystromPosterior::RefitObservations(const Eigen::Ref<const Eigen::MatrixXd>
                                          const int32_t* users, const double* rewards) {
   PendingRefit& r = *refit_;
   const Eigen::Index len = points.cols();
-  Eigen::MatrixXd k_bs;  // m' x len
-  if (r.rescale.size() > 0) {
-    const Eigen::MatrixXd scaled = points.array().colwise() * r.rescale.array();
-    r.kernel->Cross(r.x.view(), r.users, scaled, users, &k_bs);
-  } else {
-    r.kernel->Cross(r.x.view(), r.users, points, users, &k_bs);
+  Eigen::MatrixXd scaled;
+  if (r.rescale.size() > 0) scaled = points.array().colwise() * r.rescale.array();
+  const Eigen::Ref<const Eigen::MatrixXd> b =
+      r.rescale.size() > 0 ? Eigen::Ref<const Eigen::MatrixXd>(scaled) : points;
+  const Eigen::VectorXd centered =
+      Eigen::Map<const Eigen::VectorXd>(rewards, len).array() - r.prior_mean;
+  // When the entries' users share kernel entries with few dictionary points (users in small
+  // graph components), each user's entries update only those points' rows of M and Gamma:
+  // no m' x len matrix, mostly zeros, to fill and scan.
+  std::vector<MultiUserKernel::CrossBlock> blocks;
+  if (r.kernel->CrossBlocks(r.x.view(), r.users, b, users, &blocks)) {
+    Eigen::MatrixXd outer;
+    Eigen::VectorXd centered_cols, gamma_rows;
+    for (const MultiUserKernel::CrossBlock& block : blocks) {
+      const auto s = static_cast<Eigen::Index>(block.rows.size());
+      outer.setZero(s, s);
+      outer.selfadjointView<Eigen::Lower>().rankUpdate(block.block);
+      for (Eigen::Index j = 0; j < s; ++j) {
+        for (Eigen::Index i = j; i < s; ++i) r.m(block.rows[i], block.rows[j]) += outer(i, j);
+      }
+      centered_cols.resize(static_cast<Eigen::Index>(block.cols.size()));
+      for (size_t c = 0; c < block.cols.size(); ++c) {
+        centered_cols(static_cast<Eigen::Index>(c)) = centered(block.cols[c]);
+      }
+      gamma_rows.noalias() = block.block * centered_cols;
+      for (Eigen::Index i = 0; i < s; ++i) r.gamma(block.rows[i]) += gamma_rows(i);
+    }
+    return;
   }
+  Eigen::MatrixXd k_bs;  // m' x len
+  r.kernel->Cross(r.x.view(), r.users, b, users, &k_bs);
   AddRankUpdateOnRows<Eigen::Lower>(k_bs, 1.0, &r.m);
-  r.gamma.noalias() +=
-      k_bs * (Eigen::Map<const Eigen::VectorXd>(rewards, len).array() - r.prior_mean).matrix();
+  r.gamma.noalias() += k_bs * centered;
 }
 
 void NystromPosterior::AdvanceRefit(int64_t entries) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/graph/user_graph.h"
@@ -79,6 +80,65 @@ TEST(MultiUserKernelTest, CrossFollowsTheDefinitionWhetherFactorsAreDenseOrSpars
         ExpectMatchesDefinition(kernel, a, users_a, b, *users_b);
       }
     }
+  }
+}
+
+// CrossBlocks against Cross: on sparse factors its blocks, scattered, are Cross's matrix entry
+// for entry (bit for bit), cover each column once and every non-zero entry, and list rows and
+// columns in ascending order; on dense factors it declines (false, no blocks).
+TEST(MultiUserKernelTest, CrossBlocksAreTheNonZeroBlocksOfCross) {
+  Rng rng(9);
+  const std::shared_ptr<const UserKernel> users = GreenKernel();
+  std::vector<int32_t> users_a;
+  for (int r = 0; r < 6; ++r) {
+    for (int32_t u : {0, 1, 2, 3}) users_a.push_back(u);
+  }
+  for (int32_t u : {4, 5, 6, 7, 8, 12, kUnknownUser, 5, 7}) users_a.push_back(u);
+  const Eigen::MatrixXd a = testing::RandomMatrix(4, static_cast<int>(users_a.size()), rng);
+  const std::vector<int32_t> sparse_users = {7, 12, 4, 7, kUnknownUser, 8, 6, 12, 4, 5};
+  const std::vector<int32_t> dense_users = {0, 1, 2, 3, 0, 2};
+  for (double eta : {0.0, 0.6}) {
+    SCOPED_TRACE(::testing::Message() << "eta " << eta);
+    const MultiUserKernel kernel(ArmKernel(KernelType::kMatern52, 0.9, 0.2, 0.1), users, eta);
+    const Eigen::MatrixXd b = testing::RandomMatrix(4, static_cast<int>(sparse_users.size()), rng);
+    Eigen::MatrixXd full;
+    kernel.Cross(a, users_a, b, sparse_users.data(), &full);
+    std::vector<MultiUserKernel::CrossBlock> blocks;
+    ASSERT_TRUE(kernel.CrossBlocks(a, users_a, b, sparse_users.data(), &blocks));
+    Eigen::MatrixXd scattered = Eigen::MatrixXd::Zero(full.rows(), full.cols());
+    std::vector<int> column_seen(sparse_users.size(), 0);
+    for (const MultiUserKernel::CrossBlock& block : blocks) {
+      ASSERT_EQ(block.block.rows(), static_cast<Eigen::Index>(block.rows.size()));
+      ASSERT_EQ(block.block.cols(), static_cast<Eigen::Index>(block.cols.size()));
+      EXPECT_TRUE(std::is_sorted(block.rows.begin(), block.rows.end()));
+      EXPECT_TRUE(std::is_sorted(block.cols.begin(), block.cols.end()));
+      for (size_t c = 0; c < block.cols.size(); ++c) {
+        ++column_seen[static_cast<size_t>(block.cols[c])];
+        // One block per user of b: all its columns are that user's.
+        EXPECT_EQ(sparse_users[static_cast<size_t>(block.cols[c])],
+                  sparse_users[static_cast<size_t>(block.cols[0])]);
+        for (size_t r = 0; r < block.rows.size(); ++r) {
+          scattered(block.rows[r], block.cols[c]) =
+              block.block(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c));
+        }
+      }
+    }
+    for (size_t j = 0; j < column_seen.size(); ++j) {
+      // A column whose user shares nothing with the dictionary (the unknown user's) has no
+      // block; every other column has exactly one.
+      EXPECT_LE(column_seen[j], 1) << j;
+      if (full.col(static_cast<Eigen::Index>(j)).any()) {
+        EXPECT_EQ(column_seen[j], 1) << j;
+      }
+    }
+    EXPECT_TRUE((scattered.array() == full.array()).all());
+    EXPECT_GT((full.array() == 0.0).count(), full.size() / 2);
+    ExpectMatchesDefinition(kernel, a, users_a, b, sparse_users);
+
+    const Eigen::MatrixXd d = testing::RandomMatrix(4, static_cast<int>(dense_users.size()), rng);
+    blocks.resize(3);
+    EXPECT_FALSE(kernel.CrossBlocks(a, users_a, d, dense_users.data(), &blocks));
+    EXPECT_TRUE(blocks.empty());
   }
 }
 
