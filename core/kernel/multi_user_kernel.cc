@@ -117,6 +117,16 @@ bool Sparse(const CrossFactors& f, Eigen::Index m, Eigen::Index n) {
   return 2 * f.nonzero_entries < static_cast<int64_t>(m) * n;
 }
 
+// Cross's one product, each column scaled by its user's factors.
+void FillDense(const ArmKernel& arm, const CrossFactors& f,
+               const Eigen::Ref<const Eigen::MatrixXd>& a,
+               const Eigen::Ref<const Eigen::MatrixXd>& b, Eigen::MatrixXd* out) {
+  arm.Cross(a, b, out);
+  for (Eigen::Index j = 0; j < b.cols(); ++j) {
+    out->col(j).array() *= f.factors.col(f.column_group[static_cast<size_t>(j)]).array();
+  }
+}
+
 void FillBlocks(const ArmKernel& arm, const CrossFactors& f,
                 const Eigen::Ref<const Eigen::MatrixXd>& a,
                 const Eigen::Ref<const Eigen::MatrixXd>& b,
@@ -160,11 +170,7 @@ void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
   // a few entries per point instead of m.
   const CrossFactors f = GroupCrossFactors(*users_, eta_, users_a, n, users_b);
   if (!Sparse(f, m, n)) {
-    // Dense enough: the whole arm-kernel block in one product.
-    arm_.Cross(a, b, out);
-    for (Eigen::Index j = 0; j < n; ++j) {
-      out->col(j).array() *= f.factors.col(f.column_group[static_cast<size_t>(j)]).array();
-    }
+    FillDense(arm_, f, a, b, out);  // dense enough: the whole arm-kernel block in one product
     return;
   }
   std::vector<CrossBlock> blocks;
@@ -183,12 +189,16 @@ void MultiUserKernel::Cross(const Eigen::Ref<const Eigen::MatrixXd>& a,
 bool MultiUserKernel::CrossBlocks(const Eigen::Ref<const Eigen::MatrixXd>& a,
                                   const std::vector<int32_t>& users_a,
                                   const Eigen::Ref<const Eigen::MatrixXd>& b,
-                                  const int32_t* users_b, std::vector<CrossBlock>* blocks) const {
+                                  const int32_t* users_b, std::vector<CrossBlock>* blocks,
+                                  Eigen::MatrixXd* dense) const {
   blocks->clear();
   const Eigen::Index m = a.cols(), n = b.cols();
   if (m == 0 || n == 0) return true;
   const CrossFactors f = GroupCrossFactors(*users_, eta_, users_a, n, users_b);
-  if (!Sparse(f, m, n)) return false;
+  if (!Sparse(f, m, n)) {
+    if (dense != nullptr) FillDense(arm_, f, a, b, dense);
+    return false;
+  }
   FillBlocks(arm_, f, a, b, blocks);
   return true;
 }

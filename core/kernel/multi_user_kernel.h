@@ -73,10 +73,11 @@ class MultiUserKernel {
     Eigen::MatrixXd block;
   };
   // Returns false, and leaves `blocks` empty, when at least half the entries are non-zero:
-  // then Cross's one product is the cheaper form.
+  // then Cross's one product is the cheaper form, and it is computed into `dense` (unless
+  // null), with the user factors fetched once for both.
   bool CrossBlocks(const Eigen::Ref<const Eigen::MatrixXd>& a, const std::vector<int32_t>& users_a,
                    const Eigen::Ref<const Eigen::MatrixXd>& b, const int32_t* users_b,
-                   std::vector<CrossBlock>* blocks) const;
+                   std::vector<CrossBlock>* blocks, Eigen::MatrixXd* dense = nullptr) const;
 
  private:
   ArmKernel arm_;

@@ -1042,32 +1042,45 @@ void NystromPosterior::RefitObservations(const Eigen::Ref<const Eigen::MatrixXd>
   const Eigen::VectorXd centered =
       Eigen::Map<const Eigen::VectorXd>(rewards, len).array() - r.prior_mean;
   // When the entries' users share kernel entries with few dictionary points (users in small
-  // graph components), each user's entries update only those points' rows of M and Gamma:
-  // no m' x len matrix, mostly zeros, to fill and scan.
+  // graph components), each component's entries update only those points' rows of M and
+  // Gamma: no m' x len matrix, mostly zeros, to fill and scan.
   std::vector<MultiUserKernel::CrossBlock> blocks;
-  if (r.kernel->CrossBlocks(r.x.view(), r.users, b, users, &blocks)) {
-    Eigen::MatrixXd outer;
-    Eigen::VectorXd centered_cols, gamma_rows;
-    for (const MultiUserKernel::CrossBlock& block : blocks) {
-      const auto s = static_cast<Eigen::Index>(block.rows.size());
-      outer.setZero(s, s);
-      outer.selfadjointView<Eigen::Lower>().rankUpdate(block.block);
-      for (Eigen::Index j = 0; j < s; ++j) {
-        for (Eigen::Index i = j; i < s; ++i) r.m(block.rows[i], block.rows[j]) += outer(i, j);
-      }
-      centered_cols.resize(static_cast<Eigen::Index>(block.cols.size()));
-      for (size_t c = 0; c < block.cols.size(); ++c) {
-        centered_cols(static_cast<Eigen::Index>(c)) = centered(block.cols[c]);
-      }
-      gamma_rows.noalias() = block.block * centered_cols;
-      for (Eigen::Index i = 0; i < s; ++i) r.gamma(block.rows[i]) += gamma_rows(i);
-    }
+  Eigen::MatrixXd k_bs;  // m' x len, when the entries meet most of the dictionary
+  if (!r.kernel->CrossBlocks(r.x.view(), r.users, b, users, &blocks, &k_bs)) {
+    AddRankUpdateOnRows<Eigen::Lower>(k_bs, 1.0, &r.m);
+    r.gamma.noalias() += k_bs * centered;
     return;
   }
-  Eigen::MatrixXd k_bs;  // m' x len
-  r.kernel->Cross(r.x.view(), r.users, b, users, &k_bs);
-  AddRankUpdateOnRows<Eigen::Lower>(k_bs, 1.0, &r.m);
-  r.gamma.noalias() += k_bs * centered;
+  // The users of one component meet the same dictionary points: their blocks (one per user)
+  // are joined, so that a component costs one rank-k update, not one per user. In the rows'
+  // order, so that the sums' order depends on the entries alone.
+  std::map<std::vector<Eigen::Index>, std::vector<size_t>> by_rows;
+  for (size_t i = 0; i < blocks.size(); ++i) by_rows[blocks[i].rows].push_back(i);
+  Eigen::MatrixXd joined, outer;
+  Eigen::VectorXd centered_cols, gamma_rows;
+  for (const auto& [rows, members] : by_rows) {
+    const auto s = static_cast<Eigen::Index>(rows.size());
+    Eigen::Index cols = 0;
+    for (size_t i : members) cols += blocks[i].block.cols();
+    joined.resize(s, cols);
+    centered_cols.resize(cols);
+    Eigen::Index at = 0;
+    for (size_t i : members) {
+      const MultiUserKernel::CrossBlock& block = blocks[i];
+      joined.middleCols(at, block.block.cols()) = block.block;
+      for (size_t c = 0; c < block.cols.size(); ++c) {
+        centered_cols(at + static_cast<Eigen::Index>(c)) = centered(block.cols[c]);
+      }
+      at += block.block.cols();
+    }
+    outer.setZero(s, s);
+    outer.selfadjointView<Eigen::Lower>().rankUpdate(joined);
+    for (Eigen::Index j = 0; j < s; ++j) {
+      for (Eigen::Index i = j; i < s; ++i) r.m(rows[i], rows[j]) += outer(i, j);
+    }
+    gamma_rows.noalias() = joined * centered_cols;
+    for (Eigen::Index i = 0; i < s; ++i) r.gamma(rows[i]) += gamma_rows(i);
+  }
 }
 
 void NystromPosterior::AdvanceRefit(int64_t entries) {

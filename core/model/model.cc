@@ -247,8 +247,7 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
   const bool deferrable = completion == nullptr && DeferrableLocked(op);
   const bool was_empty = queue_.empty();
   queue_.push_back(Pending{seq, std::move(op), std::move(completion), acknowledged, nullptr,
-                           deferrable, deferrable ? absl::Now() : absl::InfinitePast(),
-                           observations});
+                           deferrable, absl::Now(), observations});
   if (deferrable) {
     ++deferrable_queued_;
     observations_queued_ += observations;
@@ -262,13 +261,11 @@ absl::StatusOr<uint64_t> Model::AppendLocked(ModelOp op, std::shared_ptr<OpCompl
 }
 
 bool Model::DeferrableLocked(const ModelOp& op) const {
-  if (replicated() || ApplyDelay() <= absl::ZeroDuration()) return false;
-  if (std::holds_alternative<DecideOp>(op)) return true;  // applying it changes no state
-  if (std::holds_alternative<RewardOp>(op) || std::holds_alternative<CloseOp>(op) ||
-      std::holds_alternative<ObserveOp>(op)) {
-    return stages_rewards_;  // learned by a LearnOp the writer logs, not when applied
-  }
-  return false;
+  if (!stages_rewards_ || replicated() || ApplyDelay() <= absl::ZeroDuration()) return false;
+  // A decision changes no learned state; a reward is only staged (learned by a LearnOp the
+  // writer logs).
+  return std::holds_alternative<DecideOp>(op) || std::holds_alternative<RewardOp>(op) ||
+         std::holds_alternative<CloseOp>(op) || std::holds_alternative<ObserveOp>(op);
 }
 
 absl::Duration Model::ApplyDelay() const {

@@ -279,6 +279,9 @@ class Model : private FitScheduler::Host {
   // be far behind a busy writer) end with UNAVAILABLE instead of holding the drain.
   void BeginShutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
+  // The longest a decision or a staged reward waits for the writer to wake (Model::ApplyDelay).
+  static constexpr absl::Duration kMaxApplyDelay = absl::Milliseconds(5);
+
  private:
   // Someone waiting for a queued operation (or a snapshot) to be done.
   struct OpCompletion {
@@ -295,8 +298,8 @@ class Model : private FitScheduler::Host {
     absl::Time acknowledged;                   // InfinitePast unless the op learns rewards
     // Cluster mode: the record read from the shared log (`op` is unused then).
     std::shared_ptr<const ReplicatedRecord> replicated;
-    // Whether the writer may leave it queued for a while (Deferrable), since when, and the
-    // observations it stages.
+    // Whether the writer may leave it queued for a while (DeferrableLocked), when it was logged
+    // (InfinitePast for records read from the shared log), and the observations it stages.
     bool deferrable = false;
     absl::Time queued = absl::InfinitePast();
     int32_t observations = 0;
@@ -326,16 +329,16 @@ class Model : private FitScheduler::Host {
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   uint64_t LastLogged() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Whether the writer may leave `op` queued for up to ApplyDelay() rather than wake for it:
-  // applying it changes nothing a caller can see at once (a decision, or a reward the learner
-  // only stages until a LearnOp), so the writer applies such operations in groups, one wake-up
-  // per group instead of one per operation. No one waits for it, and the model is not
-  // replicated.
+  // the learner learns in batches (EK policies; other learners learn each reward when its
+  // record is applied, and nothing is deferred), and applying `op` changes nothing a caller
+  // can see at once (a decision, or a reward the learner only stages until a LearnOp), so the
+  // writer applies such operations in groups, one wake-up per group instead of one per
+  // operation. No one waits for it, and the model is not replicated.
   bool DeferrableLocked(const ModelOp& op) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // How long a deferrable operation may wait for the writer: within max_learn_delay (and half
   // the learning-lag bound), so that a reward is still learned within them, and at most
   // kMaxApplyDelay; zero: none waits.
   absl::Duration ApplyDelay() const;
-  static constexpr absl::Duration kMaxApplyDelay = absl::Milliseconds(5);
   // The writer has queued work that cannot wait: an operation that is not deferrable, a full
   // batch of rewards, or a queue at the back-pressure bound.
   bool QueueMustRunLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
@@ -461,12 +464,13 @@ class Model : private FitScheduler::Host {
   // can be logged until it is repaired): what WaitForWriter and WaitForFits wait for.
   bool LearnedOrBlocked(uint64_t target) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
   // When the staged rewards not asked for yet are due for their LearnOp: at once
-  // (InfinitePast) when a whole batch waits, else nystrom.max_learn_delay after the oldest was
-  // staged.
+  // (InfinitePast) when a whole batch waits, else nystrom.max_learn_delay after the oldest's
+  // record was logged (or staged, for records read from the shared log or restored).
   absl::Time LearnDueAt() const;
-  // After the writer applied a record that staged observations: remembers their record and
-  // acknowledgement, for the freshness measured when they are learned and for learned_seq_.
-  void NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged);
+  // After the writer applied a record that staged observations: remembers their record, its
+  // acknowledgement and when it was logged (`logged`, InfinitePast if unknown: then now), for
+  // the freshness measured when they are learned, for learned_seq_ and for LearnDueAt.
+  void NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged, absl::Time logged);
   // The records before the oldest staged observation's (all of them when nothing is staged).
   uint64_t LearnedThrough(uint64_t applied) const;
   // FitScheduler::Host.
@@ -531,7 +535,7 @@ class Model : private FitScheduler::Host {
     int64_t ordinal;
     uint64_t seq;
     absl::Time acknowledged;
-    absl::Time staged_at;
+    absl::Time staged_at;  // when its record was logged (or, if unknown, staged)
   };
   std::deque<StagedReward> staged_rewards_;
   int64_t learn_requested_ = 0;

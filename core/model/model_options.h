@@ -141,7 +141,9 @@ struct ModelOptions {
   // rank-k updates). 1 learns each reward alone.
   int max_learn_batch = 128;
   // EK policies: a batch is logged once max_learn_batch rewards wait or the oldest has waited
-  // this long (0: after every batch of records the writer applied, however few).
+  // this long since its record was logged (0: after every batch of records the writer applied,
+  // however few). It also bounds how long the writer leaves decisions and staged rewards
+  // queued to apply them in groups (at most Model::kMaxApplyDelay; 0: not at all).
   absl::Duration max_learn_delay = absl::Milliseconds(50);
   // EK policies: score in single precision while it agrees with double precision on the
   // state's probe points (NystromOptions::single_precision); false always scores in double.

@@ -157,7 +157,7 @@ void Model::ApplyBatch(std::deque<Pending>* batch) {
     }
     if (state_->staged_total() > staged_before) {
       // Staged rewards count towards freshness when a LearnOp learns them (below), not now.
-      NoteStaged(staged_before, pending.seq, pending.acknowledged);
+      NoteStaged(staged_before, pending.seq, pending.acknowledged, pending.queued);
       pending.acknowledged = absl::InfinitePast();
     }
   }
@@ -293,10 +293,10 @@ absl::StatusOr<uint64_t> Model::TakeSnapshot() {
   return snapshots_.Write(*std::move(prepared));
 }
 
-void Model::NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged) {
-  const absl::Time now = absl::Now();
+void Model::NoteStaged(int64_t from, uint64_t seq, absl::Time acknowledged, absl::Time logged) {
+  const absl::Time at = logged != absl::InfinitePast() ? logged : absl::Now();
   for (int64_t ordinal = from; ordinal < state_->staged_total(); ++ordinal) {
-    staged_rewards_.push_back(StagedReward{ordinal, seq, acknowledged, now});
+    staged_rewards_.push_back(StagedReward{ordinal, seq, acknowledged, at});
   }
 }
 
@@ -311,13 +311,10 @@ absl::Time Model::LearnDueAt() const {
   if (durability_.max_learning_lag > absl::ZeroDuration()) {
     delay = std::min(delay, durability_.max_learning_lag / 2);
   }
-  // From the reward's acknowledgement when it has one: the writer may have applied its record
-  // up to ApplyDelay() later (Model::DeferrableLocked), and that wait counts too.
+  // staged_at is when the record was logged: the writer may have applied it up to
+  // ApplyDelay() later (Model::DeferrableLocked), and that wait counts too.
   for (const StagedReward& staged : staged_rewards_) {
-    if (staged.ordinal >= learn_requested_) {
-      const bool known = staged.acknowledged != absl::InfinitePast();
-      return (known ? std::min(staged.acknowledged, staged.staged_at) : staged.staged_at) + delay;
-    }
+    if (staged.ordinal >= learn_requested_) return staged.staged_at + delay;
   }
   return absl::InfinitePast();  // restored at start (no entry): at once
 }

@@ -139,6 +139,14 @@ TEST(MultiUserKernelTest, CrossBlocksAreTheNonZeroBlocksOfCross) {
     blocks.resize(3);
     EXPECT_FALSE(kernel.CrossBlocks(a, users_a, d, dense_users.data(), &blocks));
     EXPECT_TRUE(blocks.empty());
+    // Declining, it computes Cross's matrix when asked to.
+    Eigen::MatrixXd dense, expected;
+    EXPECT_FALSE(kernel.CrossBlocks(a, users_a, d, dense_users.data(), &blocks, &dense));
+    kernel.Cross(a, users_a, d, dense_users.data(), &expected);
+    ASSERT_EQ(dense.rows(), expected.rows());
+    ASSERT_EQ(dense.cols(), expected.cols());
+    EXPECT_TRUE((dense.array() == expected.array()).all());
+    ExpectMatchesDefinition(kernel, a, users_a, d, dense_users);
   }
 }
 

@@ -165,49 +165,60 @@ TEST(NystromRefitTest, ASpreadRefitServesTheOldStateThenSwitchesToTheRebuild) {
 // spread refit still ends where the synchronous rebuild does.
 TEST(NystromRefitTest, ASpreadRefitOverUsersWithoutEdgesMatchesTheSynchronousRebuild) {
   constexpr int kLoneUsers = 10;
-  const auto alone = [](double rho) {
-    UserGraph graph;
-    graph.EnsureUsers(kLoneUsers);
-    return *GreenFunction::Build(graph, rho);
-  };
-  Rng rng(5);
-  Data d;
-  d.x = RandomMatrix(kDim, 300, rng);
-  for (int i = 0; i < 300; ++i) {
-    d.users.push_back(static_cast<int32_t>(rng.UniformInt(kLoneUsers)));
-  }
-  d.y.resize(300);
-  for (int i = 0; i < 300; ++i) d.y(i) = std::sin(d.x.col(i).sum()) + 0.1 * rng.Normal();
-  NystromOptions options = Options();
-  options.max_dictionary_size = 40;
-  NystromPosterior spread(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
-  Learn(&spread, d, 0, 200, 8);
-  ASSERT_EQ(spread.dictionary_size(), 40);
-  NystromPosterior synchronous(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
-  const std::string saved = Bytes(spread);
-  storage::Decoder in(saved);
-  ASSERT_TRUE(synchronous.LoadState(&in).ok());
-  LearnerRefit refit = NewValues(/*may_spread=*/false);
-  refit.users = alone(0.7);
-  ASSERT_TRUE(synchronous.Refit(refit).ok());
-  refit.may_spread = true;
-  ASSERT_TRUE(spread.Refit(refit).ok());
-  ASSERT_TRUE(spread.RefitPending());
-  Data rescaled = d;
-  rescaled.x.array().colwise() *= refit.rescale.array();
-  for (int i = 200; i < 300 && spread.RefitPending(); ++i) {
-    ASSERT_TRUE(spread.Observe(d.users[i], d.x.col(i), d.y(i)).ok());
-    ASSERT_TRUE(synchronous.Observe(rescaled.users[i], rescaled.x.col(i), rescaled.y(i)).ok());
-  }
-  ASSERT_FALSE(spread.RefitPending());
-  EXPECT_EQ(spread.dictionary_size(), synchronous.dictionary_size());
-  const Eigen::MatrixXd q = RandomMatrix(kDim, 20, rng).array().colwise() * refit.rescale.array();
-  for (int user : {0, 7, 9, static_cast<int>(kUnknownUser)}) {
-    Eigen::VectorXd mean_a, sd_a, mean_b, sd_b;
-    spread.Freeze()->Score(user, q, &mean_a, &sd_a);
-    synchronous.Freeze()->Score(user, q, &mean_b, &sd_b);
-    EXPECT_LT(RelativeError(mean_a, mean_b, 1e-12), 1e-10) << "user " << user;
-    EXPECT_LT(RelativeError(sd_a, sd_b), 1e-10) << "user " << user;
+  // Users without edges, then small components ({0, 1}, {2, 3, 4}, {5, 6}; 7-9 alone) with the
+  // user's own variance (eta) in the new values: blocks of several users share their rows.
+  for (const bool components : {false, true}) {
+    SCOPED_TRACE(components ? "small components, eta 0.4" : "users without edges");
+    const auto alone = [components](double rho) {
+      UserGraph graph;
+      graph.EnsureUsers(kLoneUsers);
+      if (components) {
+        for (const auto& [a, b] : {std::pair{0, 1}, {2, 3}, {3, 4}, {5, 6}}) {
+          graph.SetEdge(a, b, 1.0);
+        }
+      }
+      return *GreenFunction::Build(graph, rho);
+    };
+    Rng rng(5);
+    Data d;
+    d.x = RandomMatrix(kDim, 300, rng);
+    for (int i = 0; i < 300; ++i) {
+      d.users.push_back(static_cast<int32_t>(rng.UniformInt(kLoneUsers)));
+    }
+    d.y.resize(300);
+    for (int i = 0; i < 300; ++i) d.y(i) = std::sin(d.x.col(i).sum()) + 0.1 * rng.Normal();
+    NystromOptions options = Options();
+    options.max_dictionary_size = 40;
+    NystromPosterior spread(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
+    Learn(&spread, d, 0, 200, 8);
+    ASSERT_EQ(spread.dictionary_size(), 40);
+    NystromPosterior synchronous(kDim, ArmKernel(KernelType::kRbf, 1.0), alone(0.3), options);
+    const std::string saved = Bytes(spread);
+    storage::Decoder in(saved);
+    ASSERT_TRUE(synchronous.LoadState(&in).ok());
+    LearnerRefit refit = NewValues(/*may_spread=*/false);
+    refit.users = alone(0.7);
+    if (components) refit.user_variance = 0.4;
+    ASSERT_TRUE(synchronous.Refit(refit).ok());
+    refit.may_spread = true;
+    ASSERT_TRUE(spread.Refit(refit).ok());
+    ASSERT_TRUE(spread.RefitPending());
+    Data rescaled = d;
+    rescaled.x.array().colwise() *= refit.rescale.array();
+    for (int i = 200; i < 300 && spread.RefitPending(); ++i) {
+      ASSERT_TRUE(spread.Observe(d.users[i], d.x.col(i), d.y(i)).ok());
+      ASSERT_TRUE(synchronous.Observe(rescaled.users[i], rescaled.x.col(i), rescaled.y(i)).ok());
+    }
+    ASSERT_FALSE(spread.RefitPending());
+    EXPECT_EQ(spread.dictionary_size(), synchronous.dictionary_size());
+    const Eigen::MatrixXd q = RandomMatrix(kDim, 20, rng).array().colwise() * refit.rescale.array();
+    for (int user : {0, 7, 9, static_cast<int>(kUnknownUser)}) {
+      Eigen::VectorXd mean_a, sd_a, mean_b, sd_b;
+      spread.Freeze()->Score(user, q, &mean_a, &sd_a);
+      synchronous.Freeze()->Score(user, q, &mean_b, &sd_b);
+      EXPECT_LT(RelativeError(mean_a, mean_b, 1e-12), 1e-10) << "user " << user;
+      EXPECT_LT(RelativeError(sd_a, sd_b), 1e-10) << "user " << user;
+    }
   }
 }
 
