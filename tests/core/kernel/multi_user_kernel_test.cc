@@ -26,6 +26,17 @@ std::shared_ptr<const UserKernel> GreenKernel() {
   return BuildUserKernel(graph, options).value();
 }
 
+// Dictionary-like users: six rounds of the large component's four users (24 points), then one
+// point of each other kind of user.
+std::vector<int32_t> DictionaryUsers() {
+  std::vector<int32_t> users;
+  for (int r = 0; r < 6; ++r) {
+    for (int32_t u : {0, 1, 2, 3}) users.push_back(u);
+  }
+  for (int32_t u : {4, 5, 6, 7, 8, 12, kUnknownUser}) users.push_back(u);
+  return users;
+}
+
 void ExpectMatchesDefinition(const MultiUserKernel& kernel, const Eigen::MatrixXd& a,
                              const std::vector<int32_t>& users_a, const Eigen::MatrixXd& b,
                              const std::vector<int32_t>& users_b) {
@@ -56,11 +67,7 @@ TEST(MultiUserKernelTest, CrossFollowsTheDefinitionWhetherFactorsAreDenseOrSpars
   const std::shared_ptr<const UserKernel> users = GreenKernel();
   // Dictionary-like points over every kind of user, most of them (24 of 31) from the large
   // component.
-  std::vector<int32_t> users_a;
-  for (int r = 0; r < 6; ++r) {
-    for (int32_t u : {0, 1, 2, 3}) users_a.push_back(u);
-  }
-  for (int32_t u : {4, 5, 6, 7, 8, 12, kUnknownUser}) users_a.push_back(u);
+  const std::vector<int32_t> users_a = DictionaryUsers();
   const Eigen::MatrixXd a = testing::RandomMatrix(5, static_cast<int>(users_a.size()), rng);
   // Dense factors: queries from the large component (non-zero on 24 of the 31 rows).
   const std::vector<int32_t> dense_users = {0, 1, 2, 3, 0, 2, 1, 3};
@@ -89,11 +96,8 @@ TEST(MultiUserKernelTest, CrossFollowsTheDefinitionWhetherFactorsAreDenseOrSpars
 TEST(MultiUserKernelTest, CrossBlocksAreTheNonZeroBlocksOfCross) {
   Rng rng(9);
   const std::shared_ptr<const UserKernel> users = GreenKernel();
-  std::vector<int32_t> users_a;
-  for (int r = 0; r < 6; ++r) {
-    for (int32_t u : {0, 1, 2, 3}) users_a.push_back(u);
-  }
-  for (int32_t u : {4, 5, 6, 7, 8, 12, kUnknownUser, 5, 7}) users_a.push_back(u);
+  std::vector<int32_t> users_a = DictionaryUsers();
+  users_a.insert(users_a.end(), {5, 7});  // two users with a second point
   const Eigen::MatrixXd a = testing::RandomMatrix(4, static_cast<int>(users_a.size()), rng);
   const std::vector<int32_t> sparse_users = {7, 12, 4, 7, kUnknownUser, 8, 6, 12, 4, 5};
   const std::vector<int32_t> dense_users = {0, 1, 2, 3, 0, 2};

@@ -11,6 +11,7 @@
 namespace graphbandit {
 namespace {
 
+using testing::RandomInterleavedBlockSpd;
 using testing::RandomMatrix;
 using testing::RandomSpd;
 using testing::RelativeError;
@@ -366,16 +367,7 @@ TEST(CholeskyFactorTest, ResetFactorsInterleavedComponentsBlockByBlock) {
   Rng rng(61);
   const int n = 45;
   const int parts = 5;
-  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(n, n);
-  for (int p = 0; p < parts; ++p) {
-    std::vector<int> rows;
-    for (int i = p; i < n; i += parts) rows.push_back(i);
-    const int s = static_cast<int>(rows.size());
-    const Eigen::MatrixXd block = RandomSpd(s, rng, 100.0);
-    for (int r = 0; r < s; ++r) {
-      for (int c = 0; c < s; ++c) a(rows[r], rows[c]) = block(r, c);
-    }
-  }
+  Eigen::MatrixXd a = RandomInterleavedBlockSpd(n, parts, rng, 100.0);
   CholeskyFactor f;
   ASSERT_TRUE(f.Reset(a).ok());
   EXPECT_LT(RelativeError(Dense(f), a), 1e-13);

@@ -19,6 +19,7 @@
 namespace graphbandit {
 namespace {
 
+using testing::RandomInterleavedBlockSpd;
 using testing::RandomMatrix;
 using testing::RandomSpd;
 using testing::RelativeError;
@@ -82,19 +83,8 @@ TEST(VarianceFormTest, FoldsOfUpdatesWithinOneComponentMatchAFreshInverse) {
   const double ridge = 0.3;
   std::vector<int> members[4];
   for (int i = 0; i < m; ++i) members[i % 4].push_back(i);
-  const auto block_diagonal = [&](double spread) {
-    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(m, m);
-    for (const std::vector<int>& component : members) {
-      const int s = static_cast<int>(component.size());
-      const Eigen::MatrixXd block = RandomSpd(s, rng, spread);
-      for (int r = 0; r < s; ++r) {
-        for (int c = 0; c < s; ++c) a(component[r], component[c]) = block(r, c);
-      }
-    }
-    return a;
-  };
-  const Eigen::MatrixXd kzz = block_diagonal(50.0);
-  Eigen::MatrixXd mm = ridge * kzz + block_diagonal(10.0);
+  const Eigen::MatrixXd kzz = RandomInterleavedBlockSpd(m, 4, rng, 50.0);
+  Eigen::MatrixXd mm = ridge * kzz + RandomInterleavedBlockSpd(m, 4, rng, 10.0);
   VarianceForm form;
   form.Rebuild(Lower(kzz), Lower(mm), ridge);
   ASSERT_EQ(form.fold_rank(), 4);
@@ -128,22 +118,9 @@ TEST(VarianceFormTest, RebuildOverComponentsMatchesTheDenseInverse) {
   Rng rng(67);
   const int m = 48;
   const double ridge = 0.3;
-  const auto block_diagonal = [&](int parts, double spread) {
-    Eigen::MatrixXd a = Eigen::MatrixXd::Zero(m, m);
-    for (int p = 0; p < parts; ++p) {
-      std::vector<int> rows;
-      for (int i = p; i < m; i += parts) rows.push_back(i);
-      const int s = static_cast<int>(rows.size());
-      const Eigen::MatrixXd block = RandomSpd(s, rng, spread);
-      for (int r = 0; r < s; ++r) {
-        for (int c = 0; c < s; ++c) a(rows[r], rows[c]) = block(r, c);
-      }
-    }
-    return a;
-  };
   for (const auto& [zz_parts, m_parts] : {std::pair{8, 4}, std::pair{4, 8}, std::pair{6, 6}}) {
-    const Eigen::MatrixXd kzz = block_diagonal(zz_parts, 50.0);
-    const Eigen::MatrixXd mm = block_diagonal(m_parts, 10.0);
+    const Eigen::MatrixXd kzz = RandomInterleavedBlockSpd(m, zz_parts, rng, 50.0);
+    const Eigen::MatrixXd mm = RandomInterleavedBlockSpd(m, m_parts, rng, 10.0);
     VarianceForm form;
     form.Rebuild(Lower(kzz), Lower(mm), ridge);
     const Eigen::MatrixXd exact = kzz.inverse() - ridge * mm.inverse();
@@ -173,15 +150,7 @@ TEST(VarianceFormTest, SingleCopyFollowsUpdatesOnComponents) {
   const int m = 64;
   const double ridge = 0.3;
   const int parts = 8;
-  Eigen::MatrixXd kzz = Eigen::MatrixXd::Zero(m, m);
-  for (int p = 0; p < parts; ++p) {
-    std::vector<int> rows;
-    for (int i = p; i < m; i += parts) rows.push_back(i);
-    const Eigen::MatrixXd block = RandomSpd(static_cast<int>(rows.size()), rng, 50.0);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      for (size_t c = 0; c < rows.size(); ++c) kzz(rows[r], rows[c]) = block(r, c);
-    }
-  }
+  const Eigen::MatrixXd kzz = RandomInterleavedBlockSpd(m, parts, rng, 50.0);
   Eigen::MatrixXd mm = ridge * kzz;
   mm.diagonal().array() += 1.0;
   VarianceForm form;
