@@ -490,13 +490,20 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   } else if (mr > 0) {
     const auto v = kz.topRows(mr);
     if (form_.size() > 0) {
-      Eigen::MatrixXd x = v;
-      chol_m_.ForwardSolveInPlace(x);  // W = L^-1 V
-      const Eigen::MatrixXd v_dot_x = x.transpose() * x;
-      chol_m_.matrix().transpose().triangularView<Eigen::Upper>().solveInPlace(x);  // M^-1 V
-      form_current = form_.RankUpdate(x, v_dot_x, options_.ridge);
+      // The form's correction lambda X S^-1 X^T (X = M^-1 V, S = I + V^T X) from the factor's
+      // own reflections, with no solve on the old factor: with L' the new factor, q21^T =
+      // L'^-1 V and q22 q22^T = S^-1, so X S^-1 = L'^-T q21^T and the correction is U U^T with
+      // U = sqrt(lambda) L'^-T q21^T q22^-T (CholeskyFactor::Reflected).
+      CholeskyFactor::Reflected reflected;
+      chol_m_.RankUpdate(v, &reflected);
+      Eigen::MatrixXd u = reflected.q21.transpose();
+      chol_m_.matrix().transpose().triangularView<Eigen::Upper>().solveInPlace(u);
+      const Eigen::PartialPivLU<Eigen::MatrixXd> lu(reflected.q22);
+      u = std::sqrt(options_.ridge) * lu.solve(u.transpose()).transpose();
+      form_.AddCorrection(u);
+    } else {
+      chol_m_.RankUpdate(v);
     }
-    chol_m_.RankUpdate(v);
     gamma_.noalias() += v * (rewards.array() - options_.prior_mean).matrix();
   }
   if (scan_.count > 0) {

@@ -142,10 +142,24 @@ void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
   RankUpdateLower(storage_.topLeftCorner(n, n), v);
 }
 
+void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected) {
+  if (size_ > 0 && v.cols() > 0) KeepComponentsThrough(v);  // (nothing changes otherwise)
+  RankUpdateLower(storage_.topLeftCorner(size_, size_), v, reflected);
+}
+
 void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
-                                     const Eigen::Ref<const Eigen::MatrixXd>& v) {
+                                     const Eigen::Ref<const Eigen::MatrixXd>& v,
+                                     Reflected* reflected) {
   const int n = static_cast<int>(storage.rows());
   const int k = static_cast<int>(v.cols());
+  if (reflected != nullptr) {
+    // The last k rows of Q, [0 I] H_0 H_1 ..., built panel by panel as the reflections are
+    // found: a panel's columns of q21 are zero until its own reflections, which set them to
+    // -(F Y_V) T diag(u0) and take F (the rows' part over V's columns, q22 at the end) to
+    // F - (F Y_V) T Y_V^T.
+    reflected->q21.setZero(k, n);
+    reflected->q22.setIdentity(k, k);
+  }
   if (n == 0 || k == 0) return;
   // [L V] Q = [L' 0] for an orthogonal Q, so that L' L'^T = L L^T + V V^T. Step j reflects the
   // row [L(j,j), V(j,:)] onto [r, 0...] (r > 0) with H_j = I - tau_j u_j u_j^T acting on column
@@ -195,7 +209,7 @@ void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
       panel_l(t, t) = r;
     }
     const int rest = n - j0 - b;
-    if (rest == 0) break;
+    if (rest == 0 && reflected == nullptr) break;
     // T: T(t,t) = tau_t, T(0:t, t) = -tau_t T(0:t, 0:t) (Y(:, 0:t)^T u_t); the panel parts of
     // distinct reflectors never overlap, so Y^T u_t is Y_V^T y_t, read off one Gram matrix.
     gram.noalias() = yv.transpose() * yv;
@@ -207,6 +221,14 @@ void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
         t_factor.col(t).head(t) *= -taus(t);
       }
       t_factor(t, t) = taus(t);
+    }
+    if (reflected != nullptr) {
+      Eigen::MatrixXd& f = reflected->q22;
+      zy.noalias() = f * yv;
+      zyt.noalias() = zy * t_factor.triangularView<Eigen::Upper>();
+      reflected->q21.middleCols(j0, b).noalias() = -(zyt * u0.asDiagonal());
+      f.noalias() -= zyt * yv.transpose();
+      if (rest == 0) break;
     }
     auto rows_l = storage.block(j0 + b, j0, rest, b);
     auto rows_v = w.bottomRows(rest);

@@ -73,10 +73,20 @@ class CholeskyFactor {
   // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
   void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
   static constexpr int kRankPanel = 32;
+  // The last k rows of the orthogonal Q with [L V] Q = [L' 0] (RankUpdate's reflections):
+  // q21 (k x n) and q22 (k x k). They give, without a triangular solve on the old factor,
+  //   L'^-1 V = q21^T   and   q22 q22^T = I - V^T (L' L'^T)^-1 V = (I + V^T (L L^T)^-1 V)^-1,
+  // which is what a Woodbury correction for the batch needs (NystromPosterior::ObserveBatch).
+  struct Reflected {
+    Eigen::MatrixXd q21, q22;
+  };
+  // RankUpdate that also returns those rows (k = 1 included: it takes the reflections' way).
+  void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected);
   // RankUpdate's arithmetic on a lower factor L held elsewhere (`storage`, n x n, e.g. a block
-  // from GatherLower): L L^T + V V^T, V n x k.
+  // from GatherLower): L L^T + V V^T, V n x k; `reflected`, when given, as above.
   static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
-                              const Eigen::Ref<const Eigen::MatrixXd>& v);
+                              const Eigen::Ref<const Eigen::MatrixXd>& v,
+                              Reflected* reflected = nullptr);
 
   // Work on a block. A set of rows and columns `support` (sorted, distinct, each < size())
   // separates when no entry of L links it to the rest: L(i, j) = 0 whenever exactly one of i

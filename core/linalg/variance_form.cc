@@ -344,6 +344,14 @@ bool VarianceForm::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
   if (llt.info() != Eigen::Success) return false;
   Eigen::MatrixXd u = std::sqrt(ridge) * x;
   llt.matrixU().solveInPlace<Eigen::OnTheRight>(u);  // U C^T = sqrt(lambda) X
+  AddCorrection(u);
+  return true;
+}
+
+void VarianceForm::AddCorrection(const Eigen::Ref<const Eigen::MatrixXd>& u) {
+  if (base_ == nullptr) return;
+  const Eigen::Index k = u.cols();
+  if (k == 0) return;
   if (k > fold_rank()) {
     // More columns than a buffer holds: straight into B0 with the pending corrections.
     if (rank_ > 0) Fold();
@@ -361,7 +369,6 @@ bool VarianceForm::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
     rank_ += static_cast<int>(k);
   }
   updates_since_exact_ += k;
-  return true;
 }
 
 bool VarianceForm::ExactDue() const {

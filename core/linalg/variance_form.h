@@ -103,6 +103,10 @@ class VarianceForm {
   // definite (round-off; the caller must Rebuild). Counts k updates.
   bool RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
                   const Eigen::Ref<const Eigen::MatrixXd>& v_dot_x, double ridge);
+  // The same change given its correction's factor: B <- B + U U^T, where
+  // U U^T = lambda X (I + V^T X)^-1 X^T (e.g. from the factor's reflections after the change,
+  // CholeskyFactor::Reflected). Counts U's columns as updates.
+  void AddCorrection(const Eigen::Ref<const Eigen::MatrixXd>& u);
 
   // How far single-precision scoring moves the standard deviation at the probe points: kz are
   // their kernel columns (size() x p), k_ss their prior variances. The largest

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/linalg/cholesky_factor.h"
 #include "tests/test_util.h"
 
@@ -151,6 +153,47 @@ TEST(CholeskyFactorTest, RankUpdatesOverManyBatchesAndZeroRows) {
   Eigen::LLT<Eigen::MatrixXd> reference(a);
   EXPECT_LT(RelativeError(batched.matrix(), reference.matrixL().toDenseMatrix()), 1e-10);
   EXPECT_LT(RelativeError(batched.matrix(), single.matrix()), 1e-10);
+}
+
+// The rows of Q that RankUpdate returns, against their definitions: q21^T = L'^-1 V (a solve on
+// the new factor) and q22 q22^T = (I + V^T (L L^T)^-1 V)^-1 (with the old one), over sizes that
+// end inside a panel or on its edge, k = 1, zero rows and a zero column; and the factor itself
+// is the one RankUpdate without them makes (bit for bit for k > 1).
+TEST(CholeskyFactorTest, RankUpdateReturnsTheReflectionsRowsOfQ) {
+  Rng rng(29);
+  for (const auto& [n, k] : {std::pair{5, 3}, std::pair{CholeskyFactor::kRankPanel, 4},
+                             std::pair{77, 1}, std::pair{77, 12}, std::pair{130, 40}}) {
+    SCOPED_TRACE(absl::StrCat("n = ", n, ", k = ", k));
+    const Eigen::MatrixXd a = RandomSpd(n, rng, 1e3);
+    Eigen::MatrixXd v = RandomMatrix(n, k, rng);
+    v.topRows(std::min(n, 3)).setZero();
+    if (k > 2) v.col(1).setZero();
+    CholeskyFactor with, without;
+    ASSERT_TRUE(with.Reset(a).ok());
+    ASSERT_TRUE(without.Reset(a).ok());
+    const Eigen::MatrixXd old_lower = with.matrix();
+    CholeskyFactor::Reflected reflected;
+    with.RankUpdate(v, &reflected);
+    without.RankUpdate(v);
+    if (k > 1) {
+      EXPECT_TRUE(with.matrix() == without.matrix());
+    } else {  // without them, one column takes the rotations' sweep
+      EXPECT_LT(RelativeError(with.matrix(), without.matrix()), 1e-13);
+    }
+    ASSERT_EQ(reflected.q21.rows(), k);
+    ASSERT_EQ(reflected.q21.cols(), n);
+    Eigen::MatrixXd w_new = v;
+    with.matrix().triangularView<Eigen::Lower>().solveInPlace(w_new);
+    EXPECT_LT(RelativeError(reflected.q21.transpose(), w_new), 1e-12);
+    Eigen::MatrixXd w_old = v;
+    old_lower.triangularView<Eigen::Lower>().solveInPlace(w_old);
+    const Eigen::MatrixXd s = Eigen::MatrixXd::Identity(k, k) + w_old.transpose() * w_old;
+    EXPECT_LT(RelativeError(reflected.q22 * reflected.q22.transpose(), s.inverse()), 1e-12);
+    // The rows are orthonormal: q21 q21^T + q22 q22^T = I.
+    const Eigen::MatrixXd gram =
+        reflected.q21 * reflected.q21.transpose() + reflected.q22 * reflected.q22.transpose();
+    EXPECT_LT((gram - Eigen::MatrixXd::Identity(k, k)).norm(), 1e-12);
+  }
 }
 
 // A matrix that is block diagonal up to the order of its rows (three interleaved components,
