@@ -30,6 +30,19 @@ Eigen::MatrixXd GatherBlock(const Eigen::Ref<const Eigen::MatrixXd>& a,
   return out;
 }
 
+// The variance form's correction for a batch V learned by M's factor (B <- B + U U^T with
+// U U^T = lambda X S^-1 X^T, X = M^-1 V, S = I + V^T X), from the factor after the update
+// (`lower`, L') and its reflections' rows of Q: q21^T = L'^-1 V and q22 q22^T = S^-1, so that
+// X S^-1 = L'^-T q21^T and U = sqrt(lambda) L'^-T q21^T q22^-T (CholeskyFactor::Reflected). No
+// solve on the factor before the update, and no k x k Cholesky that round-off could break.
+Eigen::MatrixXd CorrectionFactor(const Eigen::Ref<const Eigen::MatrixXd>& lower,
+                                 const CholeskyFactor::Reflected& reflected, double ridge) {
+  Eigen::MatrixXd u = reflected.q21.transpose();
+  lower.transpose().triangularView<Eigen::Upper>().solveInPlace(u);
+  const Eigen::PartialPivLU<Eigen::MatrixXd> lu(reflected.q22);
+  return std::sqrt(ridge) * lu.solve(u.transpose()).transpose();
+}
+
 // The entries of a sorted support below n (the regression's points among the dictionary's).
 std::vector<int> RegressionPart(const std::vector<int>& support, int n) {
   return std::vector<int>(support.begin(), std::lower_bound(support.begin(), support.end(), n));
@@ -448,17 +461,14 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   }
 
   // Learn the batch on the regression's points (step 6 for k points): M += V V^T with
-  // V = K_Z(points) over them, Gamma += V (y - m0), and the form told of the change first.
-  bool form_current = true;
+  // V = K_Z(points) over them, Gamma += V (y - m0), and the form's correction read off the
+  // factor's update (CorrectionFactor).
   if (on_support) {
-    // The same block by block: off a block its columns of V and M^-1 V are zero, and so are
-    // the entries of V^T M^-1 V between two blocks (they are disjoint, and M's factor separates
-    // each); the form takes the whole batch at once.
-    Eigen::MatrixXd x_full, v_dot_x;
-    if (form_.size() > 0) {
-      x_full = Eigen::MatrixXd::Zero(mr, k);
-      v_dot_x = Eigen::MatrixXd::Zero(k, k);
-    }
+    // The same block by block: off a block its columns of V and M^-1 V are zero, and so is
+    // V^T M^-1 V between two blocks (they are disjoint, and M's factor separates each), so the
+    // form's correction is the sum of the blocks' (CorrectionFactor on each), taken at once.
+    Eigen::MatrixXd u_full;
+    if (form_.size() > 0) u_full = Eigen::MatrixXd::Zero(mr, k);
     bool learned = false;
     for (const BatchBlock& b : blocks) {
       if (b.support_r.empty()) continue;  // its users reach no point of the regression
@@ -466,41 +476,30 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       Eigen::MatrixXd block = chol_m_.GatherLower(b.support_r);
       const Eigen::MatrixXd v = GatherBlock(kz, b.support_r, b.cols);
       if (form_.size() > 0) {
-        Eigen::MatrixXd x = v;
-        block.triangularView<Eigen::Lower>().solveInPlace(x);
-        const Eigen::MatrixXd vx = x.transpose() * x;
-        block.transpose().triangularView<Eigen::Upper>().solveInPlace(x);
+        CholeskyFactor::Reflected reflected;
+        CholeskyFactor::RankUpdateLower(block, v, &reflected);
+        const Eigen::MatrixXd u = CorrectionFactor(block, reflected, options_.ridge);
         for (size_t j = 0; j < b.cols.size(); ++j) {
-          const auto c = static_cast<Eigen::Index>(j);
           for (size_t r = 0; r < b.support_r.size(); ++r) {
-            x_full(b.support_r[r], b.cols[j]) = x(static_cast<Eigen::Index>(r), c);
-          }
-          for (size_t i = 0; i < b.cols.size(); ++i) {
-            v_dot_x(b.cols[i], b.cols[j]) = vx(static_cast<Eigen::Index>(i), c);
+            u_full(b.support_r[r], b.cols[j]) =
+                u(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j));
           }
         }
+      } else {
+        CholeskyFactor::RankUpdateLower(block, v);
       }
-      CholeskyFactor::RankUpdateLower(block, v);
       chol_m_.ScatterLower(b.support_r, block);
     }
     if (learned) {
-      if (form_.size() > 0) form_current = form_.RankUpdate(x_full, v_dot_x, options_.ridge);
+      if (form_.size() > 0) form_.AddCorrection(u_full);
       gamma_.noalias() += kz.topRows(mr) * (rewards.array() - options_.prior_mean).matrix();
     }
   } else if (mr > 0) {
     const auto v = kz.topRows(mr);
     if (form_.size() > 0) {
-      // The form's correction lambda X S^-1 X^T (X = M^-1 V, S = I + V^T X) from the factor's
-      // own reflections, with no solve on the old factor: with L' the new factor, q21^T =
-      // L'^-1 V and q22 q22^T = S^-1, so X S^-1 = L'^-T q21^T and the correction is U U^T with
-      // U = sqrt(lambda) L'^-T q21^T q22^-T (CholeskyFactor::Reflected).
       CholeskyFactor::Reflected reflected;
       chol_m_.RankUpdate(v, &reflected);
-      Eigen::MatrixXd u = reflected.q21.transpose();
-      chol_m_.matrix().transpose().triangularView<Eigen::Upper>().solveInPlace(u);
-      const Eigen::PartialPivLU<Eigen::MatrixXd> lu(reflected.q22);
-      u = std::sqrt(options_.ridge) * lu.solve(u.transpose()).transpose();
-      form_.AddCorrection(u);
+      form_.AddCorrection(CorrectionFactor(chol_m_.matrix(), reflected, options_.ridge));
     } else {
       chol_m_.RankUpdate(v);
     }
@@ -514,7 +513,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   }
   if (refit_ != nullptr) RefitObservations(points, users.data(), rewards.data());
   weights_dirty_ = true;
-  if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
+  if (form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
 
   // The accepted points join in order; once one has changed the dictionary, the later ones'
   // columns are computed again over the dictionary as it is then.

@@ -100,7 +100,9 @@ class VarianceForm {
                double sign);
   // Records M <- M + V V^T for k columns at once, given X = M^-1 V (m x k) and V^T X (k x k)
   // from the factor before the change. Returns false when I + V^T X is not numerically positive
-  // definite (round-off; the caller must Rebuild). Counts k updates.
+  // definite (round-off; the caller must Rebuild). Counts k updates. (The learner reads the
+  // correction off its factor's update and calls AddCorrection; this is the form's tests'
+  // reference way in.)
   bool RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& x,
                   const Eigen::Ref<const Eigen::MatrixXd>& v_dot_x, double ridge);
   // The same change given its correction's factor: B <- B + U U^T, where
