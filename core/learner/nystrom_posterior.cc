@@ -34,13 +34,19 @@ Eigen::MatrixXd GatherBlock(const Eigen::Ref<const Eigen::MatrixXd>& a,
 // U U^T = lambda X S^-1 X^T, X = M^-1 V, S = I + V^T X), from the factor after the update
 // (`lower`, L') and its reflections' rows of Q: q21^T = L'^-1 V and q22 q22^T = S^-1, so that
 // X S^-1 = L'^-T q21^T and U = sqrt(lambda) L'^-T q21^T q22^-T (CholeskyFactor::Reflected). No
-// solve on the factor before the update, and no k x k Cholesky that round-off could break.
-Eigen::MatrixXd CorrectionFactor(const Eigen::Ref<const Eigen::MatrixXd>& lower,
-                                 const CholeskyFactor::Reflected& reflected, double ridge) {
-  Eigen::MatrixXd u = reflected.q21.transpose();
-  lower.transpose().triangularView<Eigen::Upper>().solveInPlace(u);
+// solve on the factor before the update. q22's singular values lie in [1 / sqrt(1 + |L^-1 V|^2),
+// 1]; where round-off could make it numerically singular (reciprocal condition number below
+// kMinCorrectionRcond) or U is not finite, false: the caller rebuilds the form exactly instead.
+constexpr double kMinCorrectionRcond = 1e-10;
+bool CorrectionFactor(const Eigen::Ref<const Eigen::MatrixXd>& lower,
+                      const CholeskyFactor::Reflected& reflected, double ridge,
+                      Eigen::MatrixXd* u) {
   const Eigen::PartialPivLU<Eigen::MatrixXd> lu(reflected.q22);
-  return std::sqrt(ridge) * lu.solve(u.transpose()).transpose();
+  if (!(lu.rcond() >= kMinCorrectionRcond)) return false;
+  *u = reflected.q21.transpose();
+  lower.transpose().triangularView<Eigen::Upper>().solveInPlace(*u);
+  *u = std::sqrt(ridge) * lu.solve(u->transpose()).transpose();
+  return u->allFinite();
 }
 
 // The entries of a sorted support below n (the regression's points among the dictionary's).
@@ -463,6 +469,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   // Learn the batch on the regression's points (step 6 for k points): M += V V^T with
   // V = K_Z(points) over them, Gamma += V (y - m0), and the form's correction read off the
   // factor's update (CorrectionFactor).
+  bool form_current = true;
   if (on_support) {
     // The same block by block: off a block its columns of V and M^-1 V are zero, and so is
     // V^T M^-1 V between two blocks (they are disjoint, and M's factor separates each), so the
@@ -478,8 +485,9 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       if (form_.size() > 0) {
         CholeskyFactor::Reflected reflected;
         CholeskyFactor::RankUpdateLower(block, v, &reflected);
-        const Eigen::MatrixXd u = CorrectionFactor(block, reflected, options_.ridge);
-        for (size_t j = 0; j < b.cols.size(); ++j) {
+        Eigen::MatrixXd u;
+        form_current = form_current && CorrectionFactor(block, reflected, options_.ridge, &u);
+        for (size_t j = 0; form_current && j < b.cols.size(); ++j) {
           for (size_t r = 0; r < b.support_r.size(); ++r) {
             u_full(b.support_r[r], b.cols[j]) =
                 u(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j));
@@ -491,7 +499,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       chol_m_.ScatterLower(b.support_r, block);
     }
     if (learned) {
-      if (form_.size() > 0) form_.AddCorrection(u_full);
+      if (form_.size() > 0 && form_current) form_.AddCorrection(u_full);
       gamma_.noalias() += kz.topRows(mr) * (rewards.array() - options_.prior_mean).matrix();
     }
   } else if (mr > 0) {
@@ -499,7 +507,9 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     if (form_.size() > 0) {
       CholeskyFactor::Reflected reflected;
       chol_m_.RankUpdate(v, &reflected);
-      form_.AddCorrection(CorrectionFactor(chol_m_.matrix(), reflected, options_.ridge));
+      Eigen::MatrixXd u;
+      form_current = CorrectionFactor(chol_m_.matrix(), reflected, options_.ridge, &u);
+      if (form_current) form_.AddCorrection(u);
     } else {
       chol_m_.RankUpdate(v);
     }
@@ -513,7 +523,7 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
   }
   if (refit_ != nullptr) RefitObservations(points, users.data(), rewards.data());
   weights_dirty_ = true;
-  if (form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
+  if (!form_current || form_.ExactDue() || form_.size() != regression_size()) RebuildForm();
 
   // The accepted points join in order; once one has changed the dictionary, the later ones'
   // columns are computed again over the dictionary as it is then.
