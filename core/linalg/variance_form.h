@@ -17,9 +17,11 @@
 //  * A rank-one change M +- v v^T (a reward learned, an observation forgotten) changes
 //    lambda M^-1 by -+ lambda x x^T / (1 +- v^T x), x = M^-1 v (Sherman-Morrison), i.e. adds
 //    u u^T with u = sqrt(lambda / (1 +- v^T x)) x and sign +-1 to B. A batch M + V V^T of k
-//    rewards adds U U^T with U = sqrt(lambda) X C^-T, X = M^-1 V, C C^T = I + V^T X (Woodbury):
-//    k columns at once. X comes from the exact Cholesky factor, so errors do not compound from
-//    one update to the next.
+//    rewards adds U U^T with U U^T = lambda X (I + V^T X)^-1 X^T, X = M^-1 V (Woodbury): k
+//    columns at once. The learner reads U off the Householder reflections of its factor's
+//    rank-k update (U = sqrt(lambda) L'^-T q21^T q22^-T, CholeskyFactor::Reflected; AddCorrection);
+//    RankUpdate forms it from X. Either way it comes from the exact Cholesky factor, so errors do
+//    not compound from one update to the next.
 //  * When the buffer is full, B0 + U S U^T becomes the next B0 (a symmetric rank-r update of the
 //    upper triangle, O(m^2 r), once per r updates), in place when no published scorer holds B0.
 //  * Dictionary growth appends rows to both factors: Grow borders B0 with the new points'
