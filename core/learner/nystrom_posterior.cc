@@ -482,9 +482,9 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
       learned = true;
       Eigen::MatrixXd block = chol_m_.GatherLower(b.support_r);
       const Eigen::MatrixXd v = GatherBlock(kz, b.support_r, b.cols);
+      CholeskyFactor::Reflected reflected;
+      CholeskyFactor::RankUpdateLower(block, v, form_.size() > 0 ? &reflected : nullptr);
       if (form_.size() > 0) {
-        CholeskyFactor::Reflected reflected;
-        CholeskyFactor::RankUpdateLower(block, v, &reflected);
         Eigen::MatrixXd u;
         form_current = form_current && CorrectionFactor(block, reflected, options_.ridge, &u);
         for (size_t j = 0; form_current && j < b.cols.size(); ++j) {
@@ -493,8 +493,6 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
                 u(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(j));
           }
         }
-      } else {
-        CholeskyFactor::RankUpdateLower(block, v);
       }
       chol_m_.ScatterLower(b.support_r, block);
     }
@@ -504,14 +502,12 @@ absl::Status NystromPosterior::ObserveBatch(const std::vector<int32_t>& users,
     }
   } else if (mr > 0) {
     const auto v = kz.topRows(mr);
+    CholeskyFactor::Reflected reflected;
+    chol_m_.RankUpdate(v, form_.size() > 0 ? &reflected : nullptr);
     if (form_.size() > 0) {
-      CholeskyFactor::Reflected reflected;
-      chol_m_.RankUpdate(v, &reflected);
       Eigen::MatrixXd u;
       form_current = CorrectionFactor(chol_m_.matrix(), reflected, options_.ridge, &u);
       if (form_current) form_.AddCorrection(u);
-    } else {
-      chol_m_.RankUpdate(v);
     }
     gamma_.noalias() += v * (rewards.array() - options_.prior_mean).matrix();
   }

@@ -130,21 +130,15 @@ void CholeskyFactor::Sweep(Eigen::VectorXd& v, bool downdate) {
 
 void CholeskyFactor::RankOneUpdate(Eigen::VectorXd v) { Sweep(v, /*downdate=*/false); }
 
-void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v) {
+void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected) {
   const int n = size_;
   const int k = static_cast<int>(v.cols());
-  if (n == 0 || k == 0) return;
-  KeepComponentsThrough(v);
-  if (k == 1) {
-    RankOneUpdate(v.col(0));
+  if (n > 0 && k > 0) KeepComponentsThrough(v);  // (nothing changes otherwise)
+  if (k == 1 && reflected == nullptr) {
+    if (n > 0) RankOneUpdate(v.col(0));
     return;
   }
-  RankUpdateLower(storage_.topLeftCorner(n, n), v);
-}
-
-void CholeskyFactor::RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected) {
-  if (size_ > 0 && v.cols() > 0) KeepComponentsThrough(v);  // (nothing changes otherwise)
-  RankUpdateLower(storage_.topLeftCorner(size_, size_), v, reflected);
+  RankUpdateLower(storage_.topLeftCorner(n, n), v, reflected);
 }
 
 void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,

@@ -65,14 +65,6 @@ class CholeskyFactor {
   // A <- A + v v^T. Always succeeds for finite v.
   void RankOneUpdate(Eigen::VectorXd v);
 
-  // A <- A + V V^T for the k columns of V (size() x k) at once. Always succeeds for finite V.
-  // Each row of V is folded into the factor's diagonal by one Householder reflection acting on
-  // that column of L and the k columns of V; the reflections of a panel of kRankPanel columns
-  // are applied to every row below the panel at once in compact WY form (matrix products), so
-  // that the O(size()^2 k) work runs at the rate of a matrix product (BLAS-3) instead of k
-  // memory-bound rotation sweeps. k = 1 is RankOneUpdate.
-  void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v);
-  static constexpr int kRankPanel = 32;
   // The last k rows of the orthogonal Q with [L V] Q = [L' 0] (RankUpdate's reflections):
   // q21 (k x n) and q22 (k x k). They give, without a triangular solve on the old factor,
   //   L'^-1 V = q21^T   and   q22 q22^T = I - V^T (L' L'^T)^-1 V = (I + V^T (L L^T)^-1 V)^-1,
@@ -80,8 +72,16 @@ class CholeskyFactor {
   struct Reflected {
     Eigen::MatrixXd q21, q22;
   };
-  // RankUpdate that also returns those rows (k = 1 included: it takes the reflections' way).
-  void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected);
+  // A <- A + V V^T for the k columns of V (size() x k) at once. Always succeeds for finite V.
+  // Each row of V is folded into the factor's diagonal by one Householder reflection acting on
+  // that column of L and the k columns of V; the reflections of a panel of kRankPanel columns
+  // are applied to every row below the panel at once in compact WY form (matrix products), so
+  // that the O(size()^2 k) work runs at the rate of a matrix product (BLAS-3) instead of k
+  // memory-bound rotation sweeps. k = 1 without `reflected` is RankOneUpdate. When
+  // `reflected` is given it also receives Reflected (above; k = 1 included: it then takes the
+  // reflections' way).
+  void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected = nullptr);
+  static constexpr int kRankPanel = 32;
   // RankUpdate's arithmetic on a lower factor L held elsewhere (`storage`, n x n, e.g. a block
   // from GatherLower): L L^T + V V^T, V n x k; `reflected`, when given, as above.
   static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
