@@ -65,13 +65,17 @@ grpc::ServerUnaryReactor* BanditServiceImpl::OnPool(grpc::CallbackServerContext*
       waiters_->Submit([reactor, call = std::move(call)] { reactor->Finish(call()); });
   if (!queued) {
     RpcRecorder rpc(metrics_, method);
-    reactor->Finish(rpc.Finish(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrFormat("the server has %d calls waiting (for durability or a model version), "
-                        "its limit; retry later",
-                        waiters_->max_queued()))));
+    reactor->Finish(rpc.Finish(PoolFull()));
   }
   return reactor;
+}
+
+grpc::Status BanditServiceImpl::PoolFull() const {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrFormat("the server has %d calls waiting (for room in a model's queue, the "
+                      "cluster's log or a model version), its limit; retry later",
+                      waiters_->max_queued()));
 }
 
 grpc::ServerUnaryReactor* BanditServiceImpl::SelectArm(grpc::CallbackServerContext* context,
@@ -88,8 +92,35 @@ grpc::ServerUnaryReactor* BanditServiceImpl::SelectArm(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* BanditServiceImpl::ReportReward(grpc::CallbackServerContext* context,
                                                           const v1::ReportRewardRequest* request,
                                                           v1::ReportRewardResponse* response) {
-  return OnPool(context, "ReportReward",
-                [=] { return DoReportReward(context, request, response); });
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RpcRecorder rpc(metrics_, "ReportReward");
+  if (grpc::Status denied = Admit(token_, context); !denied.ok()) {
+    reactor->Finish(rpc.Finish(denied));
+    return reactor;
+  }
+  RewardRequest reward_request;
+  reward_request.event_id = request->event_id();
+  if (request->has_reward()) reward_request.reward = request->reward();
+  for (const v1::ArmReward& arm : request->arm_rewards()) {
+    reward_request.arm_rewards.emplace_back(arm.arm_id(), arm.reward());
+  }
+  reward_request.model = request->model();
+  Model::RewardCallback done = [this, reactor, response,
+                                rpc = std::move(rpc)](absl::StatusOr<RewardResult> result) mutable {
+    reactor->Finish(rpc.Finish(AnswerReward(result, response)));
+  };
+  // Usually logged here and answered once durable, by the log's own thread.
+  if (engine_->TryReportRewardWithoutWaiting(reward_request, Deadline(context), &done)) {
+    return reactor;
+  }
+  // It has to wait (for room in the model's queue, or for the cluster's log): on the pool.
+  auto answer = std::make_shared<Model::RewardCallback>(std::move(done));
+  const bool queued =
+      waiters_->Submit([this, context, answer, reward_request = std::move(reward_request)] {
+        std::move (*answer)(engine_->ReportReward(reward_request, Deadline(context)));
+      });
+  if (!queued) std::move (*answer)(absl::ResourceExhaustedError(PoolFull().error_message()));
+  return reactor;
 }
 
 grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
@@ -139,20 +170,9 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
   return rpc.Finish(grpc::Status::OK);
 }
 
-grpc::Status BanditServiceImpl::DoReportReward(grpc::ServerContextBase* context,
-                                               const v1::ReportRewardRequest* request,
-                                               v1::ReportRewardResponse* response) {
-  RpcRecorder rpc(metrics_, "ReportReward");
-  if (grpc::Status denied = Admit(token_, context); !denied.ok()) return rpc.Finish(denied);
-  RewardRequest reward_request;
-  reward_request.event_id = request->event_id();
-  if (request->has_reward()) reward_request.reward = request->reward();
-  for (const v1::ArmReward& arm : request->arm_rewards()) {
-    reward_request.arm_rewards.emplace_back(arm.arm_id(), arm.reward());
-  }
-  reward_request.model = request->model();
-  absl::StatusOr<RewardResult> result = engine_->ReportReward(reward_request, Deadline(context));
-  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+grpc::Status BanditServiceImpl::AnswerReward(const absl::StatusOr<RewardResult>& result,
+                                             v1::ReportRewardResponse* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
   response->set_outcome(ToProto(result->outcome));
   response->set_model(result->model);
   response->set_model_version(result->model_version);
@@ -165,7 +185,7 @@ grpc::Status BanditServiceImpl::DoReportReward(grpc::ServerContextBase* context,
     out->set_outcome(ToProto(outcome));
     metrics_->RecordReward(result->model, outcome);
   }
-  return rpc.Finish(grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::Status AdminServiceImpl::AddUsers(grpc::ServerContext* context,

@@ -14,9 +14,11 @@
 namespace graphbandit::server {
 
 // BanditService on gRPC's callback API: a SelectArm that needs no wait is answered on the
-// callback thread that received it (no hand-off, no thread per request); calls that wait (every
-// ReportReward for durability, a SelectArm with min_model_version) run on `waiters`, a fixed
-// pool, and are refused with RESOURCE_EXHAUSTED when its queue is full.
+// callback thread that received it (no hand-off, no thread per request). A ReportReward is
+// joined and logged there too, and answered by the model's log once a sync covers its record
+// (OperationLog::NotifyDurable): no thread waits for the disk on its behalf. Calls that wait (a
+// reward under back-pressure or in cluster mode, a SelectArm with min_model_version) run on
+// `waiters`, a fixed pool, and are refused with RESOURCE_EXHAUSTED when its queue is full.
 class BanditServiceImpl final : public v1::BanditService::CallbackService {
  public:
   // Every method first checks `token` (an empty token admits every call).
@@ -34,11 +36,12 @@ class BanditServiceImpl final : public v1::BanditService::CallbackService {
   // The calls themselves, on whichever thread runs them.
   grpc::Status DoSelectArm(grpc::ServerContextBase* context, const v1::SelectArmRequest* request,
                            v1::SelectArmResponse* response);
-  grpc::Status DoReportReward(grpc::ServerContextBase* context,
-                              const v1::ReportRewardRequest* request,
-                              v1::ReportRewardResponse* response);
 
  private:
+  // A reward's answer in `response` (and the reward metrics); the call's status.
+  grpc::Status AnswerReward(const absl::StatusOr<RewardResult>& result,
+                            v1::ReportRewardResponse* response);
+  grpc::Status PoolFull() const;
   // Runs `call` on the pool and finishes the reactor with its status.
   grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* context, const char* method,
                                    std::function<grpc::Status()> call);

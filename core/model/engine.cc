@@ -200,6 +200,25 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
 
 absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,
                                                     absl::Time deadline) {
+  absl::StatusOr<Model*> owner = RewardOwner(request, now, deadline);
+  if (!owner.ok()) return owner.status();
+  if (*owner == nullptr) return RewardResult{};  // unknown event
+  return (*owner)->Reward(request, now, deadline);
+}
+
+bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::Time deadline,
+                                           Model::RewardCallback* done) {
+  const absl::Time now = absl::Now();
+  absl::StatusOr<Model*> owner = RewardOwner(request, now, deadline);
+  if (!owner.ok() || *owner == nullptr) {
+    std::move (*done)(owner.ok() ? absl::StatusOr<RewardResult>(RewardResult{}) : owner.status());
+    return true;
+  }
+  return (*owner)->TryRewardWithoutWaiting(request, now, done);
+}
+
+absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::Time now,
+                                           absl::Time deadline) {
   if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
   if (request.reward.has_value() == !request.arm_rewards.empty()) {
     return absl::InvalidArgumentError(
@@ -267,10 +286,10 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
           absl::StrFormat("event_id %s exists in models %s; set model to say which one",
                           QuoteId(request.event_id), absl::StrJoin(names, ", ")));
     }
-    if (owners.empty()) return RewardResult{};  // unknown event
+    if (owners.empty()) return nullptr;  // unknown event
     owner = owners.front();
   }
-  return owner->Reward(request, now, deadline);
+  return owner;
 }
 
 int Engine::ExpireDue(absl::Time now) {

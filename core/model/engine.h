@@ -57,6 +57,12 @@ class Engine {
                                        absl::Time deadline);
   absl::StatusOr<RewardResult> ReportRewardAt(const RewardRequest& request, absl::Time now,
                                               absl::Time deadline);
+  // ReportReward without blocking (Model::TryRewardWithoutWaiting): true when `*done` (moved
+  // from) has been or will be called with the answer; false, having done nothing, when the
+  // reward has to wait (for room, or for the cluster's log): the caller then calls
+  // ReportReward on a thread that may wait.
+  bool TryReportRewardWithoutWaiting(const RewardRequest& request, absl::Time deadline,
+                                     Model::RewardCallback* done);
   // Closes, in every model, the decisions whose window ended by `now`; returns how many.
   int ExpireDue(absl::Time now);
 
@@ -75,6 +81,10 @@ class Engine {
  private:
   Engine() = default;
   void SweeperLoop(absl::Duration period);
+  // Checks a reward request and finds the model whose event it is: null when no model knows
+  // the event (several models, none with it: UNKNOWN_EVENT without a model to ask).
+  absl::StatusOr<Model*> RewardOwner(const RewardRequest& request, absl::Time now,
+                                     absl::Time deadline);
 
   std::string default_model_;
   std::string event_id_prefix_;  // cluster mode: the node id and '-'

@@ -82,6 +82,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -226,6 +227,14 @@ class Model : private FitScheduler::Host {
   // still become durable: a retry then answers DUPLICATE).
   absl::StatusOr<RewardResult> Reward(const RewardRequest& request, absl::Time now,
                                       absl::Time deadline);
+  // Reward without blocking, for a caller on a thread that must not wait (a gRPC callback
+  // thread). When the model can take the reward at once (its own log, room in the writer's
+  // queue), it joins and logs it as Reward does and returns true; `*done` (moved from) then
+  // gets Reward's answer once the record is durable, from the log's acknowledger, or here when
+  // no sync is needed. Otherwise (Reward would wait for room, or the log is the cluster's) it
+  // returns false having done nothing, and the caller calls Reward on a thread that may wait.
+  using RewardCallback = absl::AnyInvocable<void(absl::StatusOr<RewardResult>) &&>;
+  bool TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now, RewardCallback* done);
 
   // Whether the event id is open or recently closed here.
   bool Knows(const std::string& event_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);

@@ -36,6 +36,31 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
   return result;
 }
 
+bool Model::TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now,
+                                    RewardCallback* done) {
+  if (replicated()) return false;
+  uint64_t wait_for = 0;
+  absl::StatusOr<RewardResult> result;
+  {
+    MutexLock lock(&ledger_mu_);
+    if (!HasRoom()) return false;  // Reward waits for room (back-pressure)
+    result = JoinAndLogLocked(request, now, &wait_for);
+  }
+  if (!result.ok() || wait_for == 0 || log_ == nullptr) {
+    std::move (*done)(std::move(result));
+    return true;
+  }
+  log_->NotifyDurable(wait_for, [result = *std::move(result),
+                                 done = std::move(*done)](absl::Status durable) mutable {
+    if (durable.ok()) {
+      std::move(done)(std::move(result));
+    } else {
+      std::move(done)(std::move(durable));
+    }
+  });
+  return true;
+}
+
 absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& request, absl::Time now,
                                                      uint64_t* wait_for) {
   const RewardJoin join = ledger_->JoinReward(request);

@@ -40,7 +40,15 @@ std::string ReasonFor(int err) {
 OperationLog::OperationLog(std::string model_name, Durability durability)
     : model_name_(std::move(model_name)), durability_(durability) {}
 
-OperationLog::~OperationLog() { StopThreads(); }
+OperationLog::~OperationLog() {
+  StopThreads();
+  MutexLock lock(&sync_mu_);
+  answered_all_ = true;
+  AnswerOutsideLock(TakeAnsweredLocked(
+      /*all=*/true,
+      absl::UnavailableError(absl::StrFormat(
+          "model \"%s\" closed its log before this record was on disk", model_name_))));
+}
 
 void OperationLog::MarkSynced(uint64_t seq) {
   {
@@ -57,6 +65,12 @@ void OperationLog::StartThreads() {
     SetThreadName("gb-log-repair");
     RepairLoop();
   });
+  if (durability_.sync == Durability::Sync::kEveryRecord) {
+    acknowledger_ = std::thread([this] {
+      SetThreadName("gb-log-ack");
+      AcknowledgerLoop();
+    });
+  }
   if (durability_.sync != Durability::Sync::kGroupCommit) return;
   syncer_ = std::thread([this] {
     SetThreadName("gb-log-sync");
@@ -70,8 +84,10 @@ void OperationLog::StopThreads() {
     stop_ = true;
     sync_cv_.SignalAll();
     repair_cv_.SignalAll();
+    acknowledger_cv_.SignalAll();
   }
   if (syncer_.joinable()) syncer_.join();
+  if (acknowledger_.joinable()) acknowledger_.join();
   if (repairer_.joinable()) repairer_.join();
 }
 
@@ -96,6 +112,7 @@ void OperationLog::FailLocked(const std::string& what, int err, bool tail_intact
   failed_.store(true);
   sync_cv_.SignalAll();
   repair_cv_.SignalAll();
+  acknowledger_cv_.SignalAll();
 }
 
 absl::Status OperationLog::DegradedError() const {
@@ -124,6 +141,7 @@ int OperationLog::SyncOutsideLock() {
   sync_mu_.Lock();
   syncing_ = false;
   sync_cv_.SignalAll();
+  acknowledger_cv_.SignalAll();
   if (err == 0) ++syncs_;
   return err;
 }
@@ -141,6 +159,7 @@ void OperationLog::SyncedLocked(uint64_t seq) {
     unsynced_.pop_front();
   }
   sync_cv_.SignalAll();
+  acknowledger_cv_.SignalAll();
 }
 
 absl::Status OperationLog::StartSegment(const std::string& path, uint64_t last_logged) {
@@ -293,7 +312,92 @@ void OperationLog::SyncerLoop() {
       }
     }
     sync_cv_.SignalAll();  // also when a segment rotation already synced the waiters' records
+    AnswerOutsideLock(TakeAnsweredLocked(/*all=*/false, absl::OkStatus()));
   }
+}
+
+void OperationLog::AcknowledgerLoop() {
+  MutexLock lock(&sync_mu_);
+  for (;;) {
+    acknowledger_cv_.Wait(&sync_mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stop_ || (!pending_.empty() && !syncing_);
+    });
+    if (stop_) return;  // Close or the destructor answers what is left
+    std::vector<std::pair<DurableCallback, absl::Status>> answered =
+        TakeAnsweredLocked(/*all=*/false, absl::OkStatus());
+    if (answered.empty()) {
+      // Nothing covered yet: one fdatasync for everything written by now, which the callbacks
+      // registered meanwhile (and WaitDurable's callers) find covering theirs when it ends.
+      const uint64_t target = written_seq_.load(std::memory_order_acquire);
+      if (sync_fd_ < 0 || target <= synced_seq_) {
+        // No segment to sync (being replaced) or nothing newer: a sync elsewhere answers.
+        acknowledger_cv_.WaitFor(&sync_mu_, absl::Milliseconds(1),
+                                 [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stop_; });
+        continue;
+      }
+      if (const int err = SyncOutsideLock(); err != 0) {
+        FailLocked("fdatasync", err, /*tail_intact=*/false);
+      } else if (sync_error_.ok()) {  // not trusted after another caller's failure meanwhile
+        SyncedLocked(target);
+      }
+      answered = TakeAnsweredLocked(/*all=*/false, absl::OkStatus());
+    }
+    AnswerOutsideLock(std::move(answered));
+  }
+}
+
+void OperationLog::NotifyDurable(uint64_t seq, DurableCallback done) {
+  if (durability_.sync == Durability::Sync::kOs) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  absl::Status answer;
+  {
+    MutexLock lock(&sync_mu_);
+    if (synced_seq_ < seq && sync_error_.ok() && !answered_all_) {
+      pending_.push_back(PendingDurable{seq, std::move(done)});
+      acknowledger_cv_.Signal();
+      return;
+    }
+    if (synced_seq_ >= seq) {
+      answer = absl::OkStatus();
+    } else if (!sync_error_.ok()) {
+      answer = sync_error_;
+    } else {
+      answer = absl::UnavailableError(absl::StrFormat(
+          "model \"%s\" closed its log before this record was on disk", model_name_));
+    }
+  }
+  std::move(done)(std::move(answer));
+}
+
+std::vector<std::pair<OperationLog::DurableCallback, absl::Status>>
+OperationLog::TakeAnsweredLocked(bool all, absl::Status status) {
+  std::vector<std::pair<DurableCallback, absl::Status>> answered;
+  size_t kept = 0;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    PendingDurable& p = pending_[i];
+    if (p.seq <= synced_seq_) {
+      answered.emplace_back(std::move(p.done), absl::OkStatus());
+    } else if (!sync_error_.ok()) {
+      answered.emplace_back(std::move(p.done), sync_error_);
+    } else if (all) {
+      answered.emplace_back(std::move(p.done), status);
+    } else {
+      if (kept != i) pending_[kept] = std::move(p);
+      ++kept;
+    }
+  }
+  pending_.resize(kept);
+  return answered;
+}
+
+void OperationLog::AnswerOutsideLock(
+    std::vector<std::pair<DurableCallback, absl::Status>> answered) {
+  if (answered.empty()) return;
+  sync_mu_.Unlock();
+  for (auto& [done, status] : answered) std::move(done)(std::move(status));
+  sync_mu_.Lock();
 }
 
 absl::Status OperationLog::RepairLocked() {
@@ -415,9 +519,23 @@ LogHealth OperationLog::Health() const {
 }
 
 void OperationLog::Close(uint64_t last_logged) {
-  MutexLock lock(&writer_mu_);
-  if (closed_) return;
-  MutexLock sync(&sync_mu_);
+  std::vector<std::pair<DurableCallback, absl::Status>> answered;
+  {
+    MutexLock lock(&writer_mu_);
+    if (closed_) return;
+    MutexLock sync(&sync_mu_);
+    CloseLocked(last_logged);
+    // The callbacks still waiting get their answer now: the final sync covered them, or failed.
+    answered_all_ = true;
+    answered = TakeAnsweredLocked(
+        /*all=*/true,
+        absl::UnavailableError(absl::StrFormat(
+            "model \"%s\" closed its log before this record was on disk", model_name_)));
+  }
+  for (auto& [done, status] : answered) std::move(done)(std::move(status));
+}
+
+void OperationLog::CloseLocked(uint64_t last_logged) {
   AwaitNoSyncLocked();  // the writer's descriptor is closed below
   // A degraded log gets one last chance: what it holds was applied, so it should be kept.
   if (!sync_error_.ok()) {

@@ -18,13 +18,13 @@
 //
 // Threads: Append, StartSegment and Close are called by the model with its queue lock held (the
 // log order is the order in which sequence numbers are assigned); WaitDurable by request
-// threads; the syncer and the repairer are this class's own threads. Lock order: the model's
-// queue lock, then writer_mu_, then sync_mu_, then the leaf locks copies_mu_ and error_mu_. An
-// append takes writer_mu_ and copies_mu_ only, so it does not wait for another caller's
-// fdatasync, except when the copies kept for a repair pass kMaxUnsyncedBytes (it syncs then)
-// or a write fails; while degraded it takes no lock but error_mu_. A WaitDurable's fdatasync
-// runs with sync_mu_ released (syncing_ set): whoever else syncs, or closes or replaces the
-// segment's descriptor, waits for it first.
+// threads (or NotifyDurable, which does not wait); the syncer, the acknowledger and the
+// repairer are this class's own threads. Lock order: the model's queue lock, then writer_mu_,
+// then sync_mu_, then the leaf locks copies_mu_ and error_mu_. An append takes writer_mu_ and
+// copies_mu_ only, so it does not wait for another caller's fdatasync, except when the copies kept
+// for a repair pass kMaxUnsyncedBytes (it syncs then) or a write fails; while degraded it takes no
+// lock but error_mu_. A WaitDurable's fdatasync runs with sync_mu_ released (syncing_ set): whoever
+// else syncs, or closes or replaces the segment's descriptor, waits for it first.
 #ifndef GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 #define GRAPHBANDIT_CORE_MODEL_OPERATION_LOG_H_
 
@@ -35,8 +35,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -85,13 +88,14 @@ class OperationLog {
   static constexpr absl::Duration kMaxRepairInterval = absl::Seconds(5);
 
   OperationLog(std::string model_name, Durability durability);
-  ~OperationLog();  // stops the syncer; does not sync (Close does)
+  // Stops the threads; does not sync (Close does). Callbacks still waiting get UNAVAILABLE.
+  ~OperationLog();
   OperationLog(const OperationLog&) = delete;
   OperationLog& operator=(const OperationLog&) = delete;
 
   // Records up to `seq` are durable already (at open, after recovery).
   void MarkSynced(uint64_t seq) ABSL_LOCKS_EXCLUDED(sync_mu_);
-  // Starts the repairer and, under group commit, the syncer.
+  // Starts the repairer and, under group commit, the syncer (every-record: the acknowledger).
   void StartThreads() ABSL_LOCKS_EXCLUDED(sync_mu_);
   void StopThreads() ABSL_LOCKS_EXCLUDED(sync_mu_);
 
@@ -107,6 +111,14 @@ class OperationLog {
       ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
   // Waits until record `seq` is durable per the sync policy (group commit: until `deadline`).
   absl::Status WaitDurable(uint64_t seq, absl::Time deadline) ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // WaitDurable without waiting, for a caller on a thread that must not block (a gRPC
+  // callback): `done` gets WaitDurable's answer (without a deadline: the client's own applies)
+  // once a sync covers record `seq`, or once the log fails or closes. It runs here when that is
+  // so already, else on the log's own thread: the acknowledger (every-record policy), which
+  // fdatasyncs whenever a record is waited for and answers every record that sync covered, or
+  // the syncer (group commit). `done` must not call into this log.
+  using DurableCallback = absl::AnyInvocable<void(absl::Status) &&>;
+  void NotifyDurable(uint64_t seq, DurableCallback done) ABSL_LOCKS_EXCLUDED(sync_mu_);
   // Syncs and closes the segment (repairing it first if degraded); records up to
   // `last_logged` are then durable. Later appends fail. Waiters for a group commit get their
   // answer.
@@ -148,6 +160,16 @@ class OperationLog {
   void AwaitNoSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   absl::Status RepairLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_, sync_mu_);
   void SyncerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  void AcknowledgerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
+  void CloseLocked(uint64_t last_logged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_, sync_mu_);
+  // Moves out of pending_ the callbacks that have their answer (`all`: every one, with
+  // `status` for those not covered by a sync), paired with it.
+  std::vector<std::pair<DurableCallback, absl::Status>> TakeAnsweredLocked(bool all,
+                                                                           absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  // Calls them, with sync_mu_ released meanwhile.
+  void AnswerOutsideLock(std::vector<std::pair<DurableCallback, absl::Status>> answered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void RepairLoop() ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
   const std::string model_name_;
@@ -188,8 +210,19 @@ class OperationLog {
   bool stop_ ABSL_GUARDED_BY(sync_mu_) = false;
   std::atomic<bool> failed_{false};  // set with sync_error_, read without the sync lock
   std::atomic<int64_t> syncs_{0};    // fdatasync calls, read by Stats() without waiting
+  // NotifyDurable's callbacks not answered yet, and the acknowledger's wake-up (a new one, a
+  // sync's end, a failure, the stop). Once answered_all_ (Close, the destructor), a callback
+  // is answered where it is registered.
+  struct PendingDurable {
+    uint64_t seq;
+    DurableCallback done;
+  };
+  std::vector<PendingDurable> pending_ ABSL_GUARDED_BY(sync_mu_);
+  CondVar acknowledger_cv_;
+  bool answered_all_ ABSL_GUARDED_BY(sync_mu_) = false;
 
-  std::thread syncer_;  // group commit only
+  std::thread syncer_;        // group commit only
+  std::thread acknowledger_;  // every-record only
   std::thread repairer_;
 };
 
