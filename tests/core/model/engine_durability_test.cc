@@ -529,10 +529,27 @@ TEST(EngineTest, AWriterTooFarBehindRefusesRewardsAtTheirDeadline) {
     EXPECT_EQ(model->AddUsers(many, absl::Now() + absl::Milliseconds(100)).status().code(),
               absl::StatusCode::kResourceExhausted);
     EXPECT_EQ(model->Stats().writes_refused_behind, 2);
+    // The call that must not wait (the server's first try) does nothing: it leaves the
+    // reward, and its callback, to a call that may wait.
+    absl::Notification durable;
+    absl::StatusOr<RewardResult> answer;
+    Model::RewardCallback done = [&](absl::StatusOr<RewardResult> result) {
+      answer = std::move(result);
+      durable.Notify();
+    };
+    EXPECT_FALSE(
+        engine->TryReportRewardWithoutWaiting({"bp", 1.0, {}, ""}, absl::InfiniteFuture(), &done));
+    EXPECT_TRUE(static_cast<bool>(done));
+    EXPECT_FALSE(durable.HasBeenNotified());
+    EXPECT_EQ(model->Stats().queued_operations, bound);
     hold.Release();
-    auto accepted = engine->ReportReward({"bp", 1.0, {}, ""});
-    ASSERT_TRUE(accepted.ok()) << accepted.status();
-    EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);  // the refusal recorded nothing
+    model->WaitForWriter();
+    // With room again it is taken, and answered once durable: the refusals recorded nothing.
+    ASSERT_TRUE(
+        engine->TryReportRewardWithoutWaiting({"bp", 1.0, {}, ""}, absl::InfiniteFuture(), &done));
+    ASSERT_TRUE(durable.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->outcome, RewardOutcome::kAccepted);
     // The refused edit's slots were released: seven others fit beside the one user so far.
     const std::vector<std::string> others = {"m1", "m2", "m3", "m4", "m5", "m6", "m7"};
     auto added = model->AddUsers(others, absl::InfiniteFuture());
