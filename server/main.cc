@@ -41,8 +41,9 @@ ABSL_FLAG(std::string, config, "",
           "models. Without it the server hosts one model, 'default', with default settings.");
 ABSL_FLAG(int32_t, max_message_bytes, 8 << 20, "Largest gRPC message accepted or sent.");
 ABSL_FLAG(int32_t, waiter_threads, 32,
-          "Threads for the calls that wait: every ReportReward (for its record to be durable) and "
-          "SelectArm with min_model_version. Decisions without a wait run on gRPC's own threads.");
+          "Threads for the calls that wait: a ReportReward under back-pressure or in cluster mode "
+          "(others are answered by the log once durable) and a SelectArm with min_model_version. "
+          "Decisions without a wait run on gRPC's own threads.");
 ABSL_FLAG(int32_t, max_waiting_calls, 4096,
           "Calls queued for --waiter_threads at most; more are refused with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
