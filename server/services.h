@@ -16,7 +16,7 @@ namespace graphbandit::server {
 // BanditService on gRPC's callback API: a SelectArm that needs no wait is answered on the
 // callback thread that received it (no hand-off, no thread per request). A ReportReward is
 // joined and logged there too, and answered by the model's log once a sync covers its record
-// (OperationLog::NotifyDurable): no thread waits for the disk on its behalf. Calls that wait (a
+// (OperationLog::NotifyDurable): no thread is parked per reward. Calls that wait (a
 // reward under back-pressure or in cluster mode, a SelectArm with min_model_version) run on
 // `waiters`, a fixed pool, and are refused with RESOURCE_EXHAUSTED when its queue is full.
 class BanditServiceImpl final : public v1::BanditService::CallbackService {
