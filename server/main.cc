@@ -45,7 +45,9 @@ ABSL_FLAG(int32_t, waiter_threads, 32,
           "(others are answered by the log once durable) and a SelectArm with min_model_version. "
           "Decisions without a wait run on gRPC's own threads.");
 ABSL_FLAG(int32_t, max_waiting_calls, 4096,
-          "Calls queued for --waiter_threads at most; more are refused with RESOURCE_EXHAUSTED.");
+          "Calls queued for --waiter_threads at most, and rewards unanswered at most (waiting "
+          "for the sync that makes them durable or on those threads); more are refused with "
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "On SIGTERM/SIGINT, how long the whole shutdown may take: in-flight calls finish, then "
           "each model applies what it logged and writes a final snapshot. A model still busy "

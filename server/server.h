@@ -25,8 +25,10 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";         // port 0 picks a free port
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no metrics endpoint
   int max_message_bytes = 8 << 20;
-  // Calls that wait (rewards for durability, decisions for min_model_version) run on this many
-  // threads, with at most max_waiting_calls queued for them (server/worker_pool.h).
+  // Calls that wait (rewards for room in a model's queue or for the cluster's log, decisions for
+  // min_model_version) run on this many threads, with at most max_waiting_calls queued for them
+  // (server/worker_pool.h). At most max_waiting_calls rewards are unanswered at once, whether
+  // on those threads or waiting for the sync that makes them durable (server/services.h).
   int waiter_threads = 32;
   int max_waiting_calls = 4096;
   TlsOptions tls;            // the gRPC port's transport security (plaintext by default)

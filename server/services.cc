@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <climits>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "core/fit/refit.h"
@@ -55,6 +57,30 @@ v1::RewardOutcome ToProto(RewardOutcome outcome) {
   return v1::REWARD_OUTCOME_UNSPECIFIED;
 }
 
+// One admitted reward in a count of those not yet answered: taken only below the limit, given
+// back when its answer is sent (Release) or when it is dropped unanswered (destructor).
+class RewardTicket {
+ public:
+  static std::optional<RewardTicket> Take(std::atomic<int>* count, int limit) {
+    if (count->fetch_add(1, std::memory_order_relaxed) >= limit) {
+      count->fetch_sub(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    return RewardTicket(count);
+  }
+  RewardTicket(RewardTicket&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  RewardTicket& operator=(RewardTicket&&) = delete;
+  ~RewardTicket() { Release(); }
+  void Release() {
+    if (count_ != nullptr) count_->fetch_sub(1, std::memory_order_relaxed);
+    count_ = nullptr;
+  }
+
+ private:
+  explicit RewardTicket(std::atomic<int>* count) : count_(count) {}
+  std::atomic<int>* count_;
+};
+
 }  // namespace
 
 grpc::ServerUnaryReactor* BanditServiceImpl::OnPool(grpc::CallbackServerContext* context,
@@ -75,6 +101,14 @@ grpc::Status BanditServiceImpl::PoolFull() const {
       grpc::StatusCode::RESOURCE_EXHAUSTED,
       absl::StrFormat("the server has %d calls waiting (for room in a model's queue, the "
                       "cluster's log or a model version), its limit; retry later",
+                      waiters_->max_queued()));
+}
+
+grpc::Status BanditServiceImpl::TooManyRewardsWaiting() const {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrFormat("the server has %d rewards waiting for their answer (for their record's "
+                      "sync or for room in a model's queue), its limit; retry later",
                       waiters_->max_queued()));
 }
 
@@ -105,10 +139,18 @@ grpc::ServerUnaryReactor* BanditServiceImpl::ReportReward(grpc::CallbackServerCo
     reward_request.arm_rewards.emplace_back(arm.arm_id(), arm.reward());
   }
   reward_request.model = request->model();
-  Model::RewardCallback done = [this, reactor, response,
-                                rpc = std::move(rpc)](absl::StatusOr<RewardResult> result) mutable {
-    reactor->Finish(rpc.Finish(AnswerReward(result, response)));
-  };
+  std::optional<RewardTicket> ticket =
+      RewardTicket::Take(&rewards_waiting_, waiters_->max_queued());
+  if (!ticket.has_value()) {
+    reactor->Finish(rpc.Finish(TooManyRewardsWaiting()));
+    return reactor;
+  }
+  Model::RewardCallback done =
+      [this, reactor, response, rpc = std::move(rpc),
+       ticket = *std::move(ticket)](absl::StatusOr<RewardResult> result) mutable {
+        ticket.Release();
+        reactor->Finish(rpc.Finish(AnswerReward(result, response)));
+      };
   // Usually logged here and answered once durable, by the log's own thread.
   if (engine_->TryReportRewardWithoutWaiting(reward_request, Deadline(context), &done)) {
     return reactor;

@@ -3,6 +3,7 @@
 #ifndef GRAPHBANDIT_SERVER_SERVICES_H_
 #define GRAPHBANDIT_SERVER_SERVICES_H_
 
+#include <atomic>
 #include <functional>
 
 #include "core/model/engine.h"
@@ -19,6 +20,8 @@ namespace graphbandit::server {
 // (OperationLog::NotifyDurable): no thread is parked per reward. Calls that wait (a
 // reward under back-pressure or in cluster mode, a SelectArm with min_model_version) run on
 // `waiters`, a fixed pool, and are refused with RESOURCE_EXHAUSTED when its queue is full.
+// Rewards not yet answered are bounded the same way: at most `waiters->max_queued()` at once
+// (a disk whose syncs stall must not grow them without limit); more are refused likewise.
 class BanditServiceImpl final : public v1::BanditService::CallbackService {
  public:
   // Every method first checks `token` (an empty token admits every call).
@@ -42,6 +45,7 @@ class BanditServiceImpl final : public v1::BanditService::CallbackService {
   grpc::Status AnswerReward(const absl::StatusOr<RewardResult>& result,
                             v1::ReportRewardResponse* response);
   grpc::Status PoolFull() const;
+  grpc::Status TooManyRewardsWaiting() const;
   // Runs `call` on the pool and finishes the reactor with its status.
   grpc::ServerUnaryReactor* OnPool(grpc::CallbackServerContext* context, const char* method,
                                    std::function<grpc::Status()> call);
@@ -50,6 +54,8 @@ class BanditServiceImpl final : public v1::BanditService::CallbackService {
   ServerMetrics* metrics_;
   WorkerPool* waiters_;
   BearerToken token_;
+  // ReportReward calls admitted and not yet answered, on either path.
+  std::atomic<int> rewards_waiting_{0};
 };
 
 class AdminServiceImpl final : public v1::AdminService::Service {

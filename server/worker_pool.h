@@ -1,8 +1,9 @@
-// A fixed set of threads for the calls that wait (a reward waits for its record to be durable,
-// a decision with min_model_version for the published state): gRPC's callback threads hand them
-// over instead of blocking, so decisions that need no wait keep every core. The threads are
-// started once; nothing is created per request. The queue is bounded: a call that finds it full
-// is refused at once (the caller answers RESOURCE_EXHAUSTED) rather than piling up.
+// A fixed set of threads for the calls that wait (a reward for room in its model's queue or for
+// the cluster's log, a decision with min_model_version for the published state): gRPC's
+// callback threads hand them over instead of blocking, so decisions that need no wait keep every
+// core. The threads are started once; nothing is created per request. The queue is bounded: a
+// call that finds it full is refused at once (the caller answers RESOURCE_EXHAUSTED) rather
+// than piling up.
 #ifndef GRAPHBANDIT_SERVER_WORKER_POOL_H_
 #define GRAPHBANDIT_SERVER_WORKER_POOL_H_
 

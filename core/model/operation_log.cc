@@ -132,12 +132,13 @@ int OperationLog::SyncFdLocked() {
 
 int OperationLog::SyncOutsideLock() {
   if (sync_fd_ < 0) return EBADF;
-  if (const int injected = InjectedLogFault(LogIo::kSync, ""); injected != 0) return injected;
   // The descriptor stays open meanwhile: whoever closes or replaces it waits for syncing_.
   const int fd = sync_fd_;
   syncing_ = true;
   sync_mu_.Unlock();
-  const int err = ::fdatasync(fd) != 0 ? errno : 0;
+  // A test's hook runs where a slow disk would hold this thread: outside the lock.
+  int err = InjectedLogFault(LogIo::kSync, "");
+  if (err == 0 && ::fdatasync(fd) != 0) err = errno;
   sync_mu_.Lock();
   syncing_ = false;
   sync_cv_.SignalAll();
@@ -323,8 +324,7 @@ void OperationLog::AcknowledgerLoop() {
       return stop_ || (!pending_.empty() && !syncing_);
     });
     if (stop_) return;  // Close or the destructor answers what is left
-    std::vector<std::pair<DurableCallback, absl::Status>> answered =
-        TakeAnsweredLocked(/*all=*/false, absl::OkStatus());
+    Answers answered = TakeAnsweredLocked(/*all=*/false, absl::OkStatus());
     if (answered.empty()) {
       // Nothing covered yet: one fdatasync for everything written by now, which the callbacks
       // registered meanwhile (and WaitDurable's callers) find covering theirs when it ends.
@@ -371,9 +371,8 @@ void OperationLog::NotifyDurable(uint64_t seq, DurableCallback done) {
   std::move(done)(std::move(answer));
 }
 
-std::vector<std::pair<OperationLog::DurableCallback, absl::Status>>
-OperationLog::TakeAnsweredLocked(bool all, absl::Status status) {
-  std::vector<std::pair<DurableCallback, absl::Status>> answered;
+OperationLog::Answers OperationLog::TakeAnsweredLocked(bool all, absl::Status status) {
+  Answers answered;
   size_t kept = 0;
   for (size_t i = 0; i < pending_.size(); ++i) {
     PendingDurable& p = pending_[i];
@@ -392,8 +391,7 @@ OperationLog::TakeAnsweredLocked(bool all, absl::Status status) {
   return answered;
 }
 
-void OperationLog::AnswerOutsideLock(
-    std::vector<std::pair<DurableCallback, absl::Status>> answered) {
+void OperationLog::AnswerOutsideLock(Answers answered) {
   if (answered.empty()) return;
   sync_mu_.Unlock();
   for (auto& [done, status] : answered) std::move(done)(std::move(status));
@@ -519,7 +517,7 @@ LogHealth OperationLog::Health() const {
 }
 
 void OperationLog::Close(uint64_t last_logged) {
-  std::vector<std::pair<DurableCallback, absl::Status>> answered;
+  Answers answered;
   {
     MutexLock lock(&writer_mu_);
     if (closed_) return;

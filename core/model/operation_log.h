@@ -162,14 +162,13 @@ class OperationLog {
   void SyncerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
   void AcknowledgerLoop() ABSL_LOCKS_EXCLUDED(sync_mu_);
   void CloseLocked(uint64_t last_logged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_, sync_mu_);
+  // Callbacks paired with their answers.
+  using Answers = std::vector<std::pair<DurableCallback, absl::Status>>;
   // Moves out of pending_ the callbacks that have their answer (`all`: every one, with
   // `status` for those not covered by a sync), paired with it.
-  std::vector<std::pair<DurableCallback, absl::Status>> TakeAnsweredLocked(bool all,
-                                                                           absl::Status status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  Answers TakeAnsweredLocked(bool all, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   // Calls them, with sync_mu_ released meanwhile.
-  void AnswerOutsideLock(std::vector<std::pair<DurableCallback, absl::Status>> answered)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
+  void AnswerOutsideLock(Answers answered) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sync_mu_);
   void RepairLoop() ABSL_LOCKS_EXCLUDED(writer_mu_, sync_mu_);
 
   const std::string model_name_;

@@ -13,8 +13,11 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "core/storage/fault_injection.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/server/server_fixture.h"
@@ -98,6 +101,76 @@ TEST_F(DegradedServerTest, AFullDiskIsToldToClientsHealthAndMetricsAndHealsItsel
   EXPECT_EQ(rewarded.outcome(), v1::ACCEPTED);
   EXPECT_THAT(ScrapeMetrics(),
               HasSubstr("graphbandit_model_degraded{model=\"default\",reason=\"\"} 0"));
+}
+
+// A disk whose syncs stall holds every reward's answer: at most --max_waiting_calls of them wait;
+// the rest are refused at once instead of piling up, and are accepted again once the disk moves.
+TEST_F(DegradedServerTest, RewardsWaitingForAStalledSyncAreBounded) {
+  ServerOptions options;
+  options.max_waiting_calls = 2;
+  StartServer({}, /*with_metrics=*/false, state_dir_, options);
+  constexpr int kRewards = 5;
+  std::vector<std::string> events;
+  for (int i = 0; i < kRewards; ++i) {
+    v1::SelectArmResponse decided;
+    ASSERT_TRUE(Select(ThreeArms(), &decided).ok());
+    events.push_back(decided.event_id());
+  }
+  absl::Notification disk_moves;
+  std::atomic<int> stalled{0};
+  storage::SetLogFaultForTesting([&](storage::LogIo io, const std::string&) {
+    if (io == storage::LogIo::kSync) {
+      ++stalled;
+      disk_moves.WaitForNotificationWithTimeout(absl::Seconds(30));
+    }
+    return 0;
+  });
+  std::vector<grpc::Status> statuses(kRewards);
+  std::vector<v1::ReportRewardResponse> responses(kRewards);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kRewards; ++i) {
+    callers.emplace_back([&, i] {
+      v1::ReportRewardRequest reward;
+      reward.set_event_id(events[i]);
+      reward.set_reward(1.0);
+      statuses[i] = Reward(reward, &responses[i]);
+      ++answered;
+    });
+  }
+  // Nothing is durable while the sync stalls, so only the refusals come back.
+  for (int i = 0; i < 1000 && answered < kRewards - 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no answer beyond them
+  EXPECT_EQ(answered, kRewards - 2);
+  EXPECT_GE(stalled, 1);
+  disk_moves.Notify();
+  for (std::thread& caller : callers) caller.join();
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < kRewards; ++i) {
+    if (statuses[i].ok()) {
+      EXPECT_EQ(responses[i].outcome(), v1::ACCEPTED);
+      ++accepted;
+    } else {
+      EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+      EXPECT_THAT(statuses[i].error_message(), HasSubstr("2 rewards waiting for their answer"));
+      ++refused;
+    }
+  }
+  EXPECT_EQ(accepted, 2);
+  EXPECT_EQ(refused, kRewards - 2);
+  // The answered ones gave their places back.
+  for (int i = 0; i < kRewards; ++i) {
+    if (statuses[i].ok()) continue;
+    v1::ReportRewardRequest reward;
+    reward.set_event_id(events[i]);
+    reward.set_reward(1.0);
+    v1::ReportRewardResponse rewarded;
+    const grpc::Status status = Reward(reward, &rewarded);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(rewarded.outcome(), v1::ACCEPTED);
+  }
 }
 
 TEST_F(DegradedServerTest, AHealthWatcherHearsNotServingBeforeThePortCloses) {

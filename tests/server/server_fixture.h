@@ -30,15 +30,15 @@ class ServerTest : public ::testing::Test {
   }
 
   // The metrics endpoint costs ~2 s at shutdown (CivetWeb's poll quantum): only when needed.
+  // `server_options`' addresses are replaced by loopback ones.
   void StartServer(std::vector<ModelOptions> models, bool with_metrics,
-                   const std::string& state_dir = "") {
+                   const std::string& state_dir = "", ServerOptions server_options = {}) {
     if (server_) server_->Shutdown(absl::Seconds(2));
     EngineOptions options;
     options.models = std::move(models);
     options.state_dir = state_dir;
     auto engine = Engine::Open(options);
     ASSERT_TRUE(engine.ok()) << engine.status();
-    ServerOptions server_options;
     server_options.listen = "127.0.0.1:0";
     server_options.metrics_listen = with_metrics ? "127.0.0.1:0" : "";
     auto server = GraphbanditServer::Start(server_options, *std::move(engine));
