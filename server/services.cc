@@ -107,8 +107,9 @@ grpc::Status BanditServiceImpl::PoolFull() const {
 grpc::Status BanditServiceImpl::TooManyRewardsWaiting() const {
   return grpc::Status(
       grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrFormat("the server has %d rewards waiting for their answer (for their record's "
-                      "sync or for room in a model's queue), its limit; retry later",
+      absl::StrFormat("the server has %d rewards waiting for their answer (for the sync that "
+                      "makes them durable, room in a model's queue or the cluster's log), its "
+                      "limit; retry later",
                       waiters_->max_queued()));
 }
 
