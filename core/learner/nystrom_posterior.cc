@@ -1239,16 +1239,14 @@ constexpr uint8_t kNystromStateVersion = 6;
 }  // namespace
 
 void NystromPosterior::SaveState(storage::Encoder* out) const {
-  storage::Encoder s;
-  // Megabytes at m = 1,000: one allocation instead of a doubling series of copies and fresh
-  // pages. The history, the three factors' triangles, the form (whole) and, while a refit is
-  // pending, its factors and M; counts and short vectors fit in the slack.
-  const auto m = static_cast<size_t>(chol_m_.capacity());
-  const size_t triangle = m * (m + 1) / 2;
-  s.Reserve(sizeof(double) *
-                (static_cast<size_t>(history_.size()) * (history_.dim() + 2) + 3 * triangle +
-                 m * m + (refit_ != nullptr ? 2 * triangle + m * m : 0) + 64 * m) +
-            4096);
+  // Tens of megabytes at m = 1,000 (the history, three factors' triangles, the form and,
+  // while a refit is pending, its factors and M), encoded straight into the snapshot's buffer.
+  PutStateFrameOf(out, LearnerStateTag::kNystrom, kNystromStateVersion,
+                  [this](storage::Encoder* into) { EncodeState(into); });
+}
+
+void NystromPosterior::EncodeState(storage::Encoder* into) const {
+  storage::Encoder& s = *into;
   PutRngState(&s, rng_.state());
   s.PutU8(force_accept_ ? 1 : 0);
   for (int64_t count :
@@ -1302,7 +1300,6 @@ void NystromPosterior::SaveState(storage::Encoder* out) const {
     PutCount(&s, r.end);
     PutCount(&s, r.step);
   }
-  PutStateFrame(out, LearnerStateTag::kNystrom, kNystromStateVersion, s.data());
 }
 
 absl::Status NystromPosterior::LoadState(storage::Decoder* in) {

@@ -235,6 +235,8 @@ class NystromPosterior final : public Learner {
   void set_force_accept(bool force) { force_accept_ = force; }
 
  private:
+  // SaveState's payload; the frame around it is PutStateFrameOf's.
+  void EncodeState(storage::Encoder* into) const;
   struct Basis;  // immutable dictionary snapshot shared with frozen scorers
   class FrozenScorer;
 

@@ -41,18 +41,21 @@ inline double BitsDouble(uint64_t bits) {
 
 }  // namespace
 
-void Encoder::PutU8(uint8_t v) { buf_.push_back(static_cast<char>(v)); }
+void Encoder::PutU8(uint8_t v) {
+  const char c = static_cast<char>(v);
+  Append(&c, 1);
+}
 
 void Encoder::PutFixed32(uint32_t v) {
   char tmp[4];
   StoreLE32(tmp, v);
-  buf_.append(tmp, sizeof(tmp));
+  Append(tmp, sizeof(tmp));
 }
 
 void Encoder::PutFixed64(uint64_t v) {
   char tmp[8];
   StoreLE64(tmp, v);
-  buf_.append(tmp, sizeof(tmp));
+  Append(tmp, sizeof(tmp));
 }
 
 void Encoder::PutVarint64(uint64_t v) {
@@ -63,14 +66,14 @@ void Encoder::PutVarint64(uint64_t v) {
     v >>= 7;
   }
   tmp[n++] = static_cast<char>(v);
-  buf_.append(tmp, n);
+  Append(tmp, n);
 }
 
 void Encoder::PutDouble(double v) { PutFixed64(DoubleBits(v)); }
 
 void Encoder::PutString(absl::string_view s) {
   PutVarint64(s.size());
-  buf_.append(s.data(), s.size());
+  Append(s.data(), s.size());
 }
 
 void Encoder::PutDoubles(const double* values, size_t n) {
@@ -83,9 +86,9 @@ void Encoder::PutRawDoubles(const double* values, size_t n) {
 #if defined(ABSL_IS_LITTLE_ENDIAN)
   // Vectors of features/posteriors and the columns of matrices can be long; on little-endian
   // hosts the in-memory representation already is the wire format.
-  buf_.append(reinterpret_cast<const char*>(values), n * sizeof(double));
+  Append(reinterpret_cast<const char*>(values), n * sizeof(double));
 #else
-  buf_.reserve(buf_.size() + n * sizeof(double));
+  Reserve(n * sizeof(double));
   for (size_t i = 0; i < n; ++i) PutDouble(values[i]);
 #endif
 }
@@ -93,6 +96,7 @@ void Encoder::PutRawDoubles(const double* values, size_t n) {
 std::string Encoder::Release() {
   std::string out = std::move(buf_);
   buf_.clear();  // A moved-from string is valid but unspecified.
+  counted_ = 0;
   return out;
 }
 

@@ -35,6 +35,14 @@ inline constexpr size_t kMaxVarint64Bytes = 10;
 class Encoder {
  public:
   Encoder() = default;
+  // An encoder that keeps nothing and only counts the bytes it is given (size()): an encoding
+  // run through it first tells its length, so that it can then be written straight into a
+  // length-prefixed frame instead of being built apart and copied (PutStateFrameOf).
+  static Encoder Counting() {
+    Encoder e;
+    e.counting_ = true;
+    return e;
+  }
 
   void PutU8(uint8_t v);
   void PutFixed32(uint32_t v);
@@ -51,18 +59,31 @@ class Encoder {
   // Allocates room for `n` more bytes at once.
   // Grows geometrically, so that reserving piece by piece stays linear.
   void Reserve(size_t n) {
+    if (counting_) return;
     if (buf_.capacity() - buf_.size() < n) {
       buf_.reserve(std::max(buf_.size() + n, 2 * buf_.capacity()));
     }
   }
 
+  // The bytes so far (empty for a counting encoder).
   const std::string& data() const { return buf_; }
-  size_t size() const { return buf_.size(); }
+  size_t size() const { return counting_ ? counted_ : buf_.size(); }
+  bool counting() const { return counting_; }
   // Hands over the encoded bytes and leaves the encoder empty and reusable.
   std::string Release();
 
  private:
+  void Append(const char* bytes, size_t n) {
+    if (counting_) {
+      counted_ += n;
+    } else {
+      buf_.append(bytes, n);
+    }
+  }
+
   std::string buf_;
+  bool counting_ = false;
+  size_t counted_ = 0;
 };
 
 // Reads values back from bytes that may be truncated, corrupted or hostile.

@@ -40,6 +40,8 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -115,6 +117,35 @@ inline void PutStateFrame(storage::Encoder* out, LearnerStateTag tag, uint8_t ve
   out->PutU8(t);
   out->PutU8(version);
   out->PutString(payload);
+  out->PutFixed32(state_coding_internal::FrameCrc(t, version, payload));
+}
+
+// The frame PutStateFrame writes, byte for byte, with the payload encoded by `encode(out)`
+// straight into `out` rather than into a buffer of its own that is then copied: for a learner
+// at m = 1,000 that buffer is tens of megabytes, faulted in and filled twice on the writer
+// thread. `encode` runs twice, first on a counting encoder for the length, and must write
+// the same bytes both times (an encoding of state that does not change meanwhile does).
+template <typename Encode>
+void PutStateFrameOf(storage::Encoder* out, LearnerStateTag tag, uint8_t version,
+                     const Encode& encode) {
+  storage::Encoder counter = storage::Encoder::Counting();
+  encode(&counter);
+  const size_t length = counter.size();
+  const uint8_t t = static_cast<uint8_t>(tag);
+  out->Reserve(length + 16);  // one allocation for a payload of megabytes
+  out->PutU8(t);
+  out->PutU8(version);
+  out->PutVarint64(length);
+  const size_t start = out->size();
+  encode(out);
+  if (out->size() - start != length) {
+    // A frame whose length lies would make the snapshot unreadable: stop rather than write it.
+    std::fprintf(stderr, "PutStateFrameOf: %s state encoded to %zu bytes, counted %zu\n",
+                 std::string(LearnerStateTagName(t)).c_str(), out->size() - start, length);
+    std::abort();
+  }
+  const absl::string_view payload =
+      out->counting() ? absl::string_view() : absl::string_view(out->data()).substr(start);
   out->PutFixed32(state_coding_internal::FrameCrc(t, version, payload));
 }
 

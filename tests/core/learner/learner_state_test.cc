@@ -580,6 +580,44 @@ TEST(StateCodingTest, HugeDeclaredSizesAreRejectedBeforeAllocating) {
   }
 }
 
+// A frame whose payload is encoded in place is the frame PutStateFrame writes around the same
+// payload encoded apart, byte for byte, after whatever the buffer already held; and it reads back.
+TEST(StateCodingTest, AFrameEncodedInPlaceEqualsOneCopiedIn) {
+  Rng rng(11);
+  CholeskyFactor f;
+  ASSERT_TRUE(f.Reset(testing::RandomSpd(7, rng)).ok());
+  HistoryBuffer h(3, 9);
+  for (int i = 0; i < 20; ++i) h.Append(Eigen::Vector3d(i, -i, 0.25 * i), i % 4, 0.5 * i);
+  const auto encode = [&](storage::Encoder* e) {
+    e->PutVarint64(300);
+    PutCholesky(e, f);
+    PutHistory(e, h);
+    e->PutString("tail");
+  };
+  storage::Encoder apart;
+  encode(&apart);
+  const std::string payload = apart.Release();
+
+  storage::Encoder copied, in_place;
+  copied.PutString("prefix");
+  in_place.PutString("prefix");
+  PutStateFrame(&copied, LearnerStateTag::kNystrom, 4, payload);
+  PutStateFrameOf(&in_place, LearnerStateTag::kNystrom, 4, encode);
+  EXPECT_EQ(in_place.data(), copied.data());
+  storage::Encoder counted = storage::Encoder::Counting();
+  counted.PutString("prefix");
+  PutStateFrameOf(&counted, LearnerStateTag::kNystrom, 4, encode);
+  EXPECT_EQ(counted.size(), copied.size());
+
+  const std::string bytes = in_place.Release();
+  storage::Decoder in(bytes);
+  std::string prefix, read;
+  ASSERT_TRUE(in.GetString(&prefix));
+  ASSERT_TRUE(GetStateFrame(&in, LearnerStateTag::kNystrom, 4, &read).ok());
+  EXPECT_EQ(read, payload);
+  EXPECT_TRUE(in.done());
+}
+
 TEST(StateCodingTest, CholeskyAndHistoryRoundTripExactly) {
   Rng rng(5);
   CholeskyFactor f;

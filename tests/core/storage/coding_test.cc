@@ -176,6 +176,44 @@ TEST(CodingTest, ReleaseEmptiesEncoder) {
   EXPECT_EQ(enc.data(), "\x07");
 }
 
+// The same calls on an encoder and on a counting one: the counter's size is the encoder's
+// byte count after every call, and it keeps no bytes.
+TEST(CodingTest, ACountingEncoderCountsWhatAnEncoderWrites) {
+  Encoder enc;
+  Encoder counter = Encoder::Counting();
+  EXPECT_TRUE(counter.counting());
+  EXPECT_FALSE(enc.counting());
+  const std::vector<double> doubles = InterestingDoubles();
+  std::vector<std::function<void(Encoder*)>> calls = {
+      [](Encoder* e) { e->PutU8(0xab); },
+      [](Encoder* e) { e->PutFixed32(0xdeadbeef); },
+      [](Encoder* e) { e->PutFixed64(1); },
+      [](Encoder* e) { e->PutDouble(-0.0); },
+      [](Encoder* e) { e->PutString(""); },
+      [](Encoder* e) { e->PutString(std::string(300, 'x')); },
+      [&](Encoder* e) { e->PutDoubles(doubles.data(), doubles.size()); },
+      [&](Encoder* e) { e->PutRawDoubles(doubles.data(), 3); },
+      [](Encoder* e) { e->PutDoubles(nullptr, 0); },
+      [](Encoder* e) { e->Reserve(1 << 20); },
+  };
+  for (uint64_t v : {uint64_t{0}, uint64_t{127}, uint64_t{128}, uint64_t{16383}, uint64_t{16384},
+                     uint64_t{1} << 35, std::numeric_limits<uint64_t>::max()}) {
+    calls.push_back([v](Encoder* e) { e->PutVarint64(v); });
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    calls[i](&enc);
+    calls[i](&counter);
+    ASSERT_EQ(counter.size(), enc.size()) << "after call " << i;
+  }
+  EXPECT_GT(counter.size(), 300u);
+  EXPECT_TRUE(counter.data().empty());
+  EXPECT_TRUE(counter.Release().empty());
+  EXPECT_EQ(counter.size(), 0u);
+  EXPECT_TRUE(counter.counting());  // still counts after Release
+  counter.PutU8(1);
+  EXPECT_EQ(counter.size(), 1u);
+}
+
 // Decodes the schema used by RejectsTruncationAtEveryByte; false if any field
 // fails, checking that a failing call consumed nothing.
 bool DecodeSchema(absl::string_view in) {
