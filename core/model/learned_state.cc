@@ -497,8 +497,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   return view;
 }
 
-std::string LearnedState::Save(uint64_t seq) const {
-  storage::Encoder out;
+std::string LearnedState::Save(uint64_t seq, std::string buffer) const {
+  storage::Encoder out(std::move(buffer));
   out.PutU8(kStateVersion);
   out.PutFixed64(seq);
   out.PutU8(learner_ != nullptr ? 1 : 0);

@@ -68,8 +68,9 @@ class LearnedState {
   // The view decisions read, as of `version` (the sequence number of the last applied record).
   std::shared_ptr<ModelView> BuildView(uint64_t version) const;
 
-  // The snapshot payload's state part, at sequence number `seq` (the ledger follows it).
-  std::string Save(uint64_t seq) const;
+  // The snapshot payload's state part, at sequence number `seq` (the ledger follows it),
+  // encoded into `buffer`'s memory (its contents are dropped; see storage::Encoder).
+  std::string Save(uint64_t seq, std::string buffer = {}) const;
   // Restores a fresh state (from Create) from a snapshot payload's state part, leaving `in` at
   // the ledger. DATA_LOSS for malformed bytes; FAILED_PRECONDITION when the configuration
   // contradicts the snapshot (another kernel, dimensions that do not match).

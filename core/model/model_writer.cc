@@ -275,7 +275,8 @@ absl::StatusOr<PreparedSnapshot> Model::CompleteSnapshotState(
   ApplyUpTo(prepared->seq);
   snapshots_.Taken();  // the records up to here are in this snapshot
   // The learned state; step 3 appends the ledger as captured in step 1.
-  if (dir_.has_value()) prepared->payload = state_->Save(prepared->seq);
+  // Into the previous snapshot's buffer: a fresh one would cost a page fault per 4 KiB here.
+  if (dir_.has_value()) prepared->payload = state_->Save(prepared->seq, snapshots_.TakeBuffer());
   return prepared;
 }
 

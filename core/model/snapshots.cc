@@ -10,17 +10,21 @@
 namespace graphbandit {
 
 absl::StatusOr<uint64_t> SnapshotWriter::Write(PreparedSnapshot prepared) {
-  absl::StatusOr<uint64_t> written = WriteFile(std::move(prepared));
+  absl::StatusOr<uint64_t> written = WriteFile(std::move(prepared), &buffer_);
   if (written.ok()) CountWritten(*written);
   return written;
 }
 
-absl::StatusOr<uint64_t> SnapshotWriter::WriteFile(PreparedSnapshot prepared) const {
+absl::StatusOr<uint64_t> SnapshotWriter::WriteFile(PreparedSnapshot prepared,
+                                                   std::string* keep) const {
   if (dir_ == nullptr) return prepared.seq;
-  prepared.payload.append(EncodeLedger(prepared.ledger));
+  // The ledger in a buffer of its own, dropped after the write: it can be far larger than the
+  // state (up to max_decisions open decisions), and is not worth keeping resident.
+  const std::string ledger = EncodeLedger(prepared.ledger);
   prepared.ledger = LedgerCapture();  // lets go of the closed decisions it kept alive
-  absl::Status status =
-      storage::WriteSnapshotFile(dir_->SnapshotPath(prepared.seq), prepared.seq, prepared.payload);
+  absl::Status status = storage::WriteSnapshotFile(dir_->SnapshotPath(prepared.seq), prepared.seq,
+                                                   {prepared.payload, ledger});
+  *keep = std::move(prepared.payload);
   if (!status.ok()) return status;
   dir_->RemoveOldFiles(prepared.seq);
   return prepared.seq;
@@ -44,7 +48,8 @@ void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
     SetThreadName("gb-snapshot");
     SetThreadBackground();
     if (hook) hook();
-    result_ = WriteFile(std::move(prepared));  // counted by TakeResult: no lock taken here
+    // Counted by TakeResult: no lock taken here.
+    result_ = WriteFile(std::move(prepared), &written_buffer_);
     writing_.store(false, std::memory_order_release);
   });
 }
@@ -52,6 +57,7 @@ void SnapshotWriter::WriteInBackground(PreparedSnapshot prepared) {
 std::optional<absl::StatusOr<uint64_t>> SnapshotWriter::TakeResult() {
   if (!background_.joinable() || Writing()) return std::nullopt;
   background_.join();
+  buffer_ = std::move(written_buffer_);
   if (result_.ok()) CountWritten(*result_);
   return std::move(result_);
 }

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -35,6 +36,10 @@ inline constexpr size_t kMaxVarint64Bytes = 10;
 class Encoder {
  public:
   Encoder() = default;
+  // An empty encoder that writes into `buffer`'s memory: its contents are dropped, its capacity
+  // kept. A large encoding repeated often (a model's snapshots) reuses the pages it already has
+  // instead of faulting in fresh ones each time.
+  explicit Encoder(std::string buffer) : buf_(std::move(buffer)) { buf_.clear(); }
   // An encoder that keeps nothing and only counts the bytes it is given (size()): an encoding
   // run through it first tells its length, so that it can then be written straight into a
   // length-prefixed frame instead of being built apart and copied (PutStateFrameOf).

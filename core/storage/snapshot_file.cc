@@ -21,17 +21,26 @@ constexpr size_t kHeaderSize = 8 + 8 + 8 + 4;
 
 }  // namespace
 
-absl::Status WriteSnapshotFile(const std::string& path, uint64_t seq, absl::string_view payload) {
+absl::Status WriteSnapshotFile(const std::string& path, uint64_t seq,
+                               std::initializer_list<absl::string_view> parts) {
+  uint64_t length = 0;
+  uint32_t crc = 0;
+  for (absl::string_view part : parts) {
+    length += part.size();
+    crc = Crc32cExtend(crc, part.data(), part.size());
+  }
   Encoder header;
   for (char c : kMagic) header.PutU8(static_cast<uint8_t>(c));
   header.PutFixed64(seq);
-  header.PutFixed64(payload.size());
-  header.PutFixed32(Mask(Crc32c(payload)));
+  header.PutFixed64(length);
+  header.PutFixed32(Mask(crc));
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return OsError(errno, "create", tmp);
   absl::Status status = WriteFully(fd, header.data().data(), header.data().size(), tmp);
-  if (status.ok()) status = WriteFully(fd, payload.data(), payload.size(), tmp);
+  for (absl::string_view part : parts) {
+    if (status.ok()) status = WriteFully(fd, part.data(), part.size(), tmp);
+  }
   if (status.ok() && ::fdatasync(fd) != 0) status = OsError(errno, "fdatasync", tmp);
   CloseQuietly(fd);
   if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {

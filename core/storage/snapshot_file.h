@@ -8,6 +8,7 @@
 #define GRAPHBANDIT_CORE_STORAGE_SNAPSHOT_FILE_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,7 +17,14 @@
 
 namespace graphbandit::storage {
 
-absl::Status WriteSnapshotFile(const std::string& path, uint64_t seq, absl::string_view payload);
+// The payload is `parts` one after another (a model writes its learned state and its ledger
+// from two buffers, without copying them into one).
+absl::Status WriteSnapshotFile(const std::string& path, uint64_t seq,
+                               std::initializer_list<absl::string_view> parts);
+inline absl::Status WriteSnapshotFile(const std::string& path, uint64_t seq,
+                                      absl::string_view payload) {
+  return WriteSnapshotFile(path, seq, {payload});
+}
 
 struct SnapshotContents {
   uint64_t seq = 0;

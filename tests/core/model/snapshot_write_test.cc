@@ -7,11 +7,16 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "core/model/engine.h"
+#include "core/model/ledger_records.h"
+#include "core/model/snapshots.h"
+#include "core/storage/snapshot_file.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit {
@@ -73,6 +78,46 @@ bool LearnedWithin30s(const Model& model, int64_t rewards) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   return true;
+}
+
+// After each write, on the writer (at open and shutdown) or in the background, the memory of
+// the state part goes back to the writer for the next snapshot to encode into; the file holds
+// the state, then the ledger, under one checksum.
+TEST(SnapshotWriteTest, TheStatesMemoryIsKeptForTheNextSnapshot) {
+  TempDir tmp;
+  absl::StatusOr<StateDirectory> dir = StateDirectory::Create(tmp.path() + "/model");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  SnapshotWriter writer(&*dir, /*every_records=*/0);
+  EXPECT_TRUE(writer.TakeBuffer().empty());
+  const std::string ledger = EncodeLedger(LedgerCapture());
+  for (const bool background : {false, true}) {
+    SCOPED_TRACE(background ? "in the background" : "on the writer");
+    PreparedSnapshot prepared;
+    prepared.seq = background ? 2 : 1;
+    prepared.payload = std::string(1 << 20, background ? 'b' : 'a');
+    const std::string state = prepared.payload;
+    const char* memory = prepared.payload.data();
+    absl::StatusOr<uint64_t> written;
+    if (background) {
+      writer.WriteInBackground(std::move(prepared));
+      ASSERT_TRUE(writer.WaitForBackground(absl::Now() + absl::Seconds(30)));
+      std::optional<absl::StatusOr<uint64_t>> taken = writer.TakeResult();
+      ASSERT_TRUE(taken.has_value());
+      written = *taken;
+    } else {
+      written = writer.Write(std::move(prepared));
+    }
+    ASSERT_TRUE(written.ok()) << written.status();
+    EXPECT_EQ(*written, background ? 2u : 1u);
+    absl::StatusOr<storage::SnapshotContents> contents =
+        storage::ReadSnapshotFile(dir->SnapshotPath(*written));
+    ASSERT_TRUE(contents.ok()) << contents.status();
+    EXPECT_EQ(contents->seq, *written);
+    EXPECT_EQ(contents->payload, state + ledger);
+    EXPECT_EQ(writer.TakeBuffer().data(), memory);
+    EXPECT_TRUE(writer.TakeBuffer().empty());  // handed over once
+  }
+  EXPECT_EQ(writer.stats().written, 2);
 }
 
 TEST(SnapshotWriteTest, TheWriterGoesOnLearningWhileASnapshotIsWritten) {

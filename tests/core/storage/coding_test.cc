@@ -178,6 +178,22 @@ TEST(CodingTest, ReleaseEmptiesEncoder) {
 
 // The same calls on an encoder and on a counting one: the counter's size is the encoder's
 // byte count after every call, and it keeps no bytes.
+TEST(CodingTest, AnEncoderGivenABufferEncodesIntoItsMemory) {
+  std::string buffer(1 << 16, 'x');
+  const char* memory = buffer.data();
+  Encoder reused(std::move(buffer));
+  EXPECT_EQ(reused.size(), 0u);  // the old contents are gone
+  Encoder fresh;
+  for (Encoder* e : {&reused, &fresh}) {
+    e->PutFixed64(7);
+    e->PutString("abc");
+    e->PutVarint64(300);
+  }
+  EXPECT_EQ(reused.data(), fresh.data());
+  EXPECT_EQ(reused.data().data(), memory);  // no new allocation
+  EXPECT_EQ(reused.Release().data(), memory);
+}
+
 TEST(CodingTest, ACountingEncoderCountsWhatAnEncoderWrites) {
   Encoder enc;
   Encoder counter = Encoder::Counting();
