@@ -274,8 +274,8 @@ absl::StatusOr<PreparedSnapshot> Model::CompleteSnapshotState(
   // after it), so the graph and the learner are at the same point as the ledger copy.
   ApplyUpTo(prepared->seq);
   snapshots_.Taken();  // the records up to here are in this snapshot
-  // The learned state; step 3 appends the ledger as captured in step 1.
-  // Into the previous snapshot's buffer: a fresh one would cost a page fault per 4 KiB here.
+  // The learned state, into the previous snapshot's buffer (a fresh one would cost a page fault
+  // per 4 KiB here); step 3 writes the ledger as captured in step 1 after it.
   if (dir_.has_value()) prepared->payload = state_->Save(prepared->seq, snapshots_.TakeBuffer());
   return prepared;
 }

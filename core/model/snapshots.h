@@ -14,9 +14,9 @@
 // requests for it when it finds the write done.
 //
 // Threads: the applied-record count is the writer's (CountApplied, Due, Unsaved, Taken), as are
-// WriteInBackground and TakeResult (Shutdown's, after the writer stopped); Write runs on the
-// writer at open and at shutdown; Writing, WaitForBackground and stats() on any thread (mu_ is
-// a leaf lock).
+// WriteInBackground, TakeResult and TakeBuffer (Shutdown's, after the writer stopped); Write
+// runs on the writer at open and at shutdown; Writing, WaitForBackground and stats() on any thread
+// (mu_ is a leaf lock).
 #ifndef GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 #define GRAPHBANDIT_CORE_MODEL_SNAPSHOTS_H_
 
@@ -95,18 +95,20 @@ class SnapshotWriter {
   // Tests only: the background thread runs `hook` before it writes (null removes it).
   void SetBeforeWriteHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writer: the memory of the last written snapshot's state part, for the next snapshot to
-  // encode into (LearnedState::Save); empty before the first and while one is being written.
-  // Keeping it between snapshots holds that many bytes resident (about the learner's own size,
-  // 27-37 MB at a dictionary of 1,000: PERFORMANCE.md), which each snapshot needs at its peak
-  // anyway; encoding into fresh memory instead costs the writer a page fault per 4 KiB.
+  // The memory of the last written snapshot's state part, for the next snapshot to encode into
+  // (LearnedState::Save); empty before the first and while one is being written. Its owner
+  // only, like Write and TakeResult (the writer; at open and at shutdown, the thread that
+  // opens or stops the model). Keeping it between snapshots holds the largest state encoded so
+  // far resident (27-37 MB at a dictionary of 1,000: PERFORMANCE.md), which a snapshot needs
+  // at its peak anyway; encoding into fresh memory instead costs a page fault per 4 KiB.
   std::string TakeBuffer() { return std::move(buffer_); }
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Write without the stats (the background thread's part), and the stats' part. WriteFile
-  // leaves the state part's memory in `*keep`, whether or not the write succeeded.
+  // leaves the state part's memory in `*keep`, whether or not the write succeeded (a model
+  // in memory only has none).
   absl::StatusOr<uint64_t> WriteFile(PreparedSnapshot prepared, std::string* keep) const;
   void CountWritten(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -118,7 +120,7 @@ class SnapshotWriter {
   std::thread background_;
   absl::StatusOr<uint64_t> result_;
   std::string written_buffer_;  // the background write's `keep`; moved to buffer_ by TakeResult
-  std::string buffer_;          // writer-owned (TakeBuffer)
+  std::string buffer_;          // its owner's (TakeBuffer)
   std::atomic<bool> writing_{false};
 
   mutable Mutex mu_;

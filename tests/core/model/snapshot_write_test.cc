@@ -118,6 +118,16 @@ TEST(SnapshotWriteTest, TheStatesMemoryIsKeptForTheNextSnapshot) {
     EXPECT_TRUE(writer.TakeBuffer().empty());  // handed over once
   }
   EXPECT_EQ(writer.stats().written, 2);
+
+  // A write that fails (its directory is gone) hands the memory back too.
+  PreparedSnapshot failing;
+  failing.seq = 3;
+  failing.payload = std::string(1 << 20, 'c');
+  const char* memory = failing.payload.data();
+  std::filesystem::remove_all(dir->path());
+  EXPECT_FALSE(writer.Write(std::move(failing)).ok());
+  EXPECT_EQ(writer.TakeBuffer().data(), memory);
+  EXPECT_EQ(writer.stats().written, 2);
 }
 
 TEST(SnapshotWriteTest, TheWriterGoesOnLearningWhileASnapshotIsWritten) {

@@ -77,6 +77,9 @@ TEST(SpreadRefitTest, TheModelSwitchesWithTheLearnerAndASnapshotInBetweenContinu
   ASSERT_TRUE(live->learner()->RefitPending());
 
   const std::string mid = live->Save(7);
+  // Encoded into memory that held a longer, different encoding (as a snapshot reuses the last
+  // one's): the same bytes, nothing left over.
+  EXPECT_EQ(live->Save(7, std::string(2 * mid.size() + 4096, '\xff')), mid);
   auto restored = NewState();
   storage::Decoder in(mid);
   ASSERT_TRUE(restored->Load(&in).ok());

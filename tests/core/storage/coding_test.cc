@@ -176,8 +176,7 @@ TEST(CodingTest, ReleaseEmptiesEncoder) {
   EXPECT_EQ(enc.data(), "\x07");
 }
 
-// The same calls on an encoder and on a counting one: the counter's size is the encoder's
-// byte count after every call, and it keeps no bytes.
+// An encoder given a buffer drops its contents and writes into its memory.
 TEST(CodingTest, AnEncoderGivenABufferEncodesIntoItsMemory) {
   std::string buffer(1 << 16, 'x');
   const char* memory = buffer.data();
@@ -194,6 +193,8 @@ TEST(CodingTest, AnEncoderGivenABufferEncodesIntoItsMemory) {
   EXPECT_EQ(reused.Release().data(), memory);
 }
 
+// The same calls on an encoder and on a counting one: the counter's size is the encoder's
+// byte count after every call, and it keeps no bytes.
 TEST(CodingTest, ACountingEncoderCountsWhatAnEncoderWrites) {
   Encoder enc;
   Encoder counter = Encoder::Counting();
