@@ -83,6 +83,10 @@ ABSL_FLAG(double, warmup_seconds, 2, "Workload run before measuring, then discar
 ABSL_FLAG(double, baseline_seconds, 3,
           "Closed-loop grpc.health.v1.Health/Check at --concurrency before the workload (the "
           "ceiling Q0); 0 skips it.");
+ABSL_FLAG(double, baseline_rate, 0,
+          "If > 0, the health baseline is an open loop at this many calls per second instead "
+          "(at most --concurrency in flight; latency counted from when each call was due): what "
+          "a bare call costs the server when calls come one at a time.");
 ABSL_FLAG(int32_t, channels, 1, "gRPC channels (TCP connections); calls are spread over them.");
 ABSL_FLAG(int32_t, client_threads, 1,
           "Threads that poll the connections and handle the answers (one completion queue).");
@@ -307,16 +311,29 @@ class Generator {
     }
   }
 
-  // grpc.health.v1 Check, closed loop at `concurrency` for `seconds`.
-  Summary Baseline(int concurrency, double seconds) {
+  // grpc.health.v1 Check for `seconds`: a closed loop at `concurrency` callers, or with `rate`
+  // > 0 an open loop (call i due at start + i / rate, at most `concurrency` in flight).
+  Summary Baseline(int concurrency, double seconds, double rate) {
     SharedTally tally;
     const auto start = Clock::now();
     const auto end = start + ToDuration(seconds);
     Flight flight;
-    for (int w = 0; w < concurrency; ++w) CheckHealth(static_cast<size_t>(w), end, &tally, &flight);
+    if (rate > 0) {
+      for (int64_t i = 0;; ++i) {
+        const auto intended = start + ToDuration(static_cast<double>(i) / rate);
+        if (intended >= end) break;
+        std::this_thread::sleep_until(intended);
+        flight.WaitBelow(concurrency);
+        CheckHealth(static_cast<size_t>(i), intended, /*chain_until=*/start, &tally, &flight);
+      }
+    } else {
+      for (int w = 0; w < concurrency; ++w) {
+        CheckHealth(static_cast<size_t>(w), Clock::now(), end, &tally, &flight);
+      }
+    }
     flight.WaitIdle();
     return Summarise("grpc.health.v1.Health/Check", std::move(tally.tally),
-                     Seconds(Clock::now() - start));
+                     rate > 0 ? seconds : Seconds(Clock::now() - start));
   }
 
   // The workload for one phase; `measure` false discards what it saw (warm-up).
@@ -536,23 +553,27 @@ class Generator {
     if (!status.ok()) errors_.fetch_add(1);
   }
 
-  void CheckHealth(size_t i, Clock::time_point end, SharedTally* tally, Flight* flight) {
+  // One health call, its latency counted from `due`; once it is answered, the caller's next
+  // call follows while the clock is before `chain_until` (closed loop).
+  void CheckHealth(size_t i, Clock::time_point due, Clock::time_point chain_until,
+                   SharedTally* tally, Flight* flight) {
     struct Call {
       grpc::ClientContext context;
       grpc::health::v1::HealthCheckRequest request;
       grpc::health::v1::HealthCheckResponse response;
-      Clock::time_point sent;
+      Clock::time_point due;
     };
     auto* call = new Call;
     call->context.set_deadline(std::chrono::system_clock::now() + Deadline());
-    call->sent = Clock::now();
+    call->due = due;
     flight->Add();
     calls_.Start(
         health_[i % health_.size()]->PrepareAsyncCheck(&call->context, call->request, calls_.cq()),
-        &call->response, [this, call, i, end, tally, flight](const grpc::Status& status) {
-          Record(tally, status, Seconds(Clock::now() - call->sent));
+        &call->response, [this, call, i, chain_until, tally, flight](const grpc::Status& status) {
+          const auto now = Clock::now();
+          Record(tally, status, Seconds(now - call->due));
           delete call;
-          if (Clock::now() < end) CheckHealth(i + 1, end, tally, flight);  // the chain goes on
+          if (now < chain_until) CheckHealth(i + 1, now, chain_until, tally, flight);
           flight->Done();
         });
   }
@@ -846,6 +867,10 @@ int Run() {
     std::fprintf(stderr, "--mode=open needs --rate > 0\n");
     return 64;
   }
+  if (!(absl::GetFlag(FLAGS_baseline_rate) >= 0)) {
+    std::fprintf(stderr, "--baseline_rate must be >= 0 (0: a closed-loop baseline)\n");
+    return 64;
+  }
   if (absl::GetFlag(FLAGS_candidates) < 1 || absl::GetFlag(FLAGS_dim) < 1 ||
       absl::GetFlag(FLAGS_channels) < 1 || absl::GetFlag(FLAGS_concurrency) < 1 ||
       absl::GetFlag(FLAGS_users) < 1 || absl::GetFlag(FLAGS_slate_size) < 1 ||
@@ -908,10 +933,11 @@ int Run() {
   Summary baseline;
   double baseline_server_cpu = NAN, baseline_own_cpu = NAN;
   if (absl::GetFlag(FLAGS_baseline_seconds) > 0) {
-    generator.Baseline(absl::GetFlag(FLAGS_concurrency), 0.5);  // warm-up
+    const double rate = absl::GetFlag(FLAGS_baseline_rate);
+    generator.Baseline(absl::GetFlag(FLAGS_concurrency), 0.5, rate);  // warm-up
     const double server_before = server_cpu_now(), own_before = OwnCpuSeconds();
-    baseline =
-        generator.Baseline(absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_baseline_seconds));
+    baseline = generator.Baseline(absl::GetFlag(FLAGS_concurrency),
+                                  absl::GetFlag(FLAGS_baseline_seconds), rate);
     baseline_own_cpu = OwnCpuSeconds() - own_before;
     baseline_server_cpu = server_cpu_now() - server_before;
   }
@@ -1002,7 +1028,8 @@ int Run() {
   const double flops = 2.0 * c * static_cast<double>(m * m) + 2.0 * c * static_cast<double>(m) * d;
   const double product =
       absl::GetFlag(FLAGS_roofline) && m > 0 ? ProductRate(static_cast<int>(m), c) : NAN;
-  const double q0 = baseline.throughput;
+  // The roofline's ceiling is the closed-loop health rate; an open-loop baseline has none.
+  const double q0 = absl::GetFlag(FLAGS_baseline_rate) > 0 ? 0 : baseline.throughput;
   const double roofline = (q0 > 0 && product > 0) ? 1.0 / (1.0 / q0 + flops / product) : NAN;
 
   std::printf(
@@ -1089,7 +1116,8 @@ int Run() {
       return std::isfinite(x) ? absl::StrFormat("%.9g", x) : "null";
     };
     out << absl::StrFormat(
-        "{\"mode\": \"%s\", \"concurrency\": %d, \"rate\": %s, \"channels\": %d, \"candidates\": "
+        "{\"mode\": \"%s\", \"concurrency\": %d, \"rate\": %s, \"baseline_rate\": %s, "
+        "\"channels\": %d, \"candidates\": "
         "%d, "
         "\"dim\": %d, \"slate_size\": %d, \"reward_ratio\": %s, \"reward_delay_ms\": %s, "
         "\"model\": \"%s\", \"policy\": \"%s\", \"dictionary_size\": %d, "
@@ -1102,10 +1130,10 @@ int Run() {
         "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s, "
         "\"server_cpu_ms_per_select_learned\": %s, \"server_cpu_select_over_health\": %s}\n",
         mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
-        absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
-        num(absl::GetFlag(FLAGS_reward_ratio)), num(absl::GetFlag(FLAGS_reward_delay_ms)), model,
-        v1::Policy_Name(after->config().policy()), m,
-        baseline.calls > 0 ? JsonSummary(baseline) : "null", JsonSummary(select),
+        num(absl::GetFlag(FLAGS_baseline_rate)), absl::GetFlag(FLAGS_channels), c, d,
+        absl::GetFlag(FLAGS_slate_size), num(absl::GetFlag(FLAGS_reward_ratio)),
+        num(absl::GetFlag(FLAGS_reward_delay_ms)), model, v1::Policy_Name(after->config().policy()),
+        m, baseline.calls > 0 ? JsonSummary(baseline) : "null", JsonSummary(select),
         rewards.calls > 0 ? JsonSummary(rewards) : "null", accepted, learned, num(fresh_p99),
         num(q0 > 0 ? select.throughput / q0 : NAN), num(flops), num(product), num(roofline),
         num(std::isfinite(roofline) ? select.throughput / roofline : NAN), num(server_cpu),

@@ -15,7 +15,8 @@
 # open-loop measured interval), CHECK_RUNS (1, open-loop runs, each on a fresh warmed server),
 # CHECK_RATE (the open-loop rate, instead of the fraction of the measured saturation),
 # CHECK_COSTS (1: also measure what a health call and a decision cost both processes' CPU, with
-# one caller and, decisions only, in open loop at the check's rate; 0 skips it),
+# one caller and, decisions only, in open loop at the check's rate, and what a health call costs
+# the server in open loop at the same fraction of the health saturation; 0 skips it),
 # CHECK_PORT (50081), CHECK_CONFIG_EXTRA (text appended to the model's configuration block),
 # CHECK_PIN (1: the server on core 0 and the load generator on core 1, with taskset, so that
 # they do not share cores; 0, the default, leaves both to the scheduler),
@@ -115,7 +116,8 @@ fi
 
 # What each call costs the machine (both processes' CPU), on the same server: a bare gRPC round
 # trip (health) and a decision with one caller, then decisions alone in open loop at the check's
-# rate. With CHECK_COSTS=0, skipped.
+# rate, then health calls alone in open loop at the check's fraction of the health saturation
+# (the premium a bare call pays when calls come one at a time). With CHECK_COSTS=0, skipped.
 if [[ "${CHECK_COSTS:-1}" != 0 ]]; then
   bench_loadgen "$loadgen" "$out_dir/costs-one-caller.json" "$out_dir/costs-one-caller.log" \
     --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
@@ -126,6 +128,15 @@ if [[ "${CHECK_COSTS:-1}" != 0 ]]; then
     --metrics_url="http://127.0.0.1:$metrics_port/metrics" --mode=open --rate="$rate" \
     --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=2 --baseline_seconds=0 \
     --duration_seconds=10 --reward_ratio=0 --roofline=false --progress=false
+  # Health calls alone, in open loop at the same fraction of the health saturation measured in
+  # step 1: what the server's core pays per bare call when calls come one at a time.
+  health_rate=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["baseline"]["throughput_per_second"] * float(sys.argv[2])))' \
+    "$out_dir/saturation.json" "$fraction")
+  bench_loadgen "$loadgen" "$out_dir/costs-open-health.json" "$out_dir/costs-open-health.log" \
+    --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
+    --mode=closed --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=0 \
+    --baseline_seconds=5 --baseline_rate="$health_rate" --duration_seconds=0.2 --reward_ratio=0 \
+    --roofline=false --progress=false
   python3 - "$out_dir" "$rate" <<'PY' >&2
 import json, sys
 one = json.load(open(sys.argv[1] + "/costs-one-caller.json"))
@@ -145,6 +156,16 @@ print("CPU per call, both processes: health with one caller %s; SelectArm with o
           sys.argv[2],
           both(opn.get("server_cpu_ms_per_select"), opn.get("loadgen_cpu_ms_per_select")),
           ms(((opn.get("select") or {}).get("latency_seconds") or {}).get("p99"))))
+health = json.load(open(sys.argv[1] + "/costs-open-health.json"))
+closed_ms, open_ms = sat.get("baseline_server_cpu_ms_per_call"), health.get("baseline_server_cpu_ms_per_call")
+b = health.get("baseline") or {}
+print("Server CPU per health call: closed loop at %.0f/s %s ms; open loop at %.0f/s %s ms (%s the "
+      "closed loop's), p99 %s ms" % (
+          (sat.get("baseline") or {}).get("throughput_per_second", 0),
+          "-" if closed_ms is None else "%.4f" % closed_ms, b.get("throughput_per_second", 0),
+          "-" if open_ms is None else "%.4f" % open_ms,
+          "%.2fx" % (open_ms / closed_ms) if closed_ms and open_ms else "-",
+          ms((b.get("latency_seconds") or {}).get("p99"))))
 PY
 fi
 bench_stop_server

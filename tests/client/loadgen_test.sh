@@ -124,7 +124,23 @@ wait "$fake_pid" 2>/dev/null || true
 grep -q -- "--metrics_url: GET .* answered \"HTTP/1.0 500 .*\", not 200" "$work/bad-url.out" \
   || fail "the generator did not say its metrics URL answered 500: $(cat "$work/bad-url.out")"
 
+# The health baseline as an open loop: exactly the calls due in its interval (200/s for 1 s),
+# each answered, and no closed-loop ceiling to set the roofline or the ratio to health against.
+"$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=8 --candidates=10 \
+  --dim=8 --warmup_seconds=0 --baseline_seconds=1 --baseline_rate=200 --duration_seconds=0.5 \
+  --reward_ratio=0 --progress=false --report_json="$work/open-baseline.json" \
+  >"$work/open-baseline.out" 2>&1 \
+  || fail "open-loop baseline exited with $?: $(cat "$work/open-baseline.out")"
+[[ $(json "$work/open-baseline.json" 'r["baseline_rate"] == 200 and r["baseline"]["calls"] == 200 and r["baseline"]["errors"] == 0') == True ]] \
+  || fail "open-loop baseline: $(json "$work/open-baseline.json" '(r["baseline_rate"], r["baseline"]["calls"], r["baseline"]["errors"])'), not 200 calls at 200/s without errors"
+[[ $(json "$work/open-baseline.json" 'abs(r["baseline"]["throughput_per_second"] - 200) < 1e-6 and r["select_over_health"] is None and r["roofline_rpc_per_second"] is None and r["baseline_server_cpu_ms_per_call"] > 0') == True ]] \
+  || fail "open-loop baseline: rate, ratio, roofline or CPU per call wrong: $(cat "$work/open-baseline.json")"
+[[ $(json "$work/closed.json" 'r["baseline_rate"] == 0') == True ]] || fail "closed-loop baseline not reported as such"
+
 # Bad flags are refused before anything is sent.
+status=0
+"$loadgen" --target="$target" --baseline_rate=-1 >/dev/null 2>&1 || status=$?
+[[ $status == 64 ]] || fail "--baseline_rate=-1 exited with $status, not 64"
 status=0
 "$loadgen" --target="$target" --mode=open --rate=0 >/dev/null 2>&1 || status=$?
 [[ $status == 64 ]] || fail "--mode=open --rate=0 exited with $status, not 64"
