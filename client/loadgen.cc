@@ -9,12 +9,13 @@
 //
 // A run: connect --channels channels (each its own TCP connection); a baseline of
 // grpc.health.v1.Health/Check at the same concurrency (--baseline_seconds, closed loop), the
-// ceiling Q0 of the server's RPC path with no model work; --warmup_seconds of the workload,
-// discarded; then --duration_seconds (or --requests) measured. Every decision is rewarded with
-// probability --reward_ratio after --reward_delay_ms, by separate reward senders. Afterwards the
-// generator waits (at most --learn_wait_seconds) until the model has learned every ACCEPTED
-// reward, reads the model's dictionary size m and, from the server's /metrics (--metrics_url),
-// the freshness histogram of the measured interval.
+// ceiling Q0 of the server's RPC path with no model work (or, with --baseline_rate, an open loop
+// of health calls at that rate, which measures a bare call's cost and sets no ceiling);
+// --warmup_seconds of the workload, discarded; then --duration_seconds (or --requests) measured.
+// Every decision is rewarded with probability --reward_ratio after --reward_delay_ms, by separate
+// reward senders. Afterwards the generator waits (at most --learn_wait_seconds) until the model has
+// learned every ACCEPTED reward, reads the model's dictionary size m and, from the server's
+// /metrics (--metrics_url), the freshness histogram of the measured interval.
 //
 // The report states SelectArm throughput as a ratio of Q0 and of the roofline
 // R = 1 / (1/Q0 + F/P), F = 2 C m^2 + 2 C m d the flops of one request and P the rate of an
@@ -81,8 +82,8 @@ ABSL_FLAG(double, duration_seconds, 10, "Length of the measured interval.");
 ABSL_FLAG(int64_t, requests, 0, "If > 0, end the measured interval after this many requests.");
 ABSL_FLAG(double, warmup_seconds, 2, "Workload run before measuring, then discarded.");
 ABSL_FLAG(double, baseline_seconds, 3,
-          "Closed-loop grpc.health.v1.Health/Check at --concurrency before the workload (the "
-          "ceiling Q0); 0 skips it.");
+          "grpc.health.v1.Health/Check before the workload: a closed loop at --concurrency (the "
+          "ceiling Q0), or an open loop at --baseline_rate; 0 skips it.");
 ABSL_FLAG(double, baseline_rate, 0,
           "If > 0, the health baseline is an open loop at this many calls per second instead "
           "(at most --concurrency in flight; latency counted from when each call was due): what "
@@ -324,6 +325,10 @@ class Generator {
         if (intended >= end) break;
         std::this_thread::sleep_until(intended);
         flight.WaitBelow(concurrency);
+        if (Clock::now() - intended > std::chrono::milliseconds(1)) {
+          std::lock_guard<std::mutex> lock(tally.mu);
+          ++tally.tally.late_sends;
+        }
         CheckHealth(static_cast<size_t>(i), intended, /*chain_until=*/start, &tally, &flight);
       }
     } else {
@@ -570,10 +575,12 @@ class Generator {
     calls_.Start(
         health_[i % health_.size()]->PrepareAsyncCheck(&call->context, call->request, calls_.cq()),
         &call->response, [this, call, i, chain_until, tally, flight](const grpc::Status& status) {
-          const auto now = Clock::now();
-          Record(tally, status, Seconds(now - call->due));
+          Record(tally, status, Seconds(Clock::now() - call->due));
           delete call;
-          if (now < chain_until) CheckHealth(i + 1, now, chain_until, tally, flight);
+          // The next call of the chain is due when it is sent, after this one's bookkeeping.
+          if (const auto now = Clock::now(); now < chain_until) {
+            CheckHealth(i + 1, now, chain_until, tally, flight);
+          }
           flight->Done();
         });
   }
@@ -863,13 +870,27 @@ int Run() {
     std::fprintf(stderr, "--mode must be closed or open\n");
     return 64;
   }
-  if (mode == "open" && !(absl::GetFlag(FLAGS_rate) > 0)) {
-    std::fprintf(stderr, "--mode=open needs --rate > 0\n");
+  // A rate is finite and its schedule countable: at most 1e9 calls in the interval (an infinite
+  // or huge rate would put every call at time 0 and the schedule would never end).
+  const auto schedulable = [](double rate, double seconds) {
+    return std::isfinite(rate) && rate > 0 && std::isfinite(seconds) && rate * seconds <= 1e9;
+  };
+  if (mode == "open" &&
+      !schedulable(absl::GetFlag(FLAGS_rate),
+                   absl::GetFlag(FLAGS_duration_seconds) + absl::GetFlag(FLAGS_warmup_seconds))) {
+    std::fprintf(stderr,
+                 "--mode=open needs a finite --rate > 0, at most 1e9 requests over the warm-up "
+                 "and the measured interval\n");
     return 64;
   }
-  if (!(absl::GetFlag(FLAGS_baseline_rate) >= 0)) {
-    std::fprintf(stderr, "--baseline_rate must be >= 0 (0: a closed-loop baseline)\n");
-    return 64;
+  if (const double rate = absl::GetFlag(FLAGS_baseline_rate); rate != 0) {
+    if (!schedulable(rate, absl::GetFlag(FLAGS_baseline_seconds) + 0.5) ||
+        !(absl::GetFlag(FLAGS_baseline_seconds) > 0)) {
+      std::fprintf(stderr,
+                   "--baseline_rate must be 0 (a closed-loop baseline) or a finite rate > 0, at "
+                   "most 1e9 calls over --baseline_seconds, which must then be > 0\n");
+      return 64;
+    }
   }
   if (absl::GetFlag(FLAGS_candidates) < 1 || absl::GetFlag(FLAGS_dim) < 1 ||
       absl::GetFlag(FLAGS_channels) < 1 || absl::GetFlag(FLAGS_concurrency) < 1 ||
@@ -1047,6 +1068,11 @@ int Run() {
       static_cast<long long>(m_start));
   if (baseline.calls > 0) {
     PrintSummary(baseline);
+    if (absl::GetFlag(FLAGS_baseline_rate) > 0) {
+      absl::PrintF(
+          "    open loop at %.0f calls/s; sent more than 1 ms after their scheduled time: %d\n",
+          absl::GetFlag(FLAGS_baseline_rate), baseline.late_sends);
+    }
     absl::PrintF("    CPU per health call: server %s ms, load generator %.4f ms\n",
                  std::isfinite(baseline_server_cpu)
                      ? absl::StrFormat(
@@ -1090,9 +1116,13 @@ int Run() {
   // two measured in this run: what the model costs in units of a bare gRPC round trip.
   const double health_cpu_per_call =
       baseline.calls > 0 ? baseline_server_cpu / static_cast<double>(baseline.calls) : NAN;
+  // The ratio is defined against a health call in the closed loop (issue 35's target); an
+  // open-loop baseline's health call costs more, so no ratio is given against it.
+  const bool closed_baseline = !(absl::GetFlag(FLAGS_baseline_rate) > 0);
   const double learned_cpu_per_select = calls > 0 ? server_cpu_learned / calls : NAN;
-  const double cpu_ratio =
-      health_cpu_per_call > 0 ? learned_cpu_per_select / health_cpu_per_call : NAN;
+  const double cpu_ratio = closed_baseline && health_cpu_per_call > 0
+                               ? learned_cpu_per_select / health_cpu_per_call
+                               : NAN;
   if (std::isfinite(cpu_ratio)) {
     absl::PrintF(
         "server CPU per SelectArm through the learning of its rewards %.3f ms (window closed "
@@ -1152,11 +1182,15 @@ int Run() {
     for (const Summary* s : std::initializer_list<const Summary*>{&baseline, &select, &rewards}) {
       if (s->calls == 0) continue;
       const bool is_select = s == &select;
+      const bool is_baseline = s == &baseline;
+      const double baseline_rate = absl::GetFlag(FLAGS_baseline_rate);
       out << absl::StrFormat(
-          "%s,%s,%d,%g,%d,%d,%d,%.3f,%d,%d,%.1f,%s,%s,%s,%s,%s,%s,%s\n", s->rpc, mode,
-          absl::GetFlag(FLAGS_concurrency), absl::GetFlag(FLAGS_rate), c, d, m, s->seconds,
-          s->calls, s->errors, s->throughput, Ms(s->p50), Ms(s->p90), Ms(s->p99), Ms(s->p999),
-          Ms(s->max), is_select && q0 > 0 ? absl::StrFormat("%.4f", s->throughput / q0) : "",
+          "%s,%s,%d,%g,%d,%d,%d,%.3f,%d,%d,%.1f,%s,%s,%s,%s,%s,%s,%s\n", s->rpc,
+          is_baseline ? (baseline_rate > 0 ? "open" : "closed") : mode,
+          absl::GetFlag(FLAGS_concurrency), is_baseline ? baseline_rate : absl::GetFlag(FLAGS_rate),
+          c, d, m, s->seconds, s->calls, s->errors, s->throughput, Ms(s->p50), Ms(s->p90),
+          Ms(s->p99), Ms(s->p999), Ms(s->max),
+          is_select && q0 > 0 ? absl::StrFormat("%.4f", s->throughput / q0) : "",
           is_select && std::isfinite(roofline) ? absl::StrFormat("%.4f", s->throughput / roofline)
                                                : "");
     }

@@ -130,8 +130,17 @@ if [[ "${CHECK_COSTS:-1}" != 0 ]]; then
     --duration_seconds=10 --reward_ratio=0 --roofline=false --progress=false
   # Health calls alone, in open loop at the same fraction of the health saturation measured in
   # step 1: what the server's core pays per bare call when calls come one at a time.
-  health_rate=$(python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["baseline"]["throughput_per_second"] * float(sys.argv[2])))' \
-    "$out_dir/saturation.json" "$fraction")
+  health_rate=$(python3 - "$out_dir/saturation.json" "$fraction" <<'PY'
+import json, sys
+baseline = json.load(open(sys.argv[1])).get("baseline")
+if not baseline or not baseline.get("throughput_per_second"):
+    sys.exit("latency_check: the saturation run has no health baseline to take a rate from")
+rate = round(baseline["throughput_per_second"] * float(sys.argv[2]))
+if rate < 1:
+    sys.exit("latency_check: the health rate rounds to %d calls/s; nothing to measure" % rate)
+print(rate)
+PY
+)
   bench_loadgen "$loadgen" "$out_dir/costs-open-health.json" "$out_dir/costs-open-health.log" \
     --target="127.0.0.1:$port" --metrics_url="http://127.0.0.1:$metrics_port/metrics" \
     --mode=closed --concurrency=64 --candidates=50 --dim=16 --warmup_seconds=0 \
@@ -160,12 +169,13 @@ health = json.load(open(sys.argv[1] + "/costs-open-health.json"))
 closed_ms, open_ms = sat.get("baseline_server_cpu_ms_per_call"), health.get("baseline_server_cpu_ms_per_call")
 b = health.get("baseline") or {}
 print("Server CPU per health call: closed loop at %.0f/s %s ms; open loop at %.0f/s %s ms (%s the "
-      "closed loop's), p99 %s ms" % (
+      "closed loop's), p99 %s ms, errors %s, sent late %s" % (
           (sat.get("baseline") or {}).get("throughput_per_second", 0),
           "-" if closed_ms is None else "%.4f" % closed_ms, b.get("throughput_per_second", 0),
           "-" if open_ms is None else "%.4f" % open_ms,
           "%.2fx" % (open_ms / closed_ms) if closed_ms and open_ms else "-",
-          ms((b.get("latency_seconds") or {}).get("p99"))))
+          ms((b.get("latency_seconds") or {}).get("p99")), b.get("errors", "-"),
+          b.get("late_sends", "-")))
 PY
 fi
 bench_stop_server

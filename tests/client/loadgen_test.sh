@@ -136,11 +136,29 @@ grep -q -- "--metrics_url: GET .* answered \"HTTP/1.0 500 .*\", not 200" "$work/
 [[ $(json "$work/open-baseline.json" 'abs(r["baseline"]["throughput_per_second"] - 200) < 1e-6 and r["select_over_health"] is None and r["roofline_rpc_per_second"] is None and r["baseline_server_cpu_ms_per_call"] > 0') == True ]] \
   || fail "open-loop baseline: rate, ratio, roofline or CPU per call wrong: $(cat "$work/open-baseline.json")"
 [[ $(json "$work/closed.json" 'r["baseline_rate"] == 0') == True ]] || fail "closed-loop baseline not reported as such"
+grep -q "open loop at 200 calls/s; sent more than 1 ms after their scheduled time:" "$work/open-baseline.out" \
+  || fail "no open-loop line for the baseline: $(cat "$work/open-baseline.out")"
+[[ $(json "$work/open-baseline.json" 'r["server_cpu_select_over_health"] is None') == True ]] \
+  || fail "a CPU ratio against an open-loop health call"
+
+# A rate one caller cannot keep: calls leave late, and their latency counts from when they were
+# due (20,000/s for 0.25 s with one call in flight: a gRPC round trip takes more than 50 us).
+"$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=1 --candidates=10 \
+  --dim=8 --warmup_seconds=0 --baseline_seconds=0.25 --baseline_rate=20000 --duration_seconds=0.2 \
+  --reward_ratio=0 --progress=false --report_json="$work/late-baseline.json" \
+  >"$work/late-baseline.out" 2>&1 \
+  || fail "late open-loop baseline exited with $?: $(cat "$work/late-baseline.out")"
+[[ $(json "$work/late-baseline.json" 'r["baseline"]["calls"] == 5000 and r["baseline"]["late_sends"] > 1000 and r["baseline"]["latency_seconds"]["max"] > 0.1') == True ]] \
+  || fail "an overloaded open-loop baseline: $(json "$work/late-baseline.json" 'r["baseline"]')"
 
 # Bad flags are refused before anything is sent.
-status=0
-"$loadgen" --target="$target" --baseline_rate=-1 >/dev/null 2>&1 || status=$?
-[[ $status == 64 ]] || fail "--baseline_rate=-1 exited with $status, not 64"
+for bad in "--baseline_rate=-1" "--baseline_rate=inf" "--baseline_rate=nan" "--baseline_rate=1e300" \
+  "--baseline_rate=10 --baseline_seconds=0" "--mode=open --rate=inf"; do
+  status=0
+  # shellcheck disable=SC2086  # the flags are meant to split
+  "$loadgen" --target="$target" $bad >/dev/null 2>&1 || status=$?
+  [[ $status == 64 ]] || fail "$bad exited with $status, not 64"
+done
 status=0
 "$loadgen" --target="$target" --mode=open --rate=0 >/dev/null 2>&1 || status=$?
 [[ $status == 64 ]] || fail "--mode=open --rate=0 exited with $status, not 64"
