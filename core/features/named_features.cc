@@ -1,5 +1,6 @@
 #include "core/features/named_features.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -16,9 +17,11 @@ namespace {
 constexpr uint64_t kNamespaceSeed = 0x6e616d6573706163ULL;
 constexpr uint64_t kValueSeed = 0x76616c7565736565ULL;
 
-// How a name appears in a message: printable ASCII as it is, anything else escaped, and long
-// names cut (the field path already says where it is).
-std::string Quoted(absl::string_view name) {
+uint64_t NonZero(uint64_t key) { return key == 0 ? 1 : key; }
+
+}  // namespace
+
+std::string QuotedName(absl::string_view name) {
   constexpr size_t kShown = 64;
   std::string out = "\"";
   for (size_t i = 0; i < name.size() && i < kShown; ++i) {
@@ -37,10 +40,6 @@ std::string Quoted(absl::string_view name) {
   return out;
 }
 
-uint64_t NonZero(uint64_t key) { return key == 0 ? 1 : key; }
-
-}  // namespace
-
 absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces,
                                    const FeatureLimits& limits, absl::string_view field) {
   if (namespaces.size() > static_cast<size_t>(limits.max_namespaces)) {
@@ -51,14 +50,14 @@ absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces
   int64_t values = 0;
   for (size_t n = 0; n < namespaces.size(); ++n) {
     const FeatureNamespace& ns = namespaces[n];
-    const std::string at = absl::StrFormat("%s[%d] (%s)", field, n, Quoted(ns.name));
+    const std::string at = absl::StrFormat("%s[%d] (%s)", field, n, QuotedName(ns.name));
     if (ns.name.size() > static_cast<size_t>(limits.max_name_bytes)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s: namespace name of %d bytes; at most %d", at, ns.name.size(), limits.max_name_bytes));
     }
     if (!namespace_names.insert(ns.name).second) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("%s: namespace %s appears twice", at, Quoted(ns.name)));
+          absl::StrFormat("%s: namespace %s appears twice", at, QuotedName(ns.name)));
     }
     absl::flat_hash_set<absl::string_view> feature_names;
     for (size_t f = 0; f < ns.features.size(); ++f) {
@@ -75,7 +74,7 @@ absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces
       if (!feature_names.insert(feature.name).second) {
         return absl::InvalidArgumentError(
             absl::StrFormat("%s: feature %s appears twice in namespace %s", where,
-                            Quoted(feature.name), Quoted(ns.name)));
+                            QuotedName(feature.name), QuotedName(ns.name)));
       }
       const FeatureValue& value = feature.value;
       switch (value.type) {
@@ -103,13 +102,13 @@ absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces
                                   value.texts[i].size(), limits.max_value_bytes));
             }
           }
-          values += static_cast<int64_t>(value.texts.size());
+          values += std::max<int64_t>(1, static_cast<int64_t>(value.texts.size()));
           break;
       }
       if (values > limits.max_values) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: more than %d feature values (a list counts its length)", field,
-                            limits.max_values));
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: past %d feature values in all (a list counts its length, an empty one 1)", where,
+            limits.max_values));
       }
     }
   }
@@ -118,8 +117,8 @@ absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces
 
 std::string FeatureFieldPath(absl::string_view field, size_t n, absl::string_view name_space,
                              size_t f, absl::string_view name) {
-  return absl::StrFormat("%s[%d] (%s).features[%d] (%s)", field, n, Quoted(name_space), f,
-                         Quoted(name));
+  return absl::StrFormat("%s[%d] (%s).features[%d] (%s)", field, n, QuotedName(name_space), f,
+                         QuotedName(name));
 }
 
 uint64_t NumberKey(absl::string_view name_space, absl::string_view name) {
@@ -131,7 +130,9 @@ uint64_t StringKey(absl::string_view name_space, absl::string_view name, absl::s
 }
 
 void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out) {
+  if (out.empty() || out.size() > static_cast<size_t>(kMaxFeatureSlots)) return;
   const int slots = static_cast<int>(out.size());
+  std::vector<absl::string_view> distinct;
   for (const FeatureNamespace& ns : namespaces) {
     for (const NamedFeature& feature : ns.features) {
       const FeatureValue& value = feature.value;
@@ -142,15 +143,15 @@ void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<
         case FeatureValue::Type::kString:
           out[SlotOf(StringKey(ns.name, feature.name, value.text), slots)] += 1.0;
           break;
-        case FeatureValue::Type::kStrings: {
+        case FeatureValue::Type::kStrings:
           // A list is a set: a value listed twice is still one code.
-          absl::flat_hash_set<absl::string_view> seen;
-          for (absl::string_view text : value.texts) {
-            if (!seen.insert(text).second) continue;
+          distinct.assign(value.texts.begin(), value.texts.end());
+          std::sort(distinct.begin(), distinct.end());
+          distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+          for (absl::string_view text : distinct) {
             out[SlotOf(StringKey(ns.name, feature.name, text), slots)] += 1.0;
           }
           break;
-        }
       }
     }
   }

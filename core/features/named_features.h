@@ -58,10 +58,14 @@ struct FeatureNamespace {
   std::vector<NamedFeature> features;
 };
 
+// The largest hashed space (slots) a model may have.
+inline constexpr int kMaxFeatureSlots = 1 << 24;
+
 // What one context or one candidate may carry.
 struct FeatureLimits {
   int max_namespaces = 64;
-  // Values: a number or a string counts 1, a list its length.
+  // Values: a number or a string counts 1, a list its length (an empty list 1, so that the
+  // number of features is bounded too).
   int max_values = 512;
   int max_name_bytes = 256;    // namespace and feature names
   int max_value_bytes = 1024;  // each string
@@ -74,6 +78,10 @@ struct FeatureLimits {
 // `candidates[3].named_features[1] ("device").features[0] ("os")`).
 absl::Status ValidateNamedFeatures(absl::Span<const FeatureNamespace> namespaces,
                                    const FeatureLimits& limits, absl::string_view field);
+
+// A name as messages show it: in double quotes, with anything but printable ASCII escaped and
+// cut after 64 bytes.
+std::string QuotedName(absl::string_view name);
 
 // Where a feature is, for messages: `field[n] ("namespace").features[f] ("name")`, names with
 // anything but printable ASCII escaped and cut after 64 bytes.
@@ -94,8 +102,8 @@ inline int SlotOf(uint64_t key, int slots) {
 }
 
 // Adds the features' values into `out`, a space of out.size() slots (see the top of this
-// file). `out` is not cleared first. REQUIRES: out is not empty; the features passed
-// ValidateNamedFeatures.
+// file). `out` is not cleared first. REQUIRES: 1 <= out.size() <= kMaxFeatureSlots (else nothing
+// is added); the features passed ValidateNamedFeatures.
 void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out);
 
 }  // namespace graphbandit

@@ -14,13 +14,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-FeatureCatalog::Options Sized(int slots, int max_listed_features = 4096,
-                              int64_t max_tracked_keys = 0) {
+FeatureCatalog Sized(int slots, int max_listed_features = 4096, int64_t max_tracked_keys = 0) {
   FeatureCatalog::Options options;
   options.slots = slots;
   options.max_listed_features = max_listed_features;
   options.max_tracked_keys = max_tracked_keys;
-  return options;
+  absl::StatusOr<FeatureCatalog> catalog = FeatureCatalog::Create(options);
+  EXPECT_TRUE(catalog.ok()) << catalog.status();
+  return *std::move(catalog);
 }
 
 TEST(RunningSummaryTest, MatchesTheTwoPassFormulaWhereTheSumOfSquaresCancels) {
@@ -53,7 +54,7 @@ std::vector<FeatureNamespace> Request(double temperature, absl::string_view os,
 }
 
 TEST(FeatureCatalogTest, ListsWhatItSaw) {
-  FeatureCatalog catalog(Sized(1 << 16));
+  FeatureCatalog catalog = Sized(1 << 16);
   catalog.Record(Request(20, "ios", {"a", "b"}));
   catalog.Record(Request(22, "android", {"b"}));
   catalog.Record(Request(24, "ios", {}));
@@ -81,7 +82,7 @@ TEST(FeatureCatalogTest, ListsWhatItSaw) {
 
 TEST(FeatureCatalogTest, HashLoadCountsSlotsAndCollisionsAsABruteForceDoes) {
   constexpr int kSlots = 64;
-  FeatureCatalog catalog(Sized(kSlots));
+  FeatureCatalog catalog = Sized(kSlots);
   absl::flat_hash_set<int> slots;
   std::vector<std::string> values;
   for (int i = 0; i < 200; ++i) values.push_back("item" + std::to_string(i));
@@ -97,14 +98,14 @@ TEST(FeatureCatalogTest, HashLoadCountsSlotsAndCollisionsAsABruteForceDoes) {
   EXPECT_DOUBLE_EQ(load.load(), static_cast<double>(slots.size()) / kSlots);
   EXPECT_EQ(catalog.namespaces().at("ns").at("item").distinct_values, 200);
 
-  FeatureCatalog one_slot(Sized(1));
+  FeatureCatalog one_slot = Sized(1);
   one_slot.Record(Request(1, "x", {"y", "z"}));
   EXPECT_EQ(one_slot.hash_load().occupied_slots, 1);
   EXPECT_EQ(one_slot.hash_load().colliding_keys, 3);
 }
 
 TEST(FeatureCatalogTest, AFeatureKeepsItsKind) {
-  FeatureCatalog catalog(Sized(256));
+  FeatureCatalog catalog = Sized(256);
   catalog.Record(Request(20, "ios", {"a"}));
   EXPECT_TRUE(catalog.Check(Request(1, "x", {}), "context_features", false).ok());
   // A number where a string was seen, and a string where a number was.
@@ -131,12 +132,18 @@ TEST(FeatureCatalogTest, AFeatureKeepsItsKind) {
 }
 
 TEST(FeatureCatalogTest, DeclaredKindsHoldBeforeAnyTraffic) {
-  FeatureCatalog catalog(Sized(256));
+  FeatureCatalog catalog = Sized(256);
   ASSERT_TRUE(catalog.Declare("user", "age", FeatureKind::kNumeric).ok());
   ASSERT_TRUE(catalog.Declare("user", "age", FeatureKind::kNumeric).ok());  // again: no change
   const absl::Status twice = catalog.Declare("user", "age", FeatureKind::kCategorical);
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(twice.message()), HasSubstr("declared numeric and categorical"));
+  EXPECT_THAT(std::string(twice.message()),
+              HasSubstr("feature \"age\" of namespace \"user\" is numeric (declared) and cannot "
+                        "be declared categorical"));
+  EXPECT_EQ(catalog.Declare("user", "", FeatureKind::kNumeric).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(catalog.Declare("user", std::string(257, 'x'), FeatureKind::kNumeric).code(),
+            absl::StatusCode::kInvalidArgument);
   const absl::Status status =
       catalog.Check({{"user", {{"age", FeatureValue::String("old")}}}}, "context_features", true);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -147,10 +154,73 @@ TEST(FeatureCatalogTest, DeclaredKindsHoldBeforeAnyTraffic) {
   EXPECT_EQ(catalog.listed_features(), 1);
   EXPECT_TRUE(catalog.namespaces().at("user").at("age").declared);
   EXPECT_EQ(catalog.namespaces().at("user").at("age").seen, 0);
+
+  // A feature seen in traffic is listed but not declared: refused where only declared ones are.
+  catalog.Record({{"user", {{"city", FeatureValue::String("Oslo")}}}});
+  const absl::Status seen_only =
+      catalog.Check({{"user", {{"city", FeatureValue::String("Rome")}}}}, "context_features", true);
+  EXPECT_EQ(seen_only.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(seen_only.message()), HasSubstr("not among the model's declared"));
+  const absl::Status seen_then_declared = catalog.Declare("user", "city", FeatureKind::kNumeric);
+  EXPECT_THAT(std::string(seen_then_declared.message()),
+              HasSubstr("is categorical (as seen in traffic) and cannot be declared numeric"));
+  ASSERT_TRUE(catalog.Declare("user", "city", FeatureKind::kCategorical).ok());
+  EXPECT_TRUE(
+      catalog.Check({{"user", {{"city", FeatureValue::String("Rome")}}}}, "context_features", true)
+          .ok());
+  EXPECT_EQ(catalog.declared_features(), 2);
+}
+
+TEST(FeatureCatalogTest, ARequestMustAgreeWithItselfOnANewFeaturesKind) {
+  FeatureCatalog catalog = Sized(256);
+  const std::vector<FeatureNamespace> as_number = {{"n", {{"x", FeatureValue::Number(1)}}}};
+  const std::vector<FeatureNamespace> as_string = {{"n", {{"x", FeatureValue::String("a")}}}};
+  const std::vector<FeatureCatalog::Source> request = {{as_number, "candidates[0].named_features"},
+                                                       {as_string, "candidates[1].named_features"}};
+  const absl::Status status = catalog.Check(request, false);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("candidates[1].named_features[0] (\"n\").features[0] (\"x\"): a "
+                        "categorical value, but the same feature is numeric earlier in this "
+                        "request"));
+  // Recorded anyway (Check skipped), the second kind is not taken in but counted.
+  catalog.Record(as_number);
+  catalog.Record(as_string);
+  EXPECT_EQ(catalog.namespaces().at("n").at("x").kind, FeatureKind::kNumeric);
+  EXPECT_EQ(catalog.namespaces().at("n").at("x").seen, 1);
+  EXPECT_EQ(catalog.namespaces().at("n").at("x").distinct_values, 0);
+  EXPECT_EQ(catalog.kind_conflicts(), 1);
+  EXPECT_EQ(catalog.hash_load().distinct_keys, 1);
+}
+
+TEST(FeatureCatalogTest, OptionsOutOfRangeAreRefused) {
+  const auto refused = [](FeatureCatalog::Options options, const std::string& in_message) {
+    const absl::StatusOr<FeatureCatalog> catalog = FeatureCatalog::Create(options);
+    EXPECT_EQ(catalog.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(catalog.status().message()), HasSubstr(in_message));
+  };
+  FeatureCatalog::Options options;
+  options.slots = 0;
+  refused(options, "feature slots 0");
+  options.slots = kMaxFeatureSlots + 1;
+  refused(options, "feature slots");
+  options.slots = 8;
+  options.max_listed_features = -1;
+  refused(options, "max_listed_features -1");
+  options.max_listed_features = 10;
+  options.max_tracked_keys = FeatureCatalog::kMaxTrackedKeys + 1;
+  refused(options, "max_tracked_keys");
+  options.max_tracked_keys = 0;
+  options.max_name_bytes = 0;
+  refused(options, "max_name_bytes 0");
+  options.max_name_bytes = 256;
+  const absl::StatusOr<FeatureCatalog> made = FeatureCatalog::Create(options);
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(made->max_tracked_keys(), 65536);  // the default for a small space
 }
 
 TEST(FeatureCatalogTest, BoundsLimitWhatIsListedAndTracked) {
-  FeatureCatalog catalog(Sized(16, 2, 3));
+  FeatureCatalog catalog = Sized(16, 2, 3);
   catalog.Record({{"a",
                    {{"x", FeatureValue::Number(1)},
                     {"y", FeatureValue::String("s")},
@@ -163,9 +233,10 @@ TEST(FeatureCatalogTest, BoundsLimitWhatIsListedAndTracked) {
   EXPECT_EQ(catalog.hash_load().untracked_values, 1);
   // An unlisted feature is not kind-checked.
   EXPECT_TRUE(catalog.Check({{"a", {{"z", FeatureValue::Number(1)}}}}, "c", false).ok());
-  // Declaring past the listing bound is refused.
-  EXPECT_EQ(catalog.Declare("b", "w", FeatureKind::kNumeric).code(),
-            absl::StatusCode::kInvalidArgument);
+  // Declared features do not count against the bound (a configuration that loaded once loads
+  // again, whatever traffic listed meanwhile).
+  EXPECT_TRUE(catalog.Declare("b", "w", FeatureKind::kNumeric).ok());
+  EXPECT_EQ(catalog.listed_features(), 3);
 }
 
 std::string Encoded(const FeatureCatalog& catalog) {
@@ -175,7 +246,7 @@ std::string Encoded(const FeatureCatalog& catalog) {
 }
 
 TEST(FeatureCatalogTest, EncodingRoundTripsBitForBit) {
-  FeatureCatalog catalog(Sized(32, 3, 100));
+  FeatureCatalog catalog = Sized(32, 3, 100);
   ASSERT_TRUE(catalog.Declare("user", "age", FeatureKind::kNumeric).ok());
   for (int i = 0; i < 50; ++i) {
     catalog.Record(Request(0.1 * i, i % 3 ? "ios" : "android", {"t" + std::to_string(i % 7)}));
@@ -197,8 +268,22 @@ TEST(FeatureCatalogTest, EncodingRoundTripsBitForBit) {
   EXPECT_EQ(Encoded(*decoded), Encoded(catalog));
 }
 
+TEST(FeatureCatalogTest, DeclaredFeaturesAloneRoundTrip) {
+  // The smallest features EncodeTo writes: one-byte names, nothing seen.
+  FeatureCatalog catalog = Sized(8);
+  for (const char* name : {"a", "b", "c", "d", "e", "f"}) {
+    ASSERT_TRUE(catalog.Declare("", name, FeatureKind::kCategorical).ok());
+  }
+  const std::string bytes = Encoded(catalog);
+  storage::Decoder in(bytes);
+  const absl::StatusOr<FeatureCatalog> decoded = FeatureCatalog::DecodeFrom(&in);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(Encoded(*decoded), bytes);
+  EXPECT_EQ(decoded->declared_features(), 6);
+}
+
 TEST(FeatureCatalogTest, DecodingRefusesDamagedBytes) {
-  FeatureCatalog catalog(Sized(32));
+  FeatureCatalog catalog = Sized(32);
   catalog.Record(Request(3, "ios", {"a", "b"}));
   const std::string bytes = Encoded(catalog);
   for (size_t n = 0; n < bytes.size(); ++n) {
@@ -227,6 +312,21 @@ TEST(FeatureCatalogTest, DecodingRefusesDamagedBytes) {
   const absl::StatusOr<FeatureCatalog> refused = FeatureCatalog::DecodeFrom(&unordered);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("keys not in increasing order"));
+
+  // Another format version.
+  std::string versioned = bytes;
+  versioned[0] = 2;
+  storage::Decoder other(versioned);
+  EXPECT_THAT(std::string(FeatureCatalog::DecodeFrom(&other).status().message()),
+              HasSubstr("format version 2"));
+
+  // A numeric feature seen more often than it has numbers: its "seen" count follows its name,
+  // its kind and its declared flag.
+  std::string counted = bytes;
+  counted[at + std::string("temperature").size() + 2] += 1;
+  storage::Decoder disagreeing(counted);
+  EXPECT_THAT(std::string(FeatureCatalog::DecodeFrom(&disagreeing).status().message()),
+              HasSubstr("a numeric feature's counts disagree"));
 }
 
 }  // namespace

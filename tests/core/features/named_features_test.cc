@@ -16,9 +16,21 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(NamedFeaturesTest, KeysMatchAnIndependentComputation) {
-  // Computed by a separate Python implementation of the construction the header documents
-  // (FNV-1a folded through SplitMix64, chained namespace -> name -> value with the two seeds),
-  // so that a change to the keys, which would move every model's slots, fails here.
+  // Computed apart from this code, by this Python reading of the construction the header
+  // documents, so that a change to the keys, which would move every model's slots, fails here:
+  //   M = 2**64 - 1
+  //   def mix(s):  # SplitMix64
+  //       z = (s + 0x9E3779B97F4A7C15) & M
+  //       z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+  //       z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+  //       return z ^ (z >> 31)
+  //   def h(b, seed=0):  # FNV-1a folded through SplitMix64
+  //       x = 0xcbf29ce484222325 ^ seed
+  //       for c in b: x = ((x ^ c) * 0x100000001b3) & M
+  //       return mix(x)
+  //   number_key = lambda ns, name: h(name, h(ns, 0x6e616d6573706163)) or 1
+  //   string_key = lambda ns, name, v: h(v, number_key(ns, name) ^ 0x76616c7565736565) or 1
+  //   slot = lambda key, slots: (key * slots) >> 64
   EXPECT_EQ(NumberKey("", "temperature"), 0xf395b82779b40531ULL);
   EXPECT_EQ(NumberKey("weather", "temp"), 0xb5643e5a49385c97ULL);
   EXPECT_EQ(StringKey("device", "os", "ios"), 0x8021c52c07f657a5ULL);
@@ -137,7 +149,15 @@ TEST(NamedFeaturesTest, ValidationNamesTheField) {
   ExpectRefused({{"a", {{"x", FeatureValue::Strings({"ok", "123456"})}}}}, limits,
                 "string 1 of the list has 6 bytes; at most 5");
   ExpectRefused({{"a", {{"x", FeatureValue::Strings({"1", "2", "3"})}, {"y", one}, {"z", one}}}},
-                limits, "more than 4 feature values");
+                limits, "[0] (\"a\").features[2] (\"z\"): past 4 feature values in all");
+  // An empty list counts 1, so that the number of features is bounded too.
+  ExpectRefused({{"a",
+                  {{"p", FeatureValue::Strings({})},
+                   {"q", FeatureValue::Strings({})},
+                   {"r", FeatureValue::Strings({})},
+                   {"s", FeatureValue::Strings({})},
+                   {"t", FeatureValue::Strings({})}}}},
+                limits, "features[4] (\"t\"): past 4 feature values");
   // Unprintable bytes in a name are escaped in the message.
   ExpectRefused({{"a\n\xff", {{"", one}}}}, limits, "(\"a\\x0a\\xff\")");
   // The same name in two namespaces is two features.
