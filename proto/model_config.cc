@@ -70,6 +70,60 @@ constexpr EnumRow<v1::Aggregation, Aggregation> kAggregations[] = {
     {v1::LAST, Aggregation::kLast},
 };
 
+constexpr EnumRow<v1::FeatureKind, FeatureKind> kFeatureKinds[] = {
+    {v1::NUMERIC, FeatureKind::kNumeric},
+    {v1::CATEGORICAL, FeatureKind::kCategorical},
+};
+
+constexpr EnumRow<v1::DeclaredFeature::Side, bool> kFeatureSides[] = {
+    {v1::DeclaredFeature::CONTEXT, true},
+    {v1::DeclaredFeature::ARM, false},
+};
+
+// The features block; its values are range-checked by ValidateModelOptions.
+absl::Status ReadFeatures(const v1::ModelConfig& c, ModelOptions* o) {
+  const ModelOptions::FeatureOptions d;
+  ModelOptions::FeatureOptions& f = o->features;
+  if (!c.has_features()) return absl::OkStatus();
+  const v1::FeatureConfig& p = c.features();
+  f.configured = true;
+  auto clamp = [](uint32_t v) { return static_cast<int>(std::min<uint32_t>(v, 1u << 30)); };
+  f.context_slots = p.has_context_slots() ? clamp(p.context_slots()) : d.context_slots;
+  f.arm_slots = p.has_arm_slots() ? clamp(p.arm_slots()) : d.arm_slots;
+  f.declared_only = p.declared_only();
+  f.limits.max_namespaces =
+      clamp(Or(p.limits().max_namespaces(), static_cast<uint32_t>(d.limits.max_namespaces)));
+  f.limits.max_values =
+      clamp(Or(p.limits().max_values(), static_cast<uint32_t>(d.limits.max_values)));
+  f.limits.max_name_bytes =
+      clamp(Or(p.limits().max_name_bytes(), static_cast<uint32_t>(d.limits.max_name_bytes)));
+  f.limits.max_value_bytes =
+      clamp(Or(p.limits().max_value_bytes(), static_cast<uint32_t>(d.limits.max_value_bytes)));
+  f.max_listed_features =
+      clamp(Or(p.max_listed_features(), static_cast<uint32_t>(d.max_listed_features)));
+  for (int i = 0; i < p.declared_size(); ++i) {
+    const v1::DeclaredFeature& in = p.declared(i);
+    ModelOptions::DeclaredFeature out;
+    out.name_space = in.namespace_();
+    out.name = in.name();
+    if (in.side() == v1::DeclaredFeature::SIDE_UNSPECIFIED ||
+        in.kind() == v1::FEATURE_KIND_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "features.declared[%d] needs a side (CONTEXT or ARM) and a kind (NUMERIC or "
+          "CATEGORICAL)",
+          i));
+    }
+    const std::string field = absl::StrFormat("features.declared[%d]", i);
+    for (const absl::Status& s :
+         {FromProto(kFeatureSides, in.side(), true, field + ".side", &out.context),
+          FromProto(kFeatureKinds, in.kind(), FeatureKind::kNumeric, field + ".kind", &out.kind)}) {
+      if (!s.ok()) return s;
+    }
+    f.declared.push_back(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
@@ -197,6 +251,9 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
       Or<uint32_t>(c.ledger().max_decisions(), static_cast<uint32_t>(d.max_decisions)));
   if (c.ledger().has_default_reward()) o.default_reward = c.ledger().default_reward();
   o.max_tombstones = static_cast<int64_t>(c.ledger().max_tombstones());
+  if (absl::Status s = ReadFeatures(c, &o); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": %s", o.name, s.message()));
+  }
   if (absl::Status s = ValidateModelOptions(o); !s.ok()) return s;
   return o;
 }
@@ -301,6 +358,28 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_ledger()->set_aggregation(ToProto(kAggregations, o.aggregation));
   if (o.default_reward.has_value()) c.mutable_ledger()->set_default_reward(*o.default_reward);
   c.mutable_ledger()->set_max_tombstones(static_cast<uint32_t>(o.effective_max_tombstones()));
+  if (o.features.configured) {
+    v1::FeatureConfig* f = c.mutable_features();
+    f->set_context_slots(static_cast<uint32_t>(o.features.context_slots));
+    f->set_arm_slots(static_cast<uint32_t>(o.features.arm_slots));
+    f->set_declared_only(o.features.declared_only);
+    f->mutable_limits()->set_max_namespaces(
+        static_cast<uint32_t>(o.features.limits.max_namespaces));
+    f->mutable_limits()->set_max_values(static_cast<uint32_t>(o.features.limits.max_values));
+    f->mutable_limits()->set_max_name_bytes(
+        static_cast<uint32_t>(o.features.limits.max_name_bytes));
+    f->mutable_limits()->set_max_value_bytes(
+        static_cast<uint32_t>(o.features.limits.max_value_bytes));
+    f->set_max_listed_features(static_cast<uint32_t>(o.features.max_listed_features));
+    f->clear_declared();
+    for (const ModelOptions::DeclaredFeature& d : o.features.declared) {
+      v1::DeclaredFeature* out = f->add_declared();
+      out->set_side(ToProto(kFeatureSides, d.context));
+      out->set_namespace_(d.name_space);
+      out->set_name(d.name);
+      out->set_kind(ToProto(kFeatureKinds, d.kind));
+    }
+  }
   return c;
 }
 

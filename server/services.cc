@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "core/fit/refit.h"
@@ -41,6 +43,73 @@ grpc::Status AdmitToModel(const BearerToken& token, const grpc::ServerContext& c
   if (!found.ok()) return ToGrpcStatus(found.status());
   *model = *found;
   return grpc::Status::OK;
+}
+
+// Views of one context's or candidate's named features (valid while `in` lives); `field` names
+// them in messages. INVALID_ARGUMENT for a feature without a value (the rest is checked by the
+// model, core/features/named_features.h).
+absl::Status ViewNamedFeatures(const google::protobuf::RepeatedPtrField<v1::FeatureNamespace>& in,
+                               absl::string_view field, std::vector<FeatureNamespace>* out) {
+  out->reserve(in.size());
+  for (int n = 0; n < in.size(); ++n) {
+    const v1::FeatureNamespace& ns = in[n];
+    FeatureNamespace& view = out->emplace_back();
+    view.name = ns.name();
+    view.features.reserve(ns.features_size());
+    for (int f = 0; f < ns.features_size(); ++f) {
+      const v1::NamedFeature& feature = ns.features(f);
+      const v1::FeatureValue& value = feature.value();
+      switch (value.kind_case()) {
+        case v1::FeatureValue::kNumber:
+          view.features.push_back({feature.name(), FeatureValue::Number(value.number())});
+          break;
+        case v1::FeatureValue::kText:
+          view.features.push_back({feature.name(), FeatureValue::String(value.text())});
+          break;
+        case v1::FeatureValue::kStrings: {
+          std::vector<absl::string_view> texts(value.strings().values().begin(),
+                                               value.strings().values().end());
+          view.features.push_back({feature.name(), FeatureValue::Strings(std::move(texts))});
+          break;
+        }
+        case v1::FeatureValue::KIND_NOT_SET:
+          return absl::InvalidArgumentError(
+              absl::StrFormat("%s: no value (set number, text or strings)",
+                              FeatureFieldPath(field, n, ns.name(), f, feature.name())));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DescribeNamedFeatures(const FeatureCatalog& catalog, v1::NamedFeatureSummary* out) {
+  const FeatureCatalog::HashLoad load = catalog.hash_load();
+  out->set_slots(static_cast<uint32_t>(load.slots));
+  out->set_occupied_slots(static_cast<uint64_t>(load.occupied_slots));
+  out->set_distinct_keys(static_cast<uint64_t>(load.distinct_keys));
+  out->set_colliding_keys(static_cast<uint64_t>(load.colliding_keys));
+  out->set_load(load.load());
+  out->set_untracked_values(static_cast<uint64_t>(load.untracked_values));
+  out->set_listed_features(static_cast<uint64_t>(catalog.listed_features()));
+  out->set_unlisted_values(static_cast<uint64_t>(catalog.unlisted_values()));
+  for (const auto& [name_space, features] : catalog.namespaces()) {
+    v1::NamespaceSummary* ns = out->add_namespaces();
+    ns->set_name(name_space);
+    for (const auto& [name, feature] : features) {
+      v1::FeatureSummary* f = ns->add_features();
+      f->set_name(name);
+      f->set_kind(feature.kind == FeatureKind::kNumeric ? v1::NUMERIC : v1::CATEGORICAL);
+      f->set_declared(feature.declared);
+      f->set_seen(static_cast<uint64_t>(feature.seen));
+      if (feature.kind == FeatureKind::kNumeric && feature.numbers.count > 0) {
+        f->set_mean(feature.numbers.mean);
+        f->set_stddev(std::sqrt(feature.numbers.variance()));
+        f->set_min(feature.numbers.min);
+        f->set_max(feature.numbers.max);
+      }
+      f->set_distinct_values(static_cast<uint64_t>(feature.distinct_values));
+    }
+  }
 }
 
 v1::RewardOutcome ToProto(RewardOutcome outcome) {
@@ -176,10 +245,27 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
   decision_request.user_id = request->user_id();
   decision_request.context =
       absl::MakeConstSpan(request->context().data(), request->context_size());
+  // Named features: views into the request, which outlives the call below.
+  std::vector<FeatureNamespace> context_features;
+  if (absl::Status s =
+          ViewNamedFeatures(request->context_features(), "context_features", &context_features);
+      !s.ok()) {
+    return rpc.Finish(ToGrpcStatus(s));
+  }
+  decision_request.context_features = context_features;
+  std::vector<std::vector<FeatureNamespace>> arm_features(request->candidates_size());
   decision_request.candidates.reserve(request->candidates_size());
-  for (const v1::Arm& arm : request->candidates()) {
+  for (int i = 0; i < request->candidates_size(); ++i) {
+    const v1::Arm& arm = request->candidates(i);
+    if (arm.named_features_size() > 0) {
+      absl::Status s =
+          ViewNamedFeatures(arm.named_features(),
+                            absl::StrFormat("candidates[%d].named_features", i), &arm_features[i]);
+      if (!s.ok()) return rpc.Finish(ToGrpcStatus(s));
+    }
     decision_request.candidates.push_back(
-        CandidateRef{arm.id(), absl::MakeConstSpan(arm.features().data(), arm.features_size())});
+        CandidateRef{arm.id(), absl::MakeConstSpan(arm.features().data(), arm.features_size()),
+                     arm_features[i]});
   }
   const uint32_t slate = request->slate_size() == 0 ? 1 : request->slate_size();
   if (slate > static_cast<uint32_t>(INT_MAX)) {
@@ -305,8 +391,24 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_dictionary_size(stats.view.dictionary_size);
   response->set_model_version(stats.view.version);
   response->set_pending_decisions(stats.pending_decisions);
-  response->set_context_dim(stats.view.context_dim);
-  response->set_arm_feature_dim(stats.view.arm_dim);
+  // What a request's dense vectors carry: the named features' slots come after them.
+  response->set_context_dim(
+      static_cast<uint32_t>(stats.view.context_dim - stats.view.context_slots));
+  response->set_arm_feature_dim(static_cast<uint32_t>(stats.view.arm_dim - stats.view.arm_slots));
+  model->VisitFeatureCatalogs([&](const FeatureCatalog* context, const FeatureCatalog* arm) {
+    // A side with slots but no catalog yet (nothing seen since the start) is described empty.
+    if (context != nullptr) {
+      DescribeNamedFeatures(*context, response->mutable_context_features());
+    } else if (stats.view.context_slots > 0) {
+      response->mutable_context_features()->set_slots(
+          static_cast<uint32_t>(stats.view.context_slots));
+    }
+    if (arm != nullptr) {
+      DescribeNamedFeatures(*arm, response->mutable_arm_features());
+    } else if (stats.view.arm_slots > 0) {
+      response->mutable_arm_features()->set_slots(static_cast<uint32_t>(stats.view.arm_slots));
+    }
+  });
   response->set_dimensions_fixed(stats.view.dimensions_fixed);
   response->set_queued_operations(stats.queued_operations);
   response->set_rewards_staged(static_cast<uint64_t>(stats.view.rewards_staged));

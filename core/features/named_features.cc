@@ -129,7 +129,25 @@ uint64_t StringKey(absl::string_view name_space, absl::string_view name, absl::s
   return NonZero(StableHash(value, NumberKey(name_space, name) ^ kValueSeed));
 }
 
-void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out) {
+NumericScale FreezeScale(int64_t count, double mean, double variance) {
+  NumericScale scale;
+  scale.count = count;
+  scale.center = mean;
+  const double stddev = std::sqrt(std::max(variance, 0.0));
+  // No spread yet (one value, or all alike): the magnitude stands in, so that the scaled
+  // values stay of order one.
+  scale.spread =
+      stddev > 1e-9 * std::max(1.0, std::abs(mean)) ? stddev : std::max(1.0, std::abs(mean));
+  return scale;
+}
+
+bool ScaleMoved(const NumericScale& frozen, const NumericScale& now) {
+  return std::abs(now.center - frozen.center) > 0.1 * frozen.spread ||
+         now.spread > 1.25 * frozen.spread || now.spread < 0.8 * frozen.spread;
+}
+
+void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out,
+                      const NumericScaling* scaling) {
   if (out.empty() || out.size() > static_cast<size_t>(kMaxFeatureSlots)) return;
   const int slots = static_cast<int>(out.size());
   std::vector<absl::string_view> distinct;
@@ -137,9 +155,15 @@ void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<
     for (const NamedFeature& feature : ns.features) {
       const FeatureValue& value = feature.value;
       switch (value.type) {
-        case FeatureValue::Type::kNumber:
-          out[SlotOf(NumberKey(ns.name, feature.name), slots)] += value.number;
+        case FeatureValue::Type::kNumber: {
+          const uint64_t key = NumberKey(ns.name, feature.name);
+          double x = value.number;
+          if (scaling != nullptr) {
+            if (auto it = scaling->find(key); it != scaling->end()) x = it->second.Apply(x);
+          }
+          out[SlotOf(key, slots)] += x;
           break;
+        }
         case FeatureValue::Type::kString:
           out[SlotOf(StringKey(ns.name, feature.name, value.text), slots)] += 1.0;
           break;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -101,10 +102,31 @@ inline int SlotOf(uint64_t key, int slots) {
                           64);
 }
 
+// How a number is scaled before it is added: (x - center) / spread, with the mean and standard
+// deviation of the values seen up to some point (`count` of them), frozen there so that the
+// same value keeps the same input until the next freeze.
+struct NumericScale {
+  double center = 0.0;
+  double spread = 1.0;  // > 0
+  int64_t count = 0;
+  double Apply(double x) const { return (x - center) / spread; }
+};
+// By NumberKey.
+using NumericScaling = absl::flat_hash_map<uint64_t, NumericScale>;
+
+// The scale for `count` values with this mean and (population) variance. Without spread (one
+// value, or all alike) the spread is max(1, |mean|).
+NumericScale FreezeScale(int64_t count, double mean, double variance);
+// Whether `now` differs materially from `frozen`: the center by more than a tenth of the
+// spread, or the spread by more than a factor 1.25.
+bool ScaleMoved(const NumericScale& frozen, const NumericScale& now);
+
 // Adds the features' values into `out`, a space of out.size() slots (see the top of this
-// file). `out` is not cleared first. REQUIRES: 1 <= out.size() <= kMaxFeatureSlots (else nothing
-// is added); the features passed ValidateNamedFeatures.
-void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out);
+// file), numbers scaled by `scaling` when it holds their key (else as they are). `out` is not
+// cleared first. REQUIRES: 1 <= out.size() <= kMaxFeatureSlots (else nothing is added); the
+// features passed ValidateNamedFeatures.
+void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out,
+                      const NumericScaling* scaling = nullptr);
 
 }  // namespace graphbandit
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/features/named_features.h"
 
 namespace graphbandit {
 
@@ -50,12 +51,14 @@ struct Decision {
 struct CandidateRef {
   absl::string_view id;
   absl::Span<const double> features;
+  absl::Span<const FeatureNamespace> named_features = {};  // core/features/named_features.h
 };
 
 struct DecisionRequest {
   absl::string_view model;  // empty: the default model
   absl::string_view user_id;
   absl::Span<const double> context;
+  absl::Span<const FeatureNamespace> context_features = {};
   std::vector<CandidateRef> candidates;
   int slate_size = 1;
   absl::string_view event_id;  // empty: generated

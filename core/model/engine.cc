@@ -50,6 +50,35 @@ uint64_t RequestFingerprint(const DecisionRequest& request) {
     encoder.PutDoubles(candidate.features.data(), candidate.features.size());
   }
   encoder.PutVarint64(static_cast<uint64_t>(request.slate_size));
+  // Named features, only when there are some: a dense request's fingerprint stays what it was
+  // (fingerprints are logged, and compared when a decision is retried after a restart).
+  if (HasNamedFeatures(request)) {
+    auto put = [&encoder](absl::Span<const FeatureNamespace> namespaces) {
+      encoder.PutVarint64(namespaces.size());
+      for (const FeatureNamespace& ns : namespaces) {
+        encoder.PutString(ns.name);
+        encoder.PutVarint64(ns.features.size());
+        for (const NamedFeature& feature : ns.features) {
+          encoder.PutString(feature.name);
+          encoder.PutU8(static_cast<uint8_t>(feature.value.type));
+          switch (feature.value.type) {
+            case FeatureValue::Type::kNumber:
+              encoder.PutDouble(feature.value.number);
+              break;
+            case FeatureValue::Type::kString:
+              encoder.PutString(feature.value.text);
+              break;
+            case FeatureValue::Type::kStrings:
+              encoder.PutVarint64(feature.value.texts.size());
+              for (absl::string_view text : feature.value.texts) encoder.PutString(text);
+              break;
+          }
+        }
+      }
+    };
+    put(request.context_features);
+    for (const CandidateRef& candidate : request.candidates) put(candidate.named_features);
+  }
   return StableHash(encoder.data());
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
 #include "core/learner/learner_factory.h"
+#include "core/model/named_inputs.h"
 #include "core/policy/decision_step.h"
 #include "core/policy/selection.h"
 
@@ -17,7 +18,7 @@ namespace {
 // 6: hyper-parameters with the community variance; 5: with the pending refit; 4: with the
 // staged observations (batches); 3: with the hyper-parameters block; 2: without (the configured
 // values apply).
-constexpr uint8_t kStateVersion = 6;
+constexpr uint8_t kStateVersion = 7;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -66,9 +67,9 @@ absl::StatusOr<std::unique_ptr<LearnedState>> LearnedState::Create(const ModelOp
   auto kernel = BuildUserKernel(state->graph_, options.user_kernel_options());
   if (!kernel.ok()) return kernel.status();
   state->user_kernel_ = *std::move(kernel);
-  if (options.arm_dim > 0) {
+  if (options.arm_dim > 0 || options.features.configured) {
     EdgeEditResult ignored;
-    absl::Status s = state->Apply(FixDimensionsOp{options.context_dim, options.arm_dim}, &ignored);
+    absl::Status s = state->Apply(ConfiguredDimensions(options), &ignored);
     if (!s.ok()) return s;
   }
   return state;
@@ -84,7 +85,7 @@ int32_t LearnedState::Register(const std::string& id, bool* added) {
 
 Dimensions LearnedState::dimensions() const {
   if (learner_ == nullptr) return Dimensions{};
-  return Dimensions{true, scaling_.context_dim, scaling_.arm_dim};
+  return Dimensions{true, scaling_.context_dim, scaling_.arm_dim, context_slots_, arm_slots_};
 }
 
 void LearnedState::DeferNextFitAfterRestart() {
@@ -158,6 +159,10 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
     double weight;  // 0: there was no edge
   };
   std::vector<Undo> undo;  // graph edits, to revert if the new graph cannot be served
+  if (const auto* scaling = std::get_if<FeatureScalingOp>(&op)) {
+    ApplyScaling(*scaling);  // the learner is not involved
+    return absl::OkStatus();
+  }
   if (!std::holds_alternative<DecideOp>(op)) ++learner_changes_;
   if (const auto* learn = std::get_if<LearnOp>(&op)) {
     return LearnStaged(
@@ -183,14 +188,24 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
   }
   if (const auto* fix = std::get_if<FixDimensionsOp>(&op)) {
     if (learner_ != nullptr) {
-      if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim) {
+      if (fix->context_dim == scaling_.context_dim && fix->arm_dim == scaling_.arm_dim &&
+          fix->context_slots == context_slots_ && fix->arm_slots == arm_slots_) {
         return absl::OkStatus();
       }
       return absl::FailedPreconditionError(absl::StrFormat(
-          "model \"%s\": the log fixes dimensions (context %d, arms %d) but the model has "
-          "(context %d, arms %d)",
-          options_.name, fix->context_dim, fix->arm_dim, scaling_.context_dim, scaling_.arm_dim));
+          "model \"%s\": the log fixes dimensions (context %d, arms %d; named-feature inputs "
+          "%d, %d) but the model has (context %d, arms %d; named-feature inputs %d, %d)",
+          options_.name, fix->context_dim, fix->arm_dim, fix->context_slots, fix->arm_slots,
+          scaling_.context_dim, scaling_.arm_dim, context_slots_, arm_slots_));
     }
+    if (fix->context_slots < 0 || fix->arm_slots < 0 || fix->context_slots > fix->context_dim ||
+        fix->arm_slots > fix->arm_dim) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": named-feature inputs (%d, %d) outside the dimensions (%d, %d)",
+          options_.name, fix->context_slots, fix->arm_slots, fix->context_dim, fix->arm_dim));
+    }
+    context_slots_ = fix->context_slots;
+    arm_slots_ = fix->arm_slots;
     scaling_ = FeatureScaling{fix->context_dim, fix->arm_dim, options_.context_lengthscale,
                               options_.arm_lengthscale, Eigen::VectorXd()};
     if (hyper_.lengthscales.size() == scaling_.joint_dim()) {
@@ -449,9 +464,58 @@ KernelShape LearnedState::CurrentShape() const {
   return shape;
 }
 
+void LearnedState::ApplyScaling(const FeatureScalingOp& op) {
+  // Copied on write: published views keep the tables they were built with.
+  auto context = std::make_shared<NumericScaling>(*context_scaling_);
+  auto arm = std::make_shared<NumericScaling>(*arm_scaling_);
+  for (const FeatureScalingOp::Entry& e : op.entries) {
+    (e.context ? *context : *arm)[e.key] = e.scale;
+  }
+  context_scaling_ = std::move(context);
+  arm_scaling_ = std::move(arm);
+}
+
+namespace {
+
+void PutScaling(const NumericScaling& scaling, storage::Encoder* out) {
+  std::vector<uint64_t> keys;
+  keys.reserve(scaling.size());
+  for (const auto& [key, scale] : scaling) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());  // the same bytes for the same table
+  out->PutVarint64(keys.size());
+  for (uint64_t key : keys) {
+    const NumericScale& scale = scaling.at(key);
+    out->PutFixed64(key);
+    out->PutDouble(scale.center);
+    out->PutDouble(scale.spread);
+    out->PutVarint64(static_cast<uint64_t>(scale.count));
+  }
+}
+
+bool GetScaling(storage::Decoder* in, NumericScaling* scaling) {
+  uint64_t n = 0;
+  if (!in->GetVarint64(&n) || n > in->remaining()) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t key = 0, count = 0;
+    NumericScale scale;
+    if (!in->GetFixed64(&key) || !in->GetDouble(&scale.center) || !in->GetDouble(&scale.spread) ||
+        !in->GetVarint64(&count) || count == 0 || count > INT64_MAX ||
+        !std::isfinite(scale.center) || !std::isfinite(scale.spread) || !(scale.spread > 0.0)) {
+      return false;
+    }
+    scale.count = static_cast<int64_t>(count);
+    if (!scaling->emplace(key, scale).second) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   auto view = std::make_shared<ModelView>();
   view->version = version;
+  view->context_scaling = context_scaling_;
+  view->arm_scaling = arm_scaling_;
   if (learner_ != nullptr) {
     if (published_scorer_ == nullptr || published_changes_ != learner_changes_) {
       published_scorer_ = learner_->Freeze();
@@ -461,6 +525,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
     view->scaling = scaling_;
     view->context_dim = scaling_.context_dim;
     view->arm_dim = scaling_.arm_dim;
+    view->context_slots = context_slots_;
+    view->arm_slots = arm_slots_;
     view->dimensions_fixed = true;
     view->history_size = learner_->history_size();
     view->dictionary_size = learner_->dictionary_size();
@@ -546,6 +612,12 @@ std::string LearnedState::Save(uint64_t seq, std::string buffer) const {
     out.PutDoubles(staged.point.data(), staged.point.size());
     out.PutDouble(staged.reward);
   }
+  // Version 7: how many of the dimensions are named features' hashed inputs, and the frozen
+  // scales of their numbers.
+  out.PutVarint64(static_cast<uint32_t>(context_slots_));
+  out.PutVarint64(static_cast<uint32_t>(arm_slots_));
+  PutScaling(*context_scaling_, &out);
+  PutScaling(*arm_scaling_, &out);
   return out.Release();  // the ledger follows (core/model/ledger_records.h)
 }
 
@@ -553,6 +625,9 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
   storage::Decoder& in = *in_ptr;
   ++learner_changes_;
   const auto bad = MalformedSnapshot;
+  // Dimensions the configuration fixed (before the snapshot is read), to compare with its own.
+  const bool configured_dims = learner_ != nullptr;
+  const int32_t configured_slots[2] = {context_slots_, arm_slots_};
   uint8_t version = 0, has_learner = 0;
   uint64_t seq = 0, context_dim = 0, arm_dim = 0, learned = 0, users = 0, edges = 0;
   if (!in.GetU8(&version) || version < kOldestStateVersion || version > kStateVersion) {
@@ -703,6 +778,38 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
                                Eigen::Map<const Eigen::VectorXd>(point.data(), dim), reward});
     }
     staged_total_ = static_cast<int64_t>(total);
+  }
+  if (version >= 7) {
+    uint64_t slots[2] = {0, 0};
+    if (!in.GetVarint64(&slots[0]) || !in.GetVarint64(&slots[1]) ||
+        (has_learner == 0 && slots[0] + slots[1] > 0) || slots[0] > context_dim ||
+        slots[1] > arm_dim) {
+      return bad("named-feature inputs");
+    }
+    if (configured_dims && has_learner == 1 &&
+        (static_cast<int32_t>(slots[0]) != configured_slots[0] ||
+         static_cast<int32_t>(slots[1]) != configured_slots[1])) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\": the snapshot has %d context and %d arm named-feature inputs but the "
+          "configuration says %d and %d (features.context_slots, features.arm_slots)",
+          options_.name, slots[0], slots[1], configured_slots[0], configured_slots[1]));
+    }
+    if (has_learner == 1) {
+      context_slots_ = static_cast<int32_t>(slots[0]);
+      arm_slots_ = static_cast<int32_t>(slots[1]);
+    }
+    auto context = std::make_shared<NumericScaling>();
+    auto arm = std::make_shared<NumericScaling>();
+    if (!GetScaling(&in, context.get()) || !GetScaling(&in, arm.get())) {
+      return bad("numeric feature scales");
+    }
+    context_scaling_ = std::move(context);
+    arm_scaling_ = std::move(arm);
+  } else if (configured_dims && has_learner == 1 && configured_slots[0] + configured_slots[1] > 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\": the snapshot predates named features but the configuration gives the "
+        "model named-feature inputs (features)",
+        options_.name));
   }
   if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
     // Values the configuration fixes win over the snapshot's (the configuration may have

@@ -121,6 +121,7 @@ class LearnedState {
   void SyncRefit();
   // Applies `op` (Apply without the refit's synchronisation).
   absl::Status ApplyOp(const ModelOp& op, EdgeEditResult* result);
+  void ApplyScaling(const FeatureScalingOp& op);
   // `h` with every value the configuration fixes set to the configured value.
   Hyperparameters WithConfiguredValues(Hyperparameters h) const;
   // The learner for the current dimensions, graph and hyper-parameters.
@@ -146,6 +147,12 @@ class LearnedState {
   mutable std::shared_ptr<const Scorer> published_scorer_;
   mutable uint64_t published_changes_ = 0;
   FeatureScaling scaling_;
+  // Of scaling_'s dimensions, the trailing ones that hold named features' hashed inputs.
+  int32_t context_slots_ = 0;
+  int32_t arm_slots_ = 0;
+  // The frozen scales of named numeric features, per side (FeatureScalingOp).
+  std::shared_ptr<const NumericScaling> context_scaling_ = std::make_shared<NumericScaling>();
+  std::shared_ptr<const NumericScaling> arm_scaling_ = std::make_shared<NumericScaling>();
   int64_t rewards_learned_ = 0;
   int64_t components_ = 0;
   int64_t users_at_rebuild_ = 0;

@@ -428,11 +428,10 @@ Dimensions Model::CurrentDimensions() const {
   return dims_;
 }
 
-absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
+absl::Status Model::EnsureDimensions(const FixDimensionsOp& want) {
   if (replicated()) {
     // Whichever node's record fixes them first wins; the caller validates against the result.
-    auto done = PublishAndWait(ModelOp(FixDimensionsOp{context_dim, arm_dim}),
-                               absl::Now() + absl::Seconds(10));
+    auto done = PublishAndWait(ModelOp(want), absl::Now() + absl::Seconds(10));
     return done.ok() ? absl::OkStatus() : done.status();
   }
   auto completion = std::make_shared<OpCompletion>();
@@ -440,9 +439,8 @@ absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
     MutexLock ledger(&ledger_mu_);
     MutexLock lock(&queue_mu_);
     if (dims_.fixed) return absl::OkStatus();  // a concurrent request fixed them; re-validated
-    dims_ = Dimensions{true, context_dim, arm_dim};
-    auto seq =
-        AppendLocked(FixDimensionsOp{context_dim, arm_dim}, completion, absl::InfinitePast());
+    dims_ = Dimensions{true, want.context_dim, want.arm_dim, want.context_slots, want.arm_slots};
+    auto seq = AppendLocked(want, completion, absl::InfinitePast());
     if (!seq.ok()) {
       dims_ = Dimensions{};
       return seq.status();
@@ -452,15 +450,24 @@ absl::Status Model::EnsureDimensions(int context_dim, int arm_dim) {
   return completion->status;
 }
 
-absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
-                                       const std::string& event_id) {
+absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std::string& event_id,
+                                       const Dimensions& slots) {
   Dimensions dims = CurrentDimensions();
   if (absl::Status s = ValidateDecisionRequest(request, dims, options_); !s.ok()) return s;
   if (!dims.fixed) {
-    absl::Status s = EnsureDimensions(static_cast<int>(request.context.size()),
-                                      static_cast<int>(request.candidates[0].features.size()));
+    absl::Status s =
+        EnsureDimensions(FixDimensionsOp{static_cast<int>(request.context.size()),
+                                         static_cast<int>(request.candidates[0].features.size()),
+                                         slots.context_slots, slots.arm_slots});
     if (!s.ok()) return s;
     dims = CurrentDimensions();
+    if (dims.context_slots != slots.context_slots || dims.arm_slots != slots.arm_slots) {
+      // A concurrent first request fixed them the other way (with or without named features).
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\" was just given %d context and %d arm named-feature inputs by a "
+          "concurrent first request; this request was encoded for %d and %d: send it again",
+          options_.name, dims.context_slots, dims.arm_slots, slots.context_slots, slots.arm_slots));
+    }
     if (s = ValidateDecisionRequest(request, dims, options_); !s.ok()) return s;
   }
   std::shared_ptr<const ModelView> view = View();
@@ -518,7 +525,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request,
   return decision;
 }
 
-absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std::string& event_id,
+absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::string& event_id,
                                        bool client_event_id, uint64_t fingerprint, absl::Time now,
                                        absl::Time deadline) {
   // A retry: the stored decision, unchanged.
@@ -553,7 +560,12 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& request, const std
     }
   }
   PaceDecision(deadline);
-  absl::StatusOr<Decision> decision = Decide(request, event_id);
+  // Named features become dense input here; from now on only that is used (and logged).
+  EncodedRequest encoded;
+  Dimensions slots;
+  if (absl::Status s = EncodeRequest(sent, &encoded, &slots); !s.ok()) return s;
+  const DecisionRequest& request = slots.named_features() ? encoded.request : sent;
+  absl::StatusOr<Decision> decision = Decide(request, event_id, slots);
   if (!decision.ok()) return decision.status();
 
   DecideOp op;

@@ -83,6 +83,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -96,6 +97,7 @@
 #include "core/model/model_ops.h"
 #include "core/model/model_options.h"
 #include "core/model/model_view.h"
+#include "core/model/named_inputs.h"
 #include "core/model/operation_log.h"
 #include "core/model/recovery.h"
 #include "core/model/replicated_records.h"
@@ -253,6 +255,11 @@ class Model : private FitScheduler::Host {
 
   std::shared_ptr<const ModelView> View() const ABSL_LOCKS_EXCLUDED(view_mu_);
   ModelStats Stats() const;
+  // Runs `visit` with the catalogs of the named features seen since the server started (null
+  // for a side without named-feature inputs), under their lock.
+  void VisitFeatureCatalogs(
+      absl::FunctionRef<void(const FeatureCatalog* context, const FeatureCatalog* arm)> visit) const
+      ABSL_LOCKS_EXCLUDED(features_mu_);
 
   // Read-your-writes: waits until the published state's version is at least `version`.
   // Errors: INVALID_ARGUMENT for a version beyond anything logged, DEADLINE_EXCEEDED when
@@ -326,9 +333,17 @@ class Model : private FitScheduler::Host {
 
   // ---- submission side (model.cc, model_rewards.cc) ----
   Dimensions CurrentDimensions() const ABSL_LOCKS_EXCLUDED(queue_mu_);
-  absl::Status EnsureDimensions(int context_dim, int arm_dim)
+  absl::Status EnsureDimensions(const FixDimensionsOp& want)
       ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
-  absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id);
+  // A request with named features (or for a model with named-feature inputs), checked and
+  // turned into dense input (core/model/named_inputs.h); `slots` receives the named-feature
+  // inputs the model has or, while its dimensions are not fixed, will get from this request.
+  absl::Status EncodeRequest(const DecisionRequest& request, EncodedRequest* encoded,
+                             Dimensions* slots) ABSL_LOCKS_EXCLUDED(features_mu_, queue_mu_);
+  absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id,
+                                  const Dimensions& slots);
+  // Logs new frozen scales of named numbers; not awaited (decisions use them once applied).
+  void LogFeatureScaling(FeatureScalingOp op) ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   // Logs and queues one operation (the log tail only moves under the ledger lock).
   absl::StatusOr<uint64_t> AppendLocked(ModelOp op, std::shared_ptr<OpCompletion> completion,
                                         absl::Time acknowledged)
@@ -594,6 +609,16 @@ class Model : private FitScheduler::Host {
 
   mutable Mutex stats_mu_;
   FreshnessStats freshness_ ABSL_GUARDED_BY(stats_mu_);
+
+  // What the model's named features looked like since the server started, per side; created
+  // once the side's slot count is known (not persisted: counted afresh after a restart).
+  mutable Mutex features_mu_;
+  std::optional<FeatureCatalog> context_catalog_ ABSL_GUARDED_BY(features_mu_);
+  std::optional<FeatureCatalog> arm_catalog_ ABSL_GUARDED_BY(features_mu_);
+  // Per side, the count at which each number's scale was last considered for a freeze
+  // (CollectScaleFreezes).
+  absl::flat_hash_map<uint64_t, int64_t> context_scales_considered_ ABSL_GUARDED_BY(features_mu_);
+  absl::flat_hash_map<uint64_t, int64_t> arm_scales_considered_ ABSL_GUARDED_BY(features_mu_);
 
   std::thread writer_;
   absl::Notification writer_done_;  // WriterLoop returned

@@ -1,5 +1,7 @@
 #include "core/model/model_ops.h"
 
+#include <cmath>
+
 #include "absl/strings/str_format.h"
 #include "core/fit/refit.h"
 #include "core/storage/coding.h"
@@ -95,6 +97,11 @@ struct EncodeVisitor {
   void operator()(const FixDimensionsOp& op) const {
     out->PutVarint64(static_cast<uint32_t>(op.context_dim));
     out->PutVarint64(static_cast<uint32_t>(op.arm_dim));
+    // Written only when there are named-feature inputs: a record without them reads as before.
+    if (op.context_slots != 0 || op.arm_slots != 0) {
+      out->PutVarint64(static_cast<uint32_t>(op.context_slots));
+      out->PutVarint64(static_cast<uint32_t>(op.arm_slots));
+    }
   }
   void operator()(const AddUsersOp& op) const {
     out->PutVarint64(op.users.size());
@@ -173,6 +180,16 @@ struct EncodeVisitor {
     out->PutDouble(op.values.community_variance);  // after the fields of older records
   }
   void operator()(const LearnOp& op) const { out->PutVarint64(static_cast<uint64_t>(op.through)); }
+  void operator()(const FeatureScalingOp& op) const {
+    out->PutVarint64(op.entries.size());
+    for (const FeatureScalingOp::Entry& e : op.entries) {
+      out->PutU8(e.context ? 1 : 0);
+      out->PutFixed64(e.key);
+      out->PutDouble(e.scale.center);
+      out->PutDouble(e.scale.spread);
+      out->PutVarint64(static_cast<uint64_t>(e.scale.count));
+    }
+  }
 };
 
 absl::Status Malformed(OpType type) {
@@ -233,12 +250,19 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
   uint64_t count = 0;
   switch (type) {
     case OpType::kFixDimensions: {
-      uint64_t context = 0, arm = 0;
+      uint64_t context = 0, arm = 0, context_slots = 0, arm_slots = 0;
       if (!in.GetVarint64(&context) || !in.GetVarint64(&arm) || context > INT32_MAX ||
-          arm > INT32_MAX || !in.done()) {
+          arm > INT32_MAX) {
         return Malformed(type);
       }
-      return FixDimensionsOp{static_cast<int32_t>(context), static_cast<int32_t>(arm)};
+      if (!in.done() &&
+          (!in.GetVarint64(&context_slots) || !in.GetVarint64(&arm_slots) ||
+           context_slots > context || arm_slots > arm || context_slots + arm_slots == 0)) {
+        return Malformed(type);
+      }
+      if (!in.done()) return Malformed(type);
+      return FixDimensionsOp{static_cast<int32_t>(context), static_cast<int32_t>(arm),
+                             static_cast<int32_t>(context_slots), static_cast<int32_t>(arm_slots)};
     }
     case OpType::kAddUsers: {
       AddUsersOp op;
@@ -380,6 +404,28 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
       uint64_t through = 0;
       if (!in.GetVarint64(&through) || through > INT64_MAX || !in.done()) return Malformed(type);
       op.through = static_cast<int64_t>(through);
+      return op;
+    }
+    case OpType::kFeatureScaling: {
+      FeatureScalingOp op;
+      if (!in.GetVarint64(&count) || count == 0 || count > kMaxItems || count > in.remaining()) {
+        return Malformed(type);
+      }
+      op.entries.resize(count);
+      for (FeatureScalingOp::Entry& e : op.entries) {
+        uint8_t side = 0;
+        uint64_t seen = 0;
+        if (!in.GetU8(&side) || side > 1 || !in.GetFixed64(&e.key) ||
+            !in.GetDouble(&e.scale.center) || !in.GetDouble(&e.scale.spread) ||
+            !in.GetVarint64(&seen) || seen == 0 || seen > INT64_MAX ||
+            !std::isfinite(e.scale.center) || !std::isfinite(e.scale.spread) ||
+            !(e.scale.spread > 0.0)) {
+          return Malformed(type);
+        }
+        e.context = side == 1;
+        e.scale.count = static_cast<int64_t>(seen);
+      }
+      if (!in.done()) return Malformed(type);
       return op;
     }
   }

@@ -14,16 +14,21 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/features/named_features.h"
 #include "core/fit/hyperparameter_fit.h"
 #include "core/ledger/decision.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
 
-// Fixes the feature dimensions of a model whose configuration left them open.
+// Fixes the feature dimensions of a model whose configuration left them open. The dimensions
+// count every input: the dense values and, after them, the hashed inputs of named features
+// (`context_slots` of the context's, `arm_slots` of each candidate's; core/features).
 struct FixDimensionsOp {
   int32_t context_dim = 0;
   int32_t arm_dim = 0;
+  int32_t context_slots = 0;
+  int32_t arm_slots = 0;
 };
 
 struct AddUsersOp {
@@ -124,8 +129,23 @@ struct LearnOp {
   int64_t through = 0;
 };
 
-using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
-                             DecideOp, RewardOp, CloseOp, HyperparametersOp, LearnOp>;
+// New frozen scales of named numeric features (core/features/named_features.h, NumericScale):
+// decisions after it is applied encode those numbers with them. What was learned before keeps
+// the inputs it was logged with, so replay needs nothing else to be bit-identical; the scales
+// are logged (and kept in snapshots) so that every replica and every restart encodes the same
+// value alike.
+struct FeatureScalingOp {
+  struct Entry {
+    bool context = true;  // else the candidates'
+    uint64_t key = 0;     // NumberKey
+    NumericScale scale;
+  };
+  std::vector<Entry> entries;
+};
+
+using ModelOp =
+    std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp, DecideOp,
+                 RewardOp, CloseOp, HyperparametersOp, LearnOp, FeatureScalingOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -139,6 +159,7 @@ enum class OpType : uint8_t {
   kClose = 8,
   kHyperparameters = 9,
   kLearn = 10,
+  kFeatureScaling = 11,
 };
 
 // The observations an operation teaches the learner (rewards learned now), or empty.

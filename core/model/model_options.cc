@@ -58,6 +58,73 @@ bool IsValidModelName(absl::string_view name) {
   return true;
 }
 
+namespace {
+
+absl::Status ValidateFeatureOptions(const ModelOptions& o) {
+  const ModelOptions::FeatureOptions& f = o.features;
+  auto bad = [&o](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrFormat("model \"%s\": features.%s", o.name, what));
+  };
+  constexpr int kMaxSlots = ModelOptions::FeatureOptions::kMaxSlots;
+  if (f.context_slots < 0 || f.context_slots > kMaxSlots || f.arm_slots < 0 ||
+      f.arm_slots > kMaxSlots) {
+    return bad(absl::StrFormat("context_slots and arm_slots must be within 0..%d", kMaxSlots));
+  }
+  const FeatureLimits& l = f.limits;
+  if (l.max_namespaces < 1 || l.max_namespaces > 4096) {
+    return bad("limits.max_namespaces must be within 1..4096");
+  }
+  if (l.max_values < 1 || l.max_values > 65536) {
+    return bad("limits.max_values must be within 1..65536");
+  }
+  if (l.max_name_bytes < 1 || l.max_name_bytes > 4096) {
+    return bad("limits.max_name_bytes must be within 1..4096");
+  }
+  if (l.max_value_bytes < 1 || l.max_value_bytes > 65536) {
+    return bad("limits.max_value_bytes must be within 1..65536");
+  }
+  if (f.max_listed_features < 1 || f.max_listed_features > 1'000'000) {
+    return bad("max_listed_features must be within 1..1000000");
+  }
+  if (f.configured) {
+    if (o.arm_dim + f.arm_slots == 0) {
+      return bad("arm_slots is 0 and arm_feature_dim is 0: candidates would have no input");
+    }
+    if (o.context_dim + f.context_slots > o.max_feature_dim ||
+        o.arm_dim + f.arm_slots > o.max_feature_dim) {
+      return bad(absl::StrFormat(
+          "the dense dimensions and the slots together exceed limits.max_feature_dim (%d)",
+          o.max_feature_dim));
+    }
+  }
+  for (size_t i = 0; i < f.declared.size(); ++i) {
+    const ModelOptions::DeclaredFeature& d = f.declared[i];
+    if (!f.configured) return bad("declared needs a features block");
+    if ((d.context ? f.context_slots : f.arm_slots) == 0) {
+      return bad(absl::StrFormat("declared[%d] is on a side with 0 slots", i));
+    }
+    if (d.name.empty() || static_cast<int>(d.name.size()) > l.max_name_bytes ||
+        static_cast<int>(d.name_space.size()) > l.max_name_bytes) {
+      return bad(
+          absl::StrFormat("declared[%d] needs a name of 1..%d bytes and a namespace of at most %d",
+                          i, l.max_name_bytes, l.max_name_bytes));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      const ModelOptions::DeclaredFeature& e = f.declared[j];
+      if (e.context == d.context && e.name_space == d.name_space && e.name == d.name) {
+        return bad(absl::StrFormat("declared[%d] repeats declared[%d] (%s, %s)", i, j,
+                                   QuotedName(d.name_space), QuotedName(d.name)));
+      }
+    }
+  }
+  if (f.declared_only && f.declared.empty()) {
+    return bad("declared_only needs at least one declared feature");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateModelOptions(const ModelOptions& o) {
   auto positive = [&o](double value, absl::string_view field) -> absl::Status {
     if (std::isfinite(value) && value > 0.0) return absl::OkStatus();
@@ -240,7 +307,8 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrFormat("model \"%s\": ledger.reward_window_seconds must be >= 1", o.name));
   }
-  if (o.arm_dim == 0 && o.context_dim != 0) {
+  if (absl::Status s = ValidateFeatureOptions(o); !s.ok()) return s;
+  if (o.arm_dim == 0 && o.context_dim != 0 && !o.features.configured) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": context_dim is set but arm_feature_dim is 0; set both, or neither to let "
         "the first request fix them",

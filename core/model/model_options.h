@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "core/features/feature_catalog.h"
+#include "core/features/named_features.h"
 #include "core/fit/refit.h"
 #include "core/graph/spectral_embedding.h"
 #include "core/graph/user_kernel.h"
@@ -181,6 +184,28 @@ struct ModelOptions {
   std::optional<double> default_reward;  // learned for arms without a reward when a window ends
 
   ResearchOptions research;
+
+  // Named features (core/features): hashed into context_slots / arm_slots inputs after the dense
+  // ones. Configured: the model has those inputs from the start; else it gets the default
+  // counts when its first decision carries named features, and none otherwise.
+  struct DeclaredFeature {
+    bool context = true;  // else a candidate's
+    std::string name_space;
+    std::string name;
+    FeatureKind kind = FeatureKind::kNumeric;
+  };
+  struct FeatureOptions {
+    static constexpr int kDefaultSlots = 64;
+    static constexpr int kMaxSlots = 65536;
+    bool configured = false;
+    int context_slots = kDefaultSlots;
+    int arm_slots = kDefaultSlots;
+    std::vector<DeclaredFeature> declared;
+    bool declared_only = false;
+    FeatureLimits limits;
+    int max_listed_features = 4096;
+  };
+  FeatureOptions features;
 
   static RefitOptions DefaultRefit() {
     RefitOptions r;

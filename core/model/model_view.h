@@ -29,8 +29,14 @@ struct ModelView {
   uint64_t version = 0;
   std::shared_ptr<const Scorer> scorer;  // null until the dimensions are fixed
   FeatureScaling scaling;                // valid when dimensions_fixed
-  int context_dim = 0;
+  int context_dim = 0;                   // every input, the named features' slots included
   int arm_dim = 0;
+  int context_slots = 0;
+  int arm_slots = 0;
+  // The frozen scales of named numeric features (core/model/model_ops.h, FeatureScalingOp);
+  // never null.
+  std::shared_ptr<const NumericScaling> context_scaling;
+  std::shared_ptr<const NumericScaling> arm_scaling;
   bool dimensions_fixed = false;
   int64_t rewards_learned = 0;
   // Accepted rewards waiting in a learning batch (model_options.h, max_learn_batch).

@@ -101,6 +101,8 @@ std::string KindName(uint8_t type) {
       return "hyperparameters";
     case OpType::kLearn:
       return "learn";
+    case OpType::kFeatureScaling:
+      return "feature_scaling";
   }
   return "unknown";
 }

@@ -19,10 +19,18 @@ namespace graphbandit {
 
 // A model's feature dimensions as requests see them (fixed by the configuration, or by the
 // first decision request).
+// The dimensions count every input: the dense values the request carries, then the hashed
+// inputs of its named features (the slots; 0 when the model takes none).
 struct Dimensions {
   bool fixed = false;
   int context_dim = 0;
   int arm_dim = 0;
+  int context_slots = 0;
+  int arm_slots = 0;
+
+  int dense_context_dim() const { return context_dim - context_slots; }
+  int dense_arm_dim() const { return arm_dim - arm_slots; }
+  bool named_features() const { return context_slots + arm_slots > 0; }
 };
 
 // A non-empty id of at most kMaxIdBytes bytes; `field` names it in the message.

@@ -201,6 +201,42 @@ TEST(ClusterModeTest, TheSameFitPublishedByTwoNodesAppliesOnce) {
   }
 }
 
+// Named features in cluster mode: the first request's slots and each freeze of a number's
+// scale go through the shared log, so every node encodes the same value alike, whichever node
+// saw the traffic.
+TEST(ClusterModeTest, NamedFeatureSlotsAndScalesAreTheSameOnEveryNode) {
+  auto log = std::make_shared<MemorySharedLog>();
+  auto a = OpenNode("a", log), b = OpenNode("b", log);
+  ASSERT_TRUE(a && b);
+  const std::string genres[] = {"rock", "jazz"};
+  std::vector<FeatureNamespace> context;
+  std::vector<std::vector<FeatureNamespace>> arms(2);
+  for (int round = 0; round < 40; ++round) {
+    const double price = 100.0 + 7.0 * (round % 5);
+    context = {{"", {{"price", FeatureValue::Number(price)}}}};
+    DecisionRequest request;
+    request.user_id = "alice";
+    request.context_features = context;
+    for (int g = 0; g < 2; ++g) {
+      arms[g] = {{"item", {{"genre", FeatureValue::String(genres[g])}}}};
+      request.candidates.push_back({genres[g], {}, arms[g]});
+    }
+    Engine& node = round % 2 == 0 ? *a : *b;  // only node a ever sees even rounds
+    ASSERT_TRUE(node.SelectArm(request).ok()) << round;
+  }
+  Settle({a.get(), b.get()}, *log);
+  EXPECT_GE(RecordsOfType(*log, 0, OpType::kFeatureScaling), 1);
+  const auto va = TheModel(*a).View(), vb = TheModel(*b).View();
+  EXPECT_EQ(va->context_slots, ModelOptions::FeatureOptions::kDefaultSlots);
+  EXPECT_EQ(vb->context_slots, va->context_slots);
+  EXPECT_EQ(vb->arm_slots, va->arm_slots);
+  const uint64_t key = NumberKey("", "price");
+  ASSERT_EQ(va->context_scaling->count(key), 1u);
+  ASSERT_EQ(vb->context_scaling->count(key), 1u);
+  EXPECT_EQ(va->context_scaling->at(key).center, vb->context_scaling->at(key).center);
+  EXPECT_EQ(va->context_scaling->at(key).spread, vb->context_scaling->at(key).spread);
+}
+
 TEST(ClusterModeTest, AClientRetryOfADecisionOnAnotherNodeGetsTheSameDecision) {
   auto log = std::make_shared<MemorySharedLog>();
   auto a = OpenNode("a", log), b = OpenNode("b", log);
