@@ -179,6 +179,7 @@ void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<
       }
     }
   }
+  for (double& x : out) x = std::clamp(x, -kMaxFeatureMagnitude, kMaxFeatureMagnitude);
 }
 
 }  // namespace graphbandit

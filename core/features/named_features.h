@@ -10,6 +10,7 @@
 #ifndef GRAPHBANDIT_CORE_FEATURES_NAMED_FEATURES_H_
 #define GRAPHBANDIT_CORE_FEATURES_NAMED_FEATURES_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -109,7 +110,12 @@ struct NumericScale {
   double center = 0.0;
   double spread = 1.0;  // > 0
   int64_t count = 0;
-  double Apply(double x) const { return (x - center) / spread; }
+  // Scaled values are clipped to +-kMaxScaled (that many spreads away is "very far" for any
+  // kernel; it keeps a value far beyond what was seen from overflowing the input's range).
+  static constexpr double kMaxScaled = 1000.0;
+  double Apply(double x) const {
+    return std::clamp((x - center) / spread, -kMaxScaled, kMaxScaled);
+  }
 };
 // By NumberKey.
 using NumericScaling = absl::flat_hash_map<uint64_t, NumericScale>;
@@ -122,9 +128,10 @@ NumericScale FreezeScale(int64_t count, double mean, double variance);
 bool ScaleMoved(const NumericScale& frozen, const NumericScale& now);
 
 // Adds the features' values into `out`, a space of out.size() slots (see the top of this
-// file), numbers scaled by `scaling` when it holds their key (else as they are). `out` is not
-// cleared first. REQUIRES: 1 <= out.size() <= kMaxFeatureSlots (else nothing is added); the
-// features passed ValidateNamedFeatures.
+// file), numbers scaled by `scaling` when it holds their key (else as they are). Each slot
+// that received a value is then clamped to +-kMaxFeatureMagnitude (colliding values could sum
+// beyond it). `out` is not cleared first. REQUIRES: 1 <= out.size() <= kMaxFeatureSlots (else
+// nothing is added); the features passed ValidateNamedFeatures.
 void AddNamedFeatures(absl::Span<const FeatureNamespace> namespaces, absl::Span<double> out,
                       const NumericScaling* scaling = nullptr);
 

@@ -469,7 +469,11 @@ void LearnedState::ApplyScaling(const FeatureScalingOp& op) {
   auto context = std::make_shared<NumericScaling>(*context_scaling_);
   auto arm = std::make_shared<NumericScaling>(*arm_scaling_);
   for (const FeatureScalingOp::Entry& e : op.entries) {
-    (e.context ? *context : *arm)[e.key] = e.scale;
+    // A freeze from fewer values than the one in use is stale (appended late, or by another
+    // node that saw less): ignored, alike live and in replay.
+    NumericScaling& table = e.context ? *context : *arm;
+    auto [it, fresh] = table.emplace(e.key, e.scale);
+    if (!fresh && e.scale.count > it->second.count) it->second = e.scale;
   }
   context_scaling_ = std::move(context);
   arm_scaling_ = std::move(arm);
@@ -499,7 +503,7 @@ bool GetScaling(storage::Decoder* in, NumericScaling* scaling) {
     uint64_t key = 0, count = 0;
     NumericScale scale;
     if (!in->GetFixed64(&key) || !in->GetDouble(&scale.center) || !in->GetDouble(&scale.spread) ||
-        !in->GetVarint64(&count) || count == 0 || count > INT64_MAX ||
+        !in->GetVarint64(&count) || count == 0 || count > (uint64_t{1} << 62) ||
         !std::isfinite(scale.center) || !std::isfinite(scale.spread) || !(scale.spread > 0.0)) {
       return false;
     }

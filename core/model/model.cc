@@ -463,9 +463,11 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     dims = CurrentDimensions();
     if (dims.context_slots != slots.context_slots || dims.arm_slots != slots.arm_slots) {
       // A concurrent first request fixed them the other way (with or without named features).
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::AbortedError(absl::StrFormat(
           "model \"%s\" was just given %d context and %d arm named-feature inputs by a "
-          "concurrent first request; this request was encoded for %d and %d: send it again",
+          "concurrent first request; this request was encoded for %d and %d: send it again "
+          "(without named features if the "
+          "model now has no inputs for them)",
           options_.name, dims.context_slots, dims.arm_slots, slots.context_slots, slots.arm_slots));
     }
     if (s = ValidateDecisionRequest(request, dims, options_); !s.ok()) return s;
@@ -567,6 +569,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   const DecisionRequest& request = slots.named_features() ? encoded.request : sent;
   absl::StatusOr<Decision> decision = Decide(request, event_id, slots);
   if (!decision.ok()) return decision.status();
+  RecordDecided(sent, slots);  // only what was decided is counted (and scaled)
 
   DecideOp op;
   op.event_id = event_id;

@@ -342,6 +342,13 @@ class Model : private FitScheduler::Host {
                              Dimensions* slots) ABSL_LOCKS_EXCLUDED(features_mu_, queue_mu_);
   absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id,
                                   const Dimensions& slots);
+  // A decision was made for `sent`: its named features go into the catalogs, and the scales of
+  // its numbers are frozen afresh where due (CollectScaleFreezes).
+  void RecordDecided(const DecisionRequest& sent, const Dimensions& slots)
+      ABSL_LOCKS_EXCLUDED(features_mu_, ledger_mu_, queue_mu_);
+  // The side's catalog, created (with the declared schema) when missing; null without slots.
+  FeatureCatalog* CatalogLocked(bool context, int slots)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(features_mu_);
   // Logs new frozen scales of named numbers; not awaited (decisions use them once applied).
   void LogFeatureScaling(FeatureScalingOp op) ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
   // Logs and queues one operation (the log tail only moves under the ledger lock).

@@ -11,6 +11,25 @@
 
 namespace graphbandit {
 
+FeatureCatalog* Model::CatalogLocked(bool context, int slots) {
+  std::optional<FeatureCatalog>& catalog = context ? context_catalog_ : arm_catalog_;
+  if (slots == 0) return nullptr;
+  if (!catalog.has_value()) {
+    FeatureCatalog::Options o;
+    o.slots = slots;
+    o.max_listed_features = options_.features.max_listed_features;
+    o.max_name_bytes = options_.features.limits.max_name_bytes;
+    auto created = FeatureCatalog::Create(o);
+    if (!created.ok()) return nullptr;  // options validated at start: cannot happen
+    for (const ModelOptions::DeclaredFeature& d : options_.features.declared) {
+      if (d.context != context) continue;
+      (void)created->Declare(d.name_space, d.name, d.kind);  // validated at start
+    }
+    catalog = *std::move(created);
+  }
+  return catalog->slots() == slots ? &*catalog : nullptr;
+}
+
 absl::Status Model::EncodeRequest(const DecisionRequest& request, EncodedRequest* encoded,
                                   Dimensions* slots) {
   Dimensions dims = CurrentDimensions();
@@ -24,46 +43,40 @@ absl::Status Model::EncodeRequest(const DecisionRequest& request, EncodedRequest
     return EncodeNamedFeatures(request, dims, options_, FeatureCatalogs{}, encoded);
   }
   const std::shared_ptr<const ModelView> view = View();  // its scales encode the numbers
+  MutexLock lock(&features_mu_);
+  // A configured schema is checked from the first request on; a catalog learned from traffic
+  // exists once a decision was recorded in it.
+  const bool configured = options_.features.configured;
+  FeatureCatalogs catalogs{configured
+                               ? CatalogLocked(true, dims.context_slots)
+                               : (context_catalog_.has_value() ? &*context_catalog_ : nullptr),
+                           configured ? CatalogLocked(false, dims.arm_slots)
+                                      : (arm_catalog_.has_value() ? &*arm_catalog_ : nullptr),
+                           view->context_scaling.get(), view->arm_scaling.get()};
+  return EncodeNamedFeatures(request, dims, options_, catalogs, encoded);
+}
+
+void Model::RecordDecided(const DecisionRequest& sent, const Dimensions& slots) {
+  if (!slots.named_features()) return;
+  const std::shared_ptr<const ModelView> view = View();
   FeatureScalingOp freezes;
-  absl::Status encoded_status;
   {
     MutexLock lock(&features_mu_);
-    auto catalog = [this](std::optional<FeatureCatalog>* catalog, int slots,
-                          bool context) -> FeatureCatalog* {
-      if (slots == 0) return nullptr;
-      if (!catalog->has_value()) {
-        FeatureCatalog::Options o;
-        o.slots = slots;
-        o.max_listed_features = options_.features.max_listed_features;
-        o.max_name_bytes = options_.features.limits.max_name_bytes;
-        auto created = FeatureCatalog::Create(o);
-        if (!created.ok()) return nullptr;  // options validated at start: cannot happen
-        for (const ModelOptions::DeclaredFeature& d : options_.features.declared) {
-          if (d.context != context) continue;
-          (void)created->Declare(d.name_space, d.name, d.kind);  // validated at start
-        }
-        *catalog = *std::move(created);
-      }
-      return catalog->value().slots() == slots ? &catalog->value() : nullptr;
-    };
-    FeatureCatalogs catalogs{catalog(&context_catalog_, dims.context_slots, true),
-                             catalog(&arm_catalog_, dims.arm_slots, false),
-                             view->context_scaling.get(), view->arm_scaling.get()};
-    encoded_status = EncodeNamedFeatures(request, dims, options_, catalogs, encoded);
-    if (!encoded_status.ok()) return encoded_status;
-    if (catalogs.context != nullptr && catalogs.context_scaling != nullptr) {
-      CollectScaleFreezes(request.context_features, /*context=*/true, *catalogs.context,
-                          *catalogs.context_scaling, &context_scales_considered_, &freezes.entries);
+    FeatureCatalog* context = CatalogLocked(true, slots.context_slots);
+    FeatureCatalog* arm = CatalogLocked(false, slots.arm_slots);
+    RecordNamedFeatures(sent, context, arm);
+    if (context != nullptr) {
+      CollectScaleFreezes(sent.context_features, /*context=*/true, *context, *view->context_scaling,
+                          &context_scales_considered_, &freezes.entries);
     }
-    if (catalogs.arm != nullptr && catalogs.arm_scaling != nullptr) {
-      for (const CandidateRef& candidate : request.candidates) {
-        CollectScaleFreezes(candidate.named_features, /*context=*/false, *catalogs.arm,
-                            *catalogs.arm_scaling, &arm_scales_considered_, &freezes.entries);
+    if (arm != nullptr) {
+      for (const CandidateRef& candidate : sent.candidates) {
+        CollectScaleFreezes(candidate.named_features, /*context=*/false, *arm, *view->arm_scaling,
+                            &arm_scales_considered_, &freezes.entries);
       }
     }
   }
   if (!freezes.entries.empty()) LogFeatureScaling(std::move(freezes));
-  return absl::OkStatus();
 }
 
 void Model::LogFeatureScaling(FeatureScalingOp op) {

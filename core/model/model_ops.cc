@@ -417,7 +417,7 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         uint64_t seen = 0;
         if (!in.GetU8(&side) || side > 1 || !in.GetFixed64(&e.key) ||
             !in.GetDouble(&e.scale.center) || !in.GetDouble(&e.scale.spread) ||
-            !in.GetVarint64(&seen) || seen == 0 || seen > INT64_MAX ||
+            !in.GetVarint64(&seen) || seen == 0 || seen > (uint64_t{1} << 62) ||
             !std::isfinite(e.scale.center) || !std::isfinite(e.scale.spread) ||
             !(e.scale.spread > 0.0)) {
           return Malformed(type);

@@ -90,8 +90,8 @@ absl::Status ValidateFeatureOptions(const ModelOptions& o) {
     if (o.arm_dim + f.arm_slots == 0) {
       return bad("arm_slots is 0 and arm_feature_dim is 0: candidates would have no input");
     }
-    if (o.context_dim + f.context_slots > o.max_feature_dim ||
-        o.arm_dim + f.arm_slots > o.max_feature_dim) {
+    if (int64_t{o.context_dim} + f.context_slots > o.max_feature_dim ||
+        int64_t{o.arm_dim} + f.arm_slots > o.max_feature_dim) {
       return bad(absl::StrFormat(
           "the dense dimensions and the slots together exceed limits.max_feature_dim (%d)",
           o.max_feature_dim));

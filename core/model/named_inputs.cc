@@ -8,10 +8,22 @@
 
 namespace graphbandit {
 
+namespace {
+
+// Namespaces without features carry nothing: they do not make a request "named".
+bool AnyFeature(absl::Span<const FeatureNamespace> namespaces) {
+  for (const FeatureNamespace& ns : namespaces) {
+    if (!ns.features.empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool HasNamedFeatures(const DecisionRequest& request) {
-  if (!request.context_features.empty()) return true;
+  if (AnyFeature(request.context_features)) return true;
   for (const CandidateRef& candidate : request.candidates) {
-    if (!candidate.named_features.empty()) return true;
+    if (AnyFeature(candidate.named_features)) return true;
   }
   return false;
 }
@@ -121,15 +133,7 @@ absl::Status EncodeNamedFeatures(const DecisionRequest& request, const Dimension
       }
     }
   }
-  // Accepted: recorded, and encoded after the dense values.
-  if (catalogs.context != nullptr && !request.context_features.empty()) {
-    catalogs.context->Record(request.context_features);
-  }
-  if (catalogs.arm != nullptr) {
-    for (const CandidateRef& candidate : request.candidates) {
-      if (!candidate.named_features.empty()) catalogs.arm->Record(candidate.named_features);
-    }
-  }
+  // Accepted: encoded after the dense values.
   out->context.assign(request.context.begin(), request.context.end());
   out->context.resize(dense_context + dims.context_slots, 0.0);
   if (dims.context_slots > 0) {
@@ -157,6 +161,18 @@ absl::Status EncodeNamedFeatures(const DecisionRequest& request, const Dimension
   return absl::OkStatus();
 }
 
+void RecordNamedFeatures(const DecisionRequest& request, FeatureCatalog* context,
+                         FeatureCatalog* arm) {
+  if (context != nullptr && !request.context_features.empty()) {
+    context->Record(request.context_features);
+  }
+  if (arm != nullptr) {
+    for (const CandidateRef& candidate : request.candidates) {
+      if (!candidate.named_features.empty()) arm->Record(candidate.named_features);
+    }
+  }
+}
+
 void CollectScaleFreezes(absl::Span<const FeatureNamespace> namespaces, bool context,
                          const FeatureCatalog& catalog, const NumericScaling& frozen,
                          absl::flat_hash_map<uint64_t, int64_t>* considered,
@@ -175,7 +191,7 @@ void CollectScaleFreezes(absl::Span<const FeatureNamespace> namespaces, bool con
       int64_t& last = (*considered)[key];
       const int64_t since =
           std::max(last, current != frozen.end() ? current->second.count : int64_t{0});
-      if (numbers.count < 2 * since) continue;
+      if (numbers.count / 2 < since) continue;  // not doubled yet (no overflow near 2^62)
       last = numbers.count;
       const NumericScale now = FreezeScale(numbers.count, numbers.mean, numbers.variance());
       if (current != frozen.end() && !ScaleMoved(current->second, now)) continue;

@@ -39,20 +39,24 @@ struct EncodedRequest {
 // schema it enforces (null for a side without slots), and the frozen scales of numbers (null:
 // numbers as sent).
 struct FeatureCatalogs {
-  FeatureCatalog* context = nullptr;
-  FeatureCatalog* arm = nullptr;
+  const FeatureCatalog* context = nullptr;
+  const FeatureCatalog* arm = nullptr;
   const NumericScaling* context_scaling = nullptr;
   const NumericScaling* arm_scaling = nullptr;
 };
 
 // Checks the request's named features (limits, kinds against the catalogs, declared_only) and
-// its dense values' counts, all INVALID_ARGUMENT naming the field; then records the features in
-// the catalogs and builds `out`. `dims` are the model's (fixed) or, before they are fixed,
-// {fixed=false, slots from SlotsForFirstRequest}. REQUIRES: the caller holds the catalogs'
-// lock; the request outlives `out`.
+// its dense values' counts, all INVALID_ARGUMENT naming the field; then builds `out`. Records
+// nothing (RecordNamedFeatures does, once the decision is made). `dims` are the model's (fixed)
+// or, before they are fixed, {fixed=false, slots from SlotsForFirstRequest}. REQUIRES: the
+// caller holds the catalogs' lock; the request outlives `out`.
 absl::Status EncodeNamedFeatures(const DecisionRequest& request, const Dimensions& dims,
                                  const ModelOptions& options, FeatureCatalogs catalogs,
                                  EncodedRequest* out);
+
+// Takes a decided request's named features into the catalogs (either may be null).
+void RecordNamedFeatures(const DecisionRequest& request, FeatureCatalog* context,
+                         FeatureCatalog* arm);
 
 // Online scaling of numbers: the request's numeric features whose scale should be frozen
 // afresh, appended to `out` (at most once per feature). A feature qualifies when the values
