@@ -76,8 +76,8 @@ absl::Status EncodeNamedFeatures(const DecisionRequest& request, const Dimension
   std::vector<std::string> fields(n);
   for (int i = 0; i < n; ++i) {
     const CandidateRef& candidate = request.candidates[i];
+    if (candidate.named_features.empty()) continue;  // no field name formatted for it
     fields[i] = absl::StrFormat("candidates[%d].named_features", i);
-    if (candidate.named_features.empty()) continue;
     if (dims.arm_slots == 0) {
       return NoSlots(options, CandidateField(request, i) + ".named_features", "arm");
     }
