@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, tls_client_ca_file, "",
 ABSL_FLAG(std::string, admin_token_file, "",
           "File holding a bearer token; when set, every AdminService call must carry the "
           "metadata 'authorization: Bearer <token>' (else UNAUTHENTICATED).");
+ABSL_FLAG(std::string, http_listen, "",
+          "Also serve Azure Personalizer's v1.0 REST API (rank, reward, activate) on HOST:PORT, "
+          "for the default model, with --bandit_token_file's token as its key and "
+          "--tls_cert_file's TLS. Empty (the default): no HTTP API.");
 ABSL_FLAG(std::string, bandit_token_file, "",
           "File holding a bearer token required the same way on BanditService calls "
           "(SelectArm, ReportReward). Health checks and reflection need no token.");
@@ -146,7 +150,8 @@ int main(int argc, char** argv) {
       "                          [--state_dir=DIR] [--graph=EDGE_LIST_FILE] [--config=FILE]\n"
       "                          [--tls_cert_file=PEM --tls_key_file=PEM "
       "[--tls_client_ca_file=PEM]]\n"
-      "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]",
+      "                          [--admin_token_file=FILE] [--bandit_token_file=FILE]"
+      " [--http_listen=HOST:PORT]",
       {"server/main.cc"});
   if (absl::GetFlag(FLAGS_waiter_threads) < 1 || absl::GetFlag(FLAGS_waiter_threads) > 4096 ||
       absl::GetFlag(FLAGS_max_waiting_calls) < 1) {
@@ -225,6 +230,7 @@ int main(int argc, char** argv) {
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
   if (const std::string path = absl::GetFlag(FLAGS_admin_token_file); !path.empty()) {
     auto token = graphbandit::server::ReadTokenFile(path, "admin_token_file");
     if (!token.ok()) return Fail(token.status());
@@ -252,6 +258,11 @@ int main(int argc, char** argv) {
   if (!options.metrics_listen.empty()) {
     std::fprintf(stderr, ", metrics on http://%s/metrics",
                  WithPort(options.metrics_listen, (*server)->metrics_port()).c_str());
+  }
+  if (!options.http_listen.empty()) {
+    std::fprintf(stderr, ", Personalizer's REST API on %s://%s/personalizer/v1.0",
+                 options.tls.enabled() ? "https" : "http",
+                 WithPort(options.http_listen, (*server)->http_port()).c_str());
   }
   std::fprintf(stderr, "; state in %s\n",
                absl::GetFlag(FLAGS_state_dir).empty() ? "memory only"

@@ -80,6 +80,16 @@ absl::StatusOr<std::unique_ptr<GraphbanditServer>> GraphbanditServer::Start(
         "cannot listen for gRPC on %s; is the port in use? Choose another with --listen",
         options.listen));
   }
+  if (!options.http_listen.empty()) {
+    server->http_token_ = BearerToken(options.bandit_token);
+    PersonalizerHttpOptions http;
+    http.listen = options.http_listen;
+    http.tls = options.tls;
+    auto started = PersonalizerHttp::Start(http, server->engine_.get(), server->metrics_.get(),
+                                           &server->http_token_);
+    if (!started.ok()) return started.status();
+    server->http_ = *std::move(started);
+  }
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus(true);
   for (const char* service : kServices) health->SetServingStatus(service, true);
@@ -119,6 +129,7 @@ bool GraphbanditServer::Shutdown(absl::Duration grace) {
   // clients before the listening port closes (Shutdown below ends those streams).
   server_->GetHealthCheckService()->SetServingStatus(false);
   server_->GetHealthCheckService()->Shutdown();  // and no later change flips it back
+  if (http_ != nullptr) http_->BeginDrain();     // 503 from now on
   absl::SleepFor(std::min(grace, kDrainNotice));
   // CivetWeb (behind the Exposer) polls with a fixed 2 s quantum, so stopping it takes up to
   // 2 s: do that while gRPC drains, and wait for it before returning.
@@ -126,7 +137,8 @@ bool GraphbanditServer::Shutdown(absl::Duration grace) {
   engine_->BeginShutdown();  // calls waiting for a model version end now
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
-  waiters_.reset();  // every call it ran has finished (Wait returned)
+  if (http_ != nullptr) http_->Stop();  // its calls in progress finish first
+  waiters_.reset();                     // every call it ran has finished (Wait returned)
   // The models get what is left of the grace, and at least a moment to stop an idle writer.
   const bool clean = engine_->Shutdown(std::max(deadline, absl::Now() + kMinModelStop));
   metrics_stopper.join();

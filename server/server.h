@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "core/model/engine.h"
 #include "server/metrics.h"
+#include "server/personalizer_http.h"
 #include "server/security.h"
 #include "server/services.h"
 
@@ -34,6 +35,9 @@ struct ServerOptions {
   TlsOptions tls;            // the gRPC port's transport security (plaintext by default)
   std::string admin_token;   // non-empty: AdminService calls need 'Bearer <admin_token>'
   std::string bandit_token;  // non-empty: BanditService calls need 'Bearer <bandit_token>'
+  // Non-empty: Azure Personalizer's REST API on this address (server/personalizer_http.h), with
+  // the bandit token as its key.
+  std::string http_listen;
 };
 
 class GraphbanditServer {
@@ -44,6 +48,7 @@ class GraphbanditServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_ != nullptr ? http_->port() : 0; }
   Engine& engine() { return *engine_; }
 
   // Health goes NOT_SERVING (and health watchers are told, before the port closes), new calls
@@ -64,6 +69,8 @@ class GraphbanditServer {
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  BearerToken http_token_;
+  std::unique_ptr<PersonalizerHttp> http_;
   // Keeps each model's health status (the health service's per-service status, with the
   // model's name as the service) NOT_SERVING while its log is degraded.
   void WatchModelHealth();

@@ -45,6 +45,9 @@ struct Decision {
   bool logged = true;
   // Set for policies that learn from the whole decision; null otherwise.
   std::shared_ptr<const DecisionCandidates> candidates;
+  // DecisionRequest.rank_all: the candidates not chosen (their indices), by descending posterior
+  // mean (ties by index). Answered, not logged: empty for a replayed decision after a restart.
+  std::vector<int> others;
 };
 
 // A candidate as seen by the core: views into the caller's request, valid during the call.
@@ -65,6 +68,8 @@ struct DecisionRequest {
   // > 0: decide only from a published state of at least this version (read-your-writes after
   // a ReportReward that returned it); waits for it within the call's deadline.
   uint64_t min_model_version = 0;
+  // Also rank the candidates not chosen (Decision::others), e.g. for a full ranking.
+  bool rank_all = false;
 };
 
 enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };

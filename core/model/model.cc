@@ -515,6 +515,15 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     arm.probability = choice.probability;
     decision.arms.push_back(std::move(arm));
   }
+  if (request.rank_all) {
+    std::vector<bool> chosen(request.candidates.size(), false);
+    for (const RankedChoice& choice : slate) chosen[choice.candidate] = true;
+    for (int i = 0; i < static_cast<int>(request.candidates.size()); ++i) {
+      if (!chosen[i]) decision.others.push_back(i);
+    }
+    std::stable_sort(decision.others.begin(), decision.others.end(),
+                     [&mean](int a, int b) { return mean(a) > mean(b); });
+  }
   if (scored.propensities.size() > 0) {
     auto candidates = std::make_shared<DecisionCandidates>();
     for (size_t i = 0; i < request.candidates.size(); ++i) {
