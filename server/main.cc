@@ -54,8 +54,8 @@ ABSL_FLAG(double, shutdown_grace_seconds, 10.0,
           "then (a long re-draw) stops without it; its logged changes are replayed at the next "
           "start.");
 ABSL_FLAG(std::string, port_file, "",
-          "If set, once serving, write 'GRPC_PORT METRICS_PORT' to this file (for --listen with "
-          "port 0).");
+          "If set, once serving, write 'GRPC_PORT METRICS_PORT' to this file, followed by "
+          "' HTTP_PORT' with --http_listen (for listen addresses with port 0).");
 
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain for TLS on the gRPC port (with --tls_key_file). Without it the "
@@ -271,7 +271,9 @@ int main(int argc, char** argv) {
     const std::string tmp = port_file + ".tmp";
     {
       std::ofstream out(tmp);
-      out << (*server)->grpc_port() << " " << (*server)->metrics_port() << "\n";
+      out << (*server)->grpc_port() << " " << (*server)->metrics_port();
+      if (!options.http_listen.empty()) out << " " << (*server)->http_port();
+      out << "\n";
     }
     std::rename(tmp.c_str(), port_file.c_str());  // readers never see a half-written file
   }

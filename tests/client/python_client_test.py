@@ -11,6 +11,8 @@ process dies: the children get SIGKILL through PR_SET_PDEATHSIG).
 - Interop: Python decides and rewards 1,200 rounds of a synthetic contextual task; the model's
   counters match what was sent and the choices improve clearly (environment: GB_TEST_SEED,
   GB_TEST_NOISE and GB_TEST_FIRST_FIT vary the task, see below).
+- Named features: dicts of namespaces become FeatureNamespaces; a task whose best arm depends on
+  a categorical context feature is learned from named features alone.
 - Errors: malformed requests raise GraphbanditError with the server's status code.
 - TLS and tokens: a CA, server and client certificates (and a rogue CA) are made with openssl at
   run time; TLS, plaintext refusal, mutual TLS, admin and bandit tokens, secrets kept out of the
@@ -37,7 +39,7 @@ sys.path.insert(0, os.path.join(BUILD, "python"))
 
 import grpc  # noqa: E402
 
-from graphbandit import Client, GraphbanditError, bandit_pb2  # noqa: E402
+from graphbandit import Client, GraphbanditError, bandit_pb2, named_features  # noqa: E402
 
 SERVER = os.path.join(BUILD, "server", "graphbandit-server")
 CLI = os.path.join(BUILD, "client", "graphbandit-cli")
@@ -557,6 +559,59 @@ class MutualTlsTest(unittest.TestCase):
     def test_plaintext_is_refused(self):
         with Client(self.server.target, timeout=5) as c:
             refused(self, c)
+
+
+class NamedFeaturesTest(unittest.TestCase):
+    """The dict form of named features (graphbandit.named_features) against a real server."""
+
+    def test_dicts_become_namespaces(self):
+        spaces = named_features({"timeOfDay": "Morning", "device": {"os": "ios", "inches": 6.1,
+                                                                     "screen": {"dark": True}},
+                                 "tags": ["a", "b"]})
+        self.assertEqual([ns.name for ns in spaces], ["", "device"])
+        default = {f.name: f.value for f in spaces[0].features}
+        self.assertEqual(default["timeOfDay"].text, "Morning")
+        self.assertEqual(list(default["tags"].strings.values), ["a", "b"])
+        device = {f.name: f.value for f in spaces[1].features}
+        self.assertEqual(device["os"].text, "ios")
+        self.assertEqual(device["inches"].number, 6.1)
+        self.assertEqual(device["screen.dark"].number, 1.0)
+        with self.assertRaises(TypeError):
+            named_features({"n": {"bad": [1, 2]}})
+        with self.assertRaises(TypeError):
+            named_features(["not", "a", "dict"])
+
+    def test_learns_a_categorical_task_from_named_features(self):
+        server = Server("named")
+        devices, items = ["phone", "tablet", "desktop"], ["news", "video", "game"]
+        best_late, rounds, late = 0, 240, 60
+        try:
+            with Client(server.target, timeout=10) as c:
+                for t in range(rounds):
+                    d = t % 3
+                    candidates = {item: {"item": {"kind": item, "tags": [item[0]]}}
+                                  for item in items}
+                    context = {"device": {"type": devices[d], "inches": [6, 10, 24][d]}}
+                    decision = c.select("anyone", candidates, context)
+                    chosen = items.index(decision.arms[0].arm_id)
+                    if t >= rounds - late and chosen == d:
+                        best_late += 1
+                    c.reward(decision.event_id, 0.9 if chosen == d else 0.2)
+                description = c.describe_model()
+                with self.assertRaises(GraphbanditError) as e:
+                    c.select("anyone", {"news": {"item": {"kind": 3}}}, {"device": {"type": "x"}})
+                self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn('"kind"', e.exception.message)
+                # Dense and named together: the model's dense dimensions are 0 here.
+                with self.assertRaises(GraphbanditError) as e:
+                    c.select("anyone", {"news": ([1.0], {"item": {"kind": "news"}})})
+                self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+        self.assertGreaterEqual(best_late, late * 8 // 10, f"{best_late} of {late}")
+        self.assertEqual(description.decisions, rounds)
+        self.assertEqual(description.context_features.namespaces[0].name, "device")
+        self.assertEqual(description.arm_features.distinct_keys, 6)  # 3 kinds, 3 tags
 
 
 class ModelHeaderTest(unittest.TestCase):

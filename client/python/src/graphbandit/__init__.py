@@ -10,7 +10,7 @@ The message classes are in ``graphbandit.v1.bandit_pb2`` (generated at build tim
 proto/graphbandit/v1/bandit.proto). See client/python/README.md.
 """
 
-from graphbandit.client import Client, GraphbanditError
+from graphbandit.client import Client, GraphbanditError, named_features
 from graphbandit.v1 import bandit_pb2
 
-__all__ = ["Client", "GraphbanditError", "bandit_pb2"]
+__all__ = ["Client", "GraphbanditError", "bandit_pb2", "named_features"]

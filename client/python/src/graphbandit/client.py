@@ -6,12 +6,14 @@ field). A failed call raises :class:`GraphbanditError` with the gRPC status code
 server's message.
 """
 
+from collections.abc import Mapping
+
 import grpc
 
 from graphbandit.v1 import bandit_pb2
 from graphbandit.v1 import bandit_pb2_grpc
 
-__all__ = ["Client", "GraphbanditError"]
+__all__ = ["Client", "GraphbanditError", "named_features"]
 
 _HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 # The header a proxy in front of a cluster routes by (deploy/cluster/nginx.conf).
@@ -110,16 +112,73 @@ def _decode_health_status(data):
     return status
 
 
+def _feature_value(value, where):
+    """A FeatureValue from a str, a number (bool: 1 or 0) or a list of strings."""
+    if isinstance(value, str):
+        return bandit_pb2.FeatureValue(text=value)
+    if isinstance(value, bool):
+        return bandit_pb2.FeatureValue(number=1.0 if value else 0.0)
+    if isinstance(value, (int, float)):
+        return bandit_pb2.FeatureValue(number=float(value))
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return bandit_pb2.FeatureValue(strings=bandit_pb2.StringList(values=list(value)))
+    raise TypeError(f"feature {where}: {type(value).__name__} is not a string, a number or a "
+                    "list of strings")
+
+
+def _flatten(prefix, value, out, where):
+    if isinstance(value, Mapping):
+        for name, inner in value.items():
+            _flatten(f"{prefix}.{name}" if prefix else str(name), inner, out, where)
+    else:
+        out.append(bandit_pb2.NamedFeature(name=prefix,
+                                           value=_feature_value(value, f"{where}.{prefix}")))
+
+
+def named_features(features):
+    """Named features, as a list of ``bandit_pb2.FeatureNamespace``, from a dict such as
+    ``{"device": {"os": "ios", "inches": 6.1}, "timeOfDay": "Morning"}``.
+
+    A key whose value is a dict names a namespace; dicts nested deeper are flattened into names
+    joined by ``.``; any other key is a feature of the default namespace ``""``. A value is a
+    string (categorical), a number (numeric, scaled by the model; ``True``/``False`` are 1 and
+    0) or a list of strings. See "Named features" in the project's README.
+    """
+    if not isinstance(features, Mapping):
+        raise TypeError("named features are a dict of namespaces (dicts) and features")
+    default = []
+    namespaces = []
+    for key, value in features.items():
+        if isinstance(value, Mapping):
+            ns = bandit_pb2.FeatureNamespace(name=str(key))
+            _flatten("", value, ns.features, str(key))
+            namespaces.append(ns)
+        else:
+            _flatten(str(key), value, default, "")
+    if default:
+        namespaces.insert(0, bandit_pb2.FeatureNamespace(name="", features=default))
+    return namespaces
+
+
 def _arms(candidates):
-    """Accepts {arm_id: features}, [(arm_id, features), ...] or [bandit_pb2.Arm, ...]."""
-    if isinstance(candidates, dict):
+    """Accepts {arm_id: features}, [(arm_id, features), ...] or [bandit_pb2.Arm, ...]; features
+    are a dense vector, a dict of named features (see named_features), or a (vector, dict) pair.
+    """
+    if isinstance(candidates, Mapping):
         candidates = candidates.items()
     arms = []
     for c in candidates:
         if isinstance(c, bandit_pb2.Arm):
             arms.append(c)
+            continue
+        arm_id, features = c
+        if isinstance(features, Mapping):
+            arms.append(bandit_pb2.Arm(id=arm_id, named_features=named_features(features)))
+        elif (isinstance(features, tuple) and len(features) == 2
+              and isinstance(features[1], Mapping)):
+            arms.append(bandit_pb2.Arm(id=arm_id, features=list(features[0]),
+                                       named_features=named_features(features[1])))
         else:
-            arm_id, features = c
             arms.append(bandit_pb2.Arm(id=arm_id, features=list(features)))
     return arms
 
@@ -210,7 +269,10 @@ class Client:
         """Chooses ``k`` of ``candidates`` for ``user_id``; returns a SelectArmResponse.
 
         ``candidates``: ``{arm_id: features}``, a list of ``(arm_id, features)`` pairs, or a
-        list of ``bandit_pb2.Arm``. ``context``: the request's context vector (may be empty).
+        list of ``bandit_pb2.Arm``; features are a dense vector, a dict of named features
+        (``{"item": {"genre": "jazz", "price": 9.5}}``, see :func:`named_features`), or a
+        ``(vector, dict)`` pair. ``context``: the request's context vector (may be empty), a
+        dict of named context features, or a ``(vector, dict)`` pair.
         ``event_id``: optional caller-chosen id (a retry with the same id and request returns
         the stored decision). ``min_model_version``: a ``model_version`` returned by
         :meth:`reward`, to decide from a state that has learned that reward (waits within
@@ -218,10 +280,16 @@ class Client:
         ``response.arms[0].arm_id`` is the top choice; ``response.logged`` is False when the
         model could not record the decision (its reward would be UNKNOWN_EVENT).
         """
+        dense, named = context, None
+        if isinstance(context, Mapping):
+            dense, named = (), context
+        elif isinstance(context, tuple) and len(context) == 2 and isinstance(context[1], Mapping):
+            dense, named = context
         request = bandit_pb2.SelectArmRequest(
-            model=self._model(model), user_id=user_id, context=list(context),
+            model=self._model(model), user_id=user_id, context=list(dense),
             candidates=_arms(candidates), slate_size=k, event_id=event_id,
-            min_model_version=min_model_version)
+            min_model_version=min_model_version,
+            context_features=named_features(named) if named is not None else [])
         return self._call("SelectArm", self._bandit.SelectArm, request, self._bandit_metadata,
                           timeout, request.model)
 
