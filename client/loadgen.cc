@@ -94,6 +94,11 @@ ABSL_FLAG(int32_t, client_threads, 1,
 ABSL_FLAG(int32_t, candidates, 50, "Candidates per SelectArm (C).");
 ABSL_FLAG(int32_t, dim, 16, "Features per candidate (d).");
 ABSL_FLAG(int32_t, context_dim, 0, "Context values per request.");
+ABSL_FLAG(std::string, features, "dense",
+          "dense: candidates and context as vectors; named: as named features (the README's "
+          "\"Named features\"), each candidate in namespace \"item\" with its id as a string and "
+          "its --dim values as numbers f0, f1, ..., the context in \"ctx\" as c0, c1, ...; the "
+          "model hashes them into its slots.");
 ABSL_FLAG(int32_t, items, 1000, "Distinct items the candidates are drawn from.");
 ABSL_FLAG(int32_t, users, 200, "Distinct users.");
 ABSL_FLAG(int32_t, graph_degree, 0,
@@ -199,12 +204,28 @@ Workload BuildWorkload(int ring) {
   w.direction.resize(d);
   for (int i = 0; i < d; ++i) w.direction(i) = rng.Normal();
   w.direction /= std::max(w.direction.norm(), 1e-9);
+  const bool named = absl::GetFlag(FLAGS_features) == "named";
+  auto number = [](v1::FeatureNamespace* ns, std::string name, double value) {
+    v1::NamedFeature* feature = ns->add_features();
+    feature->set_name(std::move(name));
+    feature->mutable_value()->set_number(value);
+  };
   for (int r = 0; r < ring; ++r) {
     v1::SelectArmRequest request;
     request.set_model(absl::GetFlag(FLAGS_model));
     request.set_user_id(absl::StrCat("u", rng.UniformInt(absl::GetFlag(FLAGS_users))));
+    v1::FeatureNamespace* context = nullptr;
+    if (named && absl::GetFlag(FLAGS_context_dim) > 0) {
+      context = request.add_context_features();
+      context->set_name("ctx");
+    }
     for (int i = 0; i < absl::GetFlag(FLAGS_context_dim); ++i) {
-      request.add_context(rng.Normal() * 0.5);
+      const double value = rng.Normal() * 0.5;
+      if (named) {
+        number(context, absl::StrCat("c", i), value);
+      } else {
+        request.add_context(value);
+      }
     }
     request.set_slate_size(static_cast<uint32_t>(absl::GetFlag(FLAGS_slate_size)));
     std::vector<Eigen::VectorXd> chosen;
@@ -215,7 +236,16 @@ Workload BuildWorkload(int ring) {
       std::swap(index[j], index[j + rng.UniformInt(items - j)]);
       v1::Arm* arm = request.add_candidates();
       arm->set_id(absl::StrCat("item", index[j]));
-      for (int i = 0; i < d; ++i) arm->add_features(pool[index[j]](i));
+      if (named) {
+        v1::FeatureNamespace* item = arm->add_named_features();
+        item->set_name("item");
+        v1::NamedFeature* id = item->add_features();
+        id->set_name("id");
+        id->mutable_value()->set_text(arm->id());
+        for (int i = 0; i < d; ++i) number(item, absl::StrCat("f", i), pool[index[j]](i));
+      } else {
+        for (int i = 0; i < d; ++i) arm->add_features(pool[index[j]](i));
+      }
       chosen.push_back(pool[index[j]]);
     }
     w.requests.push_back(std::move(request));
@@ -892,6 +922,10 @@ int Run() {
       return 64;
     }
   }
+  if (absl::GetFlag(FLAGS_features) != "dense" && absl::GetFlag(FLAGS_features) != "named") {
+    std::fprintf(stderr, "--features must be dense or named\n");
+    return 64;
+  }
   if (absl::GetFlag(FLAGS_candidates) < 1 || absl::GetFlag(FLAGS_dim) < 1 ||
       absl::GetFlag(FLAGS_channels) < 1 || absl::GetFlag(FLAGS_concurrency) < 1 ||
       absl::GetFlag(FLAGS_users) < 1 || absl::GetFlag(FLAGS_slate_size) < 1 ||
@@ -1041,8 +1075,12 @@ int Run() {
 
   const Summary& select = generator.select();  // stays valid: the generator outlives it
   const Summary rewards = generator.RewardSummary();
+  // The kernel's input: the dense values, or with named features the model's hashed slots.
   const int c = absl::GetFlag(FLAGS_candidates),
-            d = absl::GetFlag(FLAGS_dim) + absl::GetFlag(FLAGS_context_dim);
+            d = absl::GetFlag(FLAGS_features) == "named"
+                    ? static_cast<int>(after->context_features().slots() +
+                                       after->arm_features().slots())
+                    : absl::GetFlag(FLAGS_dim) + absl::GetFlag(FLAGS_context_dim);
   const int64_t m = static_cast<int64_t>(after->dictionary_size());
   const int64_t m_start =
       measured_from.ok() ? static_cast<int64_t>(measured_from->dictionary_size()) : m;
@@ -1054,7 +1092,7 @@ int Run() {
   const double roofline = (q0 > 0 && product > 0) ? 1.0 / (1.0 / q0 + flops / product) : NAN;
 
   std::printf(
-      "graphbandit-loadgen: %s loop, %s, %d channel(s), C = %d, d = %d, slate %d, "
+      "graphbandit-loadgen: %s loop, %s, %d channel(s), C = %d, d = %d (%s features), slate %d, "
       "reward ratio %.2f after %.0f ms; model \"%s\" (%s), dictionary m = %lld "
       "(%lld at the start of the measured interval)\n",
       mode.c_str(),
@@ -1062,8 +1100,9 @@ int Run() {
                                        absl::GetFlag(FLAGS_rate), absl::GetFlag(FLAGS_concurrency))
                            .c_str()
                      : absl::StrFormat("%d callers", absl::GetFlag(FLAGS_concurrency)).c_str(),
-      absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_slate_size),
-      absl::GetFlag(FLAGS_reward_ratio), absl::GetFlag(FLAGS_reward_delay_ms), model.c_str(),
+      absl::GetFlag(FLAGS_channels), c, d, absl::GetFlag(FLAGS_features).c_str(),
+      absl::GetFlag(FLAGS_slate_size), absl::GetFlag(FLAGS_reward_ratio),
+      absl::GetFlag(FLAGS_reward_delay_ms), model.c_str(),
       v1::Policy_Name(after->config().policy()).c_str(), static_cast<long long>(m),
       static_cast<long long>(m_start));
   if (baseline.calls > 0) {

@@ -165,6 +165,24 @@ status=0
 status=0
 "$loadgen" --target="$target" --client_threads=0 >/dev/null 2>&1 || status=$?
 [[ $status == 64 ]] || fail "--client_threads=0 exited with $status, not 64"
+status=0
+"$loadgen" --target="$target" --features=sparse >/dev/null 2>&1 || status=$?
+[[ $status == 64 ]] || fail "--features=sparse exited with $status, not 64"
+stop_server
 
+# Named features, against a fresh model (the one above has dense dimensions for good): the
+# model takes its default slots from the first request, and the roofline's d counts them.
+rm -rf "$work/state"
+start_server
+url=http://127.0.0.1:$metrics_port/metrics
+"$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=2 --candidates=10 \
+  --dim=4 --context_dim=2 --features=named --warmup_seconds=0.3 --baseline_seconds=0.3 \
+  --duration_seconds=1 --reward_ratio=1 --progress=false --report_json="$work/named.json" \
+  >"$work/named.out" 2>&1 || fail "named features exited with $?: $(cat "$work/named.out")"
+grep -q "d = 128 (named features)" "$work/named.out" || fail "no named header: $(cat "$work/named.out")"
+[[ $(json "$work/named.json" 'r["select"]["errors"]') == 0 ]] || fail "named features had errors"
+[[ $(json "$work/named.json" 'r["select"]["calls"] > 0 and r["learned_rewards"] == r["accepted_rewards"] > 0') == True ]] \
+  || fail "named features: nothing decided or not every reward learned"
+[[ $(metric 'graphbandit_rpc_requests_total{code="OK",method="SelectArm"}') -gt 0 ]] || fail "no SelectArm counted"
 stop_server
 echo "PASS"
