@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,38 @@ TEST(EngineTest, SelectRewardLearnMovesTheMeanTowardTheTruth) {
   EXPECT_NEAR(decision->arms[0].mean, 1.0, 0.1);
   EXPECT_LT(decision->arms[0].stddev, 0.3);
   EXPECT_GT(decision->model_version, 0u);
+}
+
+TEST(EngineTest, RankAllOrdersTheCandidatesNotChosenByTheirMean) {
+  auto engine = OpenEngine();
+  Model* model = *engine->FindModel("");
+  // Truth: a 1, c 0.5, b 0 (c's features lie between a's and b's).
+  const std::map<std::string, double> truth = {{"a", 1.0}, {"b", 0.0}, {"c", 0.5}};
+  for (int round = 0; round < 60; ++round) {
+    auto decision = engine->SelectArm(ThreeArms().View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    EXPECT_TRUE(decision->others.empty());  // not asked for
+    RewardRequest report{decision->event_id, truth.at(decision->arms[0].arm_id), {}, ""};
+    ASSERT_TRUE(engine->ReportReward(report).ok());
+    model->WaitForFits();
+  }
+  OwnedRequest owned = ThreeArms();
+  DecisionRequest request = owned.View();
+  request.rank_all = true;
+  request.slate_size = 1;
+  auto decision = engine->SelectArm(request);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  ASSERT_EQ(decision->arms.size(), 1u);
+  ASSERT_EQ(decision->others.size(), 2u);
+  std::vector<std::string> order = {decision->arms[0].arm_id};
+  for (int c : decision->others) order.push_back(owned.candidates[c].first);
+  // Whichever the exploration chose, the rest follow by the learned mean.
+  std::vector<std::string> rest(order.begin() + 1, order.end());
+  EXPECT_TRUE(
+      std::is_sorted(rest.begin(), rest.end(),
+                     [&truth](const auto& x, const auto& y) { return truth.at(x) > truth.at(y); }))
+      << order[0] << " " << order[1] << " " << order[2];
+  EXPECT_EQ(order[0], "a");
 }
 
 TEST(EngineTest, RetriedEventIdReturnsTheStoredDecisionAndReuseIsRejected) {
