@@ -118,6 +118,12 @@ absl::Status PersonalizerHttp::Rank(const pz::RankRequest& request, httplib::Res
     return absl::InvalidArgumentError(
         "deferActivation is not supported by this server yet: rank without it");
   }
+  if (absl::StrContains(request.event_id(), '/')) {
+    // The event is named in the path of its reward and activate calls, where a '/' (even
+    // percent-encoded) would split it.
+    return absl::InvalidArgumentError(
+        absl::StrFormat("eventId %s must not contain '/'", QuoteId(request.event_id())));
+  }
   const int n = request.actions_size();
   if (n == 0) return absl::InvalidArgumentError("actions must not be empty");
   absl::flat_hash_map<absl::string_view, int> index;

@@ -185,6 +185,9 @@ TEST_F(PersonalizerHttpTest, BadBodiesAreBadRequestsNamingTheField) {
                 400, "BadRequest", "Content-Type application/json");
   ExpectRefused(Post("/rank", R"({"actions": []})"), 400, "BadRequest",
                 "actions must not be empty");
+  // The reward's path could not name it.
+  ExpectRefused(Post("/rank", R"({"actions": [{"id": "a"}], "eventId": "a/b"})"), 400, "BadRequest",
+                "eventId \"a/b\" must not contain '/'");
   ExpectRefused(Post("/rank", R"({"actions": [{"id": "a"}, {"id": ""}]})"), 400, "BadRequest",
                 "actions[1].id is empty");
   ExpectRefused(Post("/rank", R"({"actions": [{"id": "a"}, {"id": "b"}, {"id": "a"}]})"), 400,
