@@ -31,6 +31,11 @@
 // server's figure is low. The sum is what the machine spent only when both run on it. A second
 // server window closes after that wait (every reward learned); its CPU per SelectArm over the
 // server's CPU per health call is printed as the decision's cost in health calls.
+//
+// --features=named sends the candidates and the context as named features. With --http_target,
+// after all that, the same decisions go to the server's Personalizer REST API as rank calls (each
+// rewarded at once), warm-up then a measured interval, and the report gives their latency,
+// throughput and server CPU per rank beside gRPC's (client/loadtest/http_phase.h).
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
@@ -64,8 +69,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/connection.h"
+#include "client/loadtest/http_phase.h"
 #include "core/base/percentile.h"
 #include "core/base/random.h"
+#include "core/storage/file_util.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -119,6 +126,14 @@ ABSL_FLAG(std::string, report_json, "", "Write the report as JSON to this file."
 ABSL_FLAG(std::string, report_csv, "", "Write the report as CSV (one row per RPC) to this file.");
 ABSL_FLAG(bool, progress, true, "Print a progress line to stderr every second.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the items, users, contexts and rewards.");
+ABSL_FLAG(std::string, http_target, "",
+          "HOST:PORT of the server's Personalizer REST API (--http_listen). When set, after the "
+          "gRPC run the same decisions are sent there as rank calls (each rewarded with "
+          "probability --reward_ratio, at once) by --concurrency callers for --warmup_seconds, "
+          "discarded, then --duration_seconds, and their latency, throughput and CPU per call "
+          "are reported beside gRPC's. Needs --features=named and the default model.");
+ABSL_FLAG(std::string, http_key_file, "",
+          "File holding the key sent to --http_target (the server's --bandit_token_file).");
 
 namespace graphbandit::client {
 namespace {
@@ -926,6 +941,22 @@ int Run() {
     std::fprintf(stderr, "--features must be dense or named\n");
     return 64;
   }
+  if (!absl::GetFlag(FLAGS_http_target).empty() &&
+      (absl::GetFlag(FLAGS_features) != "named" || !absl::GetFlag(FLAGS_model).empty())) {
+    std::fprintf(stderr,
+                 "--http_target needs --features=named and the default model (no --model): "
+                 "Personalizer's API carries named features and serves the default model\n");
+    return 64;
+  }
+  std::string http_key;
+  if (const std::string path = absl::GetFlag(FLAGS_http_key_file); !path.empty()) {
+    absl::StatusOr<std::string> key = storage::ReadTokenFile(path, "http_key_file");
+    if (!key.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(key.status().message()).c_str());
+      return 64;
+    }
+    http_key = *std::move(key);
+  }
   if (absl::GetFlag(FLAGS_candidates) < 1 || absl::GetFlag(FLAGS_dim) < 1 ||
       absl::GetFlag(FLAGS_channels) < 1 || absl::GetFlag(FLAGS_concurrency) < 1 ||
       absl::GetFlag(FLAGS_users) < 1 || absl::GetFlag(FLAGS_slate_size) < 1 ||
@@ -1179,6 +1210,90 @@ int Run() {
   }
   (void)accepted_before;
 
+  // The same decisions over Personalizer's REST API, measured the same way, after the gRPC run.
+  std::string http_json = "null";
+  bool http_failed = false;
+  if (const std::string target = absl::GetFlag(FLAGS_http_target); !target.empty()) {
+    const Workload workload = BuildWorkload(512);  // the same ring as the gRPC run's
+    std::vector<std::string> bodies;
+    for (const v1::SelectArmRequest& request : workload.requests) {
+      absl::StatusOr<std::string> body = loadtest::RankBody(request);
+      if (!body.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(body.status().message()).c_str());
+        return 1;
+      }
+      bodies.push_back(*std::move(body));
+    }
+    // The rewards of the gRPC run's model, without its noise draws.
+    const auto reward_of = [&workload](size_t r, const std::string& arm_id) {
+      const v1::SelectArmRequest& request = workload.requests[r];
+      for (int k = 0; k < request.candidates_size(); ++k) {
+        if (request.candidates(k).id() == arm_id) {
+          return 0.5 + 0.4 * std::tanh(workload.direction.dot(workload.features[r][k]) * 2.0);
+        }
+      }
+      return 0.0;
+    };
+    loadtest::HttpPhaseOptions http;
+    http.target = target;
+    http.key = http_key;
+    http.callers = absl::GetFlag(FLAGS_concurrency);
+    http.reward_ratio = absl::GetFlag(FLAGS_reward_ratio);
+    http.seed = absl::GetFlag(FLAGS_seed);
+    http.seconds = absl::GetFlag(FLAGS_warmup_seconds);
+    if (http.seconds > 0) {
+      if (auto warm = loadtest::RunHttpPhase(http, bodies, reward_of); !warm.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(warm.status().message()).c_str());
+        return 64;
+      }
+    }
+    http.seconds = absl::GetFlag(FLAGS_duration_seconds);
+    const double server_before = server_cpu_now(), own_before = OwnCpuSeconds();
+    absl::StatusOr<loadtest::HttpPhaseResult> run = loadtest::RunHttpPhase(http, bodies, reward_of);
+    if (!run.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(run.status().message()).c_str());
+      return 64;
+    }
+    const double http_own_cpu = OwnCpuSeconds() - own_before;
+    const double http_server_cpu = server_cpu_now() - server_before;
+    const auto summary = [&run](const char* name, const loadtest::HttpCalls& calls) {
+      Tally tally;
+      tally.latencies = calls.latencies;
+      tally.codes = calls.codes;
+      return Summarise(name, std::move(tally), run->seconds);
+    };
+    const Summary rank = summary("Personalizer.Rank (HTTP)", run->rank);
+    const Summary rank_rewards = summary("Personalizer.Reward (HTTP)", run->reward);
+    std::printf("over Personalizer's REST API (%s), the same decisions, %d callers:\n",
+                target.c_str(), http.callers);
+    PrintSummary(rank);
+    if (rank_rewards.calls > 0) PrintSummary(rank_rewards);
+    const double ranks = static_cast<double>(rank.calls);
+    const double server_per_rank = ranks > 0 ? http_server_cpu / ranks : NAN;
+    const double own_per_rank = ranks > 0 ? http_own_cpu / ranks : NAN;
+    const double over_grpc = server_per_rank / server_cpu_per_select;
+    absl::PrintF(
+        "CPU per rank (with its rewards): server %s ms, load generator %.3f ms; gRPC's per "
+        "SelectArm above: server %s ms -> HTTP / gRPC = %s; throughput HTTP / gRPC = %.3f\n",
+        std::isfinite(server_per_rank) ? absl::StrFormat("%.3f", 1e3 * server_per_rank) : "-",
+        1e3 * own_per_rank,
+        std::isfinite(server_cpu_per_select) ? absl::StrFormat("%.3f", 1e3 * server_cpu_per_select)
+                                             : "-",
+        std::isfinite(over_grpc) ? absl::StrFormat("%.2f", over_grpc) : "-",
+        select.throughput > 0 ? rank.throughput / select.throughput : NAN);
+    const auto num = [](double x) {
+      return std::isfinite(x) ? absl::StrFormat("%.9g", x) : "null";
+    };
+    http_json = absl::StrFormat(
+        "{\"rank\": %s, \"reward\": %s, \"server_cpu_ms_per_rank\": %s, "
+        "\"loadgen_cpu_ms_per_rank\": %s, \"server_cpu_rank_over_select\": %s, "
+        "\"throughput_rank_over_select\": %s}",
+        JsonSummary(rank), rank_rewards.calls > 0 ? JsonSummary(rank_rewards) : "null",
+        num(1e3 * server_per_rank), num(1e3 * own_per_rank), num(over_grpc),
+        num(select.throughput > 0 ? rank.throughput / select.throughput : NAN));
+    http_failed = rank.errors > 0 || rank_rewards.errors > 0 || rank.calls == 0;
+  }
+
   if (const std::string path = absl::GetFlag(FLAGS_report_json); !path.empty()) {
     std::ofstream out(path);
     const auto num = [](double x) {
@@ -1197,7 +1312,8 @@ int Run() {
         "\"server_cpu_seconds\": %s, \"loadgen_cpu_seconds\": %s, "
         "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s, "
         "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s, "
-        "\"server_cpu_ms_per_select_learned\": %s, \"server_cpu_select_over_health\": %s}\n",
+        "\"server_cpu_ms_per_select_learned\": %s, \"server_cpu_select_over_health\": %s, "
+        "\"http\": %s}\n",
         mode, absl::GetFlag(FLAGS_concurrency), num(absl::GetFlag(FLAGS_rate)),
         num(absl::GetFlag(FLAGS_baseline_rate)), absl::GetFlag(FLAGS_channels), c, d,
         absl::GetFlag(FLAGS_slate_size), num(absl::GetFlag(FLAGS_reward_ratio)),
@@ -1211,7 +1327,7 @@ int Run() {
                                : NAN),
         num(baseline.calls > 0 ? 1e3 * baseline_own_cpu / static_cast<double>(baseline.calls)
                                : NAN),
-        num(1e3 * learned_cpu_per_select), num(cpu_ratio));
+        num(1e3 * learned_cpu_per_select), num(cpu_ratio), http_json);
   }
   if (const std::string path = absl::GetFlag(FLAGS_report_csv); !path.empty()) {
     std::ofstream out(path);
@@ -1234,7 +1350,7 @@ int Run() {
                                                : "");
     }
   }
-  return select.errors == 0 && learned >= accepted ? 0 : 2;
+  return select.errors == 0 && learned >= accepted && !http_failed ? 0 : 2;
 }
 
 }  // namespace

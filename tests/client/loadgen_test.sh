@@ -171,18 +171,36 @@ status=0
 stop_server
 
 # Named features, against a fresh model (the one above has dense dimensions for good): the
-# model takes its default slots from the first request, and the roofline's d counts them.
+# model takes its default slots from the first request, and the roofline's d counts them. The
+# same decisions then go to the Personalizer REST API (--http_target), with its key.
 rm -rf "$work/state"
-start_server
+echo "loadgen-test-key" > "$work/key"
+start_server --http_listen=127.0.0.1:0 --bandit_token_file="$work/key"
 url=http://127.0.0.1:$metrics_port/metrics
-"$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=2 --candidates=10 \
-  --dim=4 --context_dim=2 --features=named --warmup_seconds=0.3 --baseline_seconds=0.3 \
-  --duration_seconds=1 --reward_ratio=1 --progress=false --report_json="$work/named.json" \
-  >"$work/named.out" 2>&1 || fail "named features exited with $?: $(cat "$work/named.out")"
+"$loadgen" --target="$target" --token_file="$work/key" --metrics_url="$url" --mode=closed \
+  --concurrency=2 --candidates=10 --dim=4 --context_dim=2 --features=named --warmup_seconds=0.3 \
+  --baseline_seconds=0.3 --duration_seconds=1 --reward_ratio=1 --progress=false \
+  --http_target="127.0.0.1:$http_port" --http_key_file="$work/key" \
+  --report_json="$work/named.json" >"$work/named.out" 2>&1 \
+  || fail "named features exited with $?: $(cat "$work/named.out")"
+cat "$work/named.out"
 grep -q "d = 128 (named features)" "$work/named.out" || fail "no named header: $(cat "$work/named.out")"
 [[ $(json "$work/named.json" 'r["select"]["errors"]') == 0 ]] || fail "named features had errors"
 [[ $(json "$work/named.json" 'r["select"]["calls"] > 0 and r["learned_rewards"] == r["accepted_rewards"] > 0') == True ]] \
   || fail "named features: nothing decided or not every reward learned"
-[[ $(metric 'graphbandit_rpc_requests_total{code="OK",method="SelectArm"}') -gt 0 ]] || fail "no SelectArm counted"
+# The HTTP phase: every rank and reward answered, and counted by the server as such.
+[[ $(json "$work/named.json" 'r["http"]["rank"]["calls"] > 0 and r["http"]["rank"]["errors"] == 0 and r["http"]["reward"]["errors"] == 0 and r["http"]["server_cpu_ms_per_rank"] > 0') == True ]] \
+  || fail "the HTTP phase failed: $(json "$work/named.json" 'r["http"]')"
+http_ranks=$(json "$work/named.json" 'r["http"]["rank"]["calls"]')
+[[ $(metric 'graphbandit_rpc_requests_total{code="OK",method="Personalizer.Rank"}') -ge $http_ranks ]] \
+  || fail "the server counted fewer ranks than the $http_ranks the report says"
+# Without the key the HTTP phase fails, and says so in its exit status.
+status=0
+"$loadgen" --target="$target" --token_file="$work/key" --metrics_url= --features=named \
+  --candidates=10 --dim=4 --context_dim=2 --warmup_seconds=0 --baseline_seconds=0 \
+  --duration_seconds=0.3 --roofline=false --progress=false --http_target="127.0.0.1:$http_port" \
+  --report_json="$work/nokey.json" >"$work/nokey.out" 2>&1 || status=$?
+[[ $status == 2 && $(json "$work/nokey.json" '"HTTP 401" in r["http"]["rank"]["codes"]') == True ]] \
+  || fail "a missing key gave status $status: $(cat "$work/nokey.out")"
 stop_server
 echo "PASS"

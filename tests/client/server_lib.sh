@@ -3,8 +3,9 @@
 # graphbandit-server on loopback (free ports) with its state there, stopped by its PID.
 #
 #   Set `server` (the binary) before sourcing.
-#   start_server       starts it with the state in $work/state, its stderr appended to
-#                      $work/server.log; sets pid, grpc_port, metrics_port and target.
+#   start_server [FLAGS...]  starts it with the state in $work/state, its stderr appended to
+#                      $work/server.log, and FLAGS added; sets pid, grpc_port, metrics_port,
+#                      http_port (with --http_listen) and target.
 #   stop_server        SIGTERM; fails unless it exits 0 and logs a clean stop.
 #   fail MESSAGE...    prints FAIL with the message and the server's log, exits 1.
 # The server is killed when the script exits, however it exits (INT and TERM included).
@@ -23,11 +24,11 @@ fail() { echo "FAIL: $*" >&2; [[ -f $work/server.log ]] && sed 's/^/  server: /'
 start_server() {
   rm -f "$work/ports"
   "$server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --state_dir="$work/state" \
-    --port_file="$work/ports" 2>>"$work/server.log" &
+    --port_file="$work/ports" "$@" 2>>"$work/server.log" &
   pid=$!
   for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
   [[ -s $work/ports ]] || fail "server did not start"
-  read -r grpc_port metrics_port < "$work/ports"
+  read -r grpc_port metrics_port http_port < "$work/ports"
   target=127.0.0.1:$grpc_port
 }
 
