@@ -38,6 +38,7 @@
 #define GRAPHBANDIT_CORE_STORAGE_STATE_CODING_H_
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -246,8 +247,11 @@ inline bool GetMatrix(storage::Decoder* in, Eigen::MatrixXd* m) {
       !state_coding_internal::DoublesFit(*in, rows, cols)) {
     return false;
   }
-  // An empty matrix's other extent is still bounded by the input (callers loop over it).
-  if ((rows == 0 || cols == 0) && static_cast<uint64_t>(rows + cols) > in->remaining()) {
+  // An empty matrix's other extent is bounded too (callers loop over it): by the input, or by
+  // 2^20, which a model's dimensions stay under. Bounding it by the input alone refused a true
+  // state: an empty dictionary of 128-dimensional points near the end of a snapshot.
+  if ((rows == 0 || cols == 0) &&
+      static_cast<uint64_t>(rows + cols) > std::max<uint64_t>(in->remaining(), 1u << 20)) {
     return false;
   }
   Eigen::MatrixXd result(rows, cols);

@@ -187,6 +187,37 @@ NystromOptions PartialDictionaryOptions() {
   return o;
 }
 
+TEST(LearnerStateTest, AnEmptyMatrixOfManyRowsRoundTripsAtTheEndOfAState) {
+  // An empty dictionary of 300-dimensional points is a few bytes, with nothing after it.
+  storage::Encoder out;
+  PutMatrix(&out, Eigen::MatrixXd(300, 0));
+  const std::string bytes = out.Release();
+  storage::Decoder in(bytes);
+  Eigen::MatrixXd m;
+  ASSERT_TRUE(GetMatrix(&in, &m));
+  EXPECT_EQ(m.rows(), 300);
+  EXPECT_EQ(m.cols(), 0);
+  // An empty matrix whose other extent no model has is still refused.
+  storage::Encoder huge;
+  PutCount(&huge, int64_t{1} << 30);
+  PutCount(&huge, 0);
+  const std::string huge_bytes = huge.Release();
+  storage::Decoder huge_in(huge_bytes);
+  EXPECT_FALSE(GetMatrix(&huge_in, &m));
+}
+
+TEST(LearnerStateTest, AnEmptyNystromLearnerOfManyDimensionsRoundTrips) {
+  const auto kernel = MakeKernel();
+  NystromPosterior saved(200, kArm, kernel, PartialDictionaryOptions());
+  storage::Encoder out;
+  saved.SaveState(&out);
+  const std::string bytes = out.Release();
+  NystromPosterior restored(200, kArm, kernel, PartialDictionaryOptions());
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(restored.LoadState(&in).ok());
+  EXPECT_EQ(restored.dictionary_size(), 0);
+}
+
 TEST(LearnerStateTest, NystromPartialDictionaryWithWrappedHistory) {
   const Stream s = MakeStream(600, 11, /*repeat_fraction=*/0.4);
   const auto kernel = MakeKernel();

@@ -361,6 +361,26 @@ TEST(NamedInputsTest, SlotsLearnedFromTrafficSurviveARestartAndACrash) {
   }
 }
 
+TEST(NamedInputsTest, AModelThatDecidedButLearnedNothingRestarts) {
+  // Its snapshot holds an empty dictionary of 128-dimensional points: a few bytes, which once
+  // failed the decoder's bound on an empty matrix's extent.
+  TempDir dir;
+  std::vector<double> before;
+  {
+    auto engine = OpenEngine({}, dir.path());
+    NamedRequest request = TimeAndGenre(1, 9.0);
+    for (auto& c : request.candidates) c.features.clear();
+    ASSERT_TRUE(engine->SelectArm(request.View()).ok());
+    before = ProbeNamed(*engine);
+  }
+  auto engine = OpenEngine({}, dir.path());  // from the shutdown snapshot
+  Model* model = *engine->FindModel("");
+  EXPECT_GT(model->recovery().snapshot_seq, 0u);
+  EXPECT_EQ(model->View()->context_slots, ModelOptions::FeatureOptions::kDefaultSlots);
+  EXPECT_EQ(model->View()->rewards_learned, 0);
+  EXPECT_EQ(ProbeNamed(*engine), before);
+}
+
 TEST(NamedInputsTest, ALogWithoutSnapshotsReplaysTheSlots) {
   TempDir dir;
   std::vector<double> before;
