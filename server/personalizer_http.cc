@@ -1,6 +1,7 @@
 #include "server/personalizer_http.h"
 
 #include <httplib.h>
+#include <openssl/ssl.h>
 
 #include <cmath>
 #include <string>
@@ -28,6 +29,8 @@ constexpr char kPrefix[] = "/personalizer/v1.0";
 // How long a call may take at most (Personalizer's SDK waits far longer; a decision takes
 // milliseconds, a reward waits at most for the fdatasync that makes it durable).
 constexpr absl::Duration kCallDeadline = absl::Seconds(30);
+// How long a connection may stay silent (idle between requests, or mid-request).
+constexpr time_t kReadTimeoutSeconds = 2;
 
 struct HttpError {
   int status;
@@ -51,6 +54,7 @@ HttpError ErrorFor(absl::StatusCode code) {
     case absl::StatusCode::kResourceExhausted:
       return {429, "TooManyRequests"};
     case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kAborted:  // e.g. a concurrent first request: send it again
       return {503, "ServiceUnavailable"};
     case absl::StatusCode::kDeadlineExceeded:
       return {504, "GatewayTimeout"};
@@ -177,8 +181,16 @@ absl::Status PersonalizerHttp::Rank(const pz::RankRequest& request, httplib::Res
   decide.slate_size = 1;
   decide.event_id = request.event_id();
   decide.rank_all = true;
+  decide.named_form = true;
   absl::StatusOr<Decision> decision = engine_->SelectArm(decide, absl::Now() + kCallDeadline);
   if (!decision.ok()) return decision.status();
+  if (!decision->logged) {
+    // gRPC answers it with logged: false; this API has no such field, and the event's reward
+    // would be unknown: the application shows its default instead.
+    return absl::UnavailableError(absl::StrFormat(
+        "model \"%s\" cannot write its log: the decision was not recorded; retry later",
+        decision->model));
+  }
   pz::RankResponse response;
   const ChosenArm& top = decision->arms.at(0);
   // The chosen action's probability is the policy's; the others share what is left (0 for the
@@ -250,6 +262,23 @@ absl::StatusOr<std::unique_ptr<PersonalizerHttp>> PersonalizerHttp::Start(
           absl::StrFormat("cannot serve HTTPS with --tls_cert_file=%s and --tls_key_file=%s",
                           options.tls.cert_file, options.tls.key_file));
     }
+    SSL_CTX* ctx = https->ssl_context();
+    // TLS 1.2 at least, as gRPC's port. With client certificates, a resumed session must know
+    // its context (else OpenSSL refuses to resume it: "internal error"), and the server names
+    // the CAs it accepts.
+    static constexpr unsigned char kSessionContext[] = "graphbandit-personalizer";
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1) != 1) {
+      return absl::InternalError("cannot configure TLS for the HTTP port");
+    }
+    if (!options.tls.client_ca_file.empty()) {
+      STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(options.tls.client_ca_file.c_str());
+      if (names == nullptr) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--tls_client_ca_file=%s holds no CA certificate", options.tls.client_ca_file));
+      }
+      SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership
+    }
     server->http_ = std::move(https);
   } else {
     server->http_ = std::make_unique<httplib::Server>();
@@ -260,6 +289,12 @@ absl::StatusOr<std::unique_ptr<PersonalizerHttp>> PersonalizerHttp::Start(
   // Without TCP_NODELAY an answer written in two segments (headers, then body) waits for the
   // client's delayed ACK: ~40 ms per call on Linux.
   server->http_->set_tcp_nodelay(true);
+  // Each open connection holds a worker while it waits for its next request: short waits keep
+  // idle or slow clients from holding them (and the shutdown) for long.
+  server->http_->set_read_timeout(kReadTimeoutSeconds);
+  server->http_->set_write_timeout(kReadTimeoutSeconds);
+  server->http_->set_keep_alive_timeout(kReadTimeoutSeconds);
+  server->http_->set_keep_alive_max_count(1000);
   server->Route();
   if (port == 0) {
     server->port_ = server->http_->bind_to_any_port(host);
@@ -271,54 +306,90 @@ absl::StatusOr<std::unique_ptr<PersonalizerHttp>> PersonalizerHttp::Start(
         "cannot listen for HTTP on %s; is the port in use? Choose another with --http_listen",
         options.listen));
   }
-  server->listener_ = std::thread([s = server.get()] { s->http_->listen_after_bind(); });
+  server->listener_ = std::thread([s = server.get()] {
+    s->http_->listen_after_bind();  // returns once stopped and its workers have finished
+    s->stopped_.Notify();
+  });
+  // A stop() before the listener runs would be lost: return once it runs.
+  for (int i = 0; i < 5000 && !server->http_->is_running(); ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (!server->http_->is_running()) {
+    return absl::InternalError(
+        absl::StrFormat("the HTTP server on %s did not start", options.listen));
+  }
   return server;
 }
 
-PersonalizerHttp::~PersonalizerHttp() { Stop(); }
+PersonalizerHttp::~PersonalizerHttp() { Stop(absl::InfiniteFuture()); }
 
-void PersonalizerHttp::Stop() {
+bool PersonalizerHttp::Stop(absl::Time deadline) {
   if (http_ != nullptr) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  if (!listener_.joinable()) return true;
+  if (!stopped_.WaitForNotificationWithDeadline(deadline)) return false;
+  listener_.join();
+  return true;
+}
+
+const char* PersonalizerHttp::MethodOf(const std::string& path) {
+  if (absl::EndsWith(path, "/rank")) return "Personalizer.Rank";
+  if (absl::EndsWith(path, "/reward")) return "Personalizer.Reward";
+  if (absl::EndsWith(path, "/activate")) return "Personalizer.Activate";
+  return "Personalizer.Other";
+}
+
+bool PersonalizerHttp::Authorized(const httplib::Request& req) const {
+  if (!token_->required()) return true;
+  grpc::Status checked;
+  if (req.has_header("Ocp-Apim-Subscription-Key")) {  // an empty key is a wrong key
+    const std::string header =
+        absl::StrCat("Bearer ", req.get_header_value("Ocp-Apim-Subscription-Key"));
+    checked = token_->CheckHeader(&header);
+  } else if (req.has_header("Authorization")) {
+    const std::string header = req.get_header_value("Authorization");
+    checked = token_->CheckHeader(&header);
+  } else {
+    checked = token_->CheckHeader(nullptr);
+  }
+  return checked.ok();
 }
 
 void PersonalizerHttp::Route() {
-  // Every call: counted, refused while draining, and the key checked first.
-  auto admit = [this](const httplib::Request& req, httplib::Response* res) -> bool {
+  // Runs on the headers, before any body is read: a call while draining, without the key, or
+  // with a body whose size the headers do not bound (chunked, compressed) reads nothing more.
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    absl::Status refused;
     if (draining_.load()) {
-      Fail(absl::UnavailableError("the server is shutting down"), res);
-      return false;
+      refused = absl::UnavailableError("the server is shutting down; retry on another server");
+      res.set_header("Connection", "close");
+      res.set_header("Retry-After", "1");
+    } else if (!Authorized(req)) {
+      refused = absl::UnauthenticatedError(
+          "access denied: send the key in Ocp-Apim-Subscription-Key (or Authorization: Bearer "
+          "KEY)");
+    } else if (req.has_header("Transfer-Encoding")) {
+      refused = absl::InvalidArgumentError(
+          "a chunked body is not accepted: send the body with a Content-Length");
+    } else if (req.has_header("Content-Encoding") &&
+               !absl::EqualsIgnoreCase(req.get_header_value("Content-Encoding"), "identity")) {
+      refused = absl::InvalidArgumentError(
+          absl::StrFormat("Content-Encoding %s is not accepted: send the body uncompressed",
+                          req.get_header_value("Content-Encoding")));
     }
-    if (!token_->required()) return true;
-    grpc::Status checked;
-    const std::string key = req.get_header_value("Ocp-Apim-Subscription-Key");
-    if (!key.empty()) {
-      const std::string header = absl::StrCat("Bearer ", key);
-      checked = token_->CheckHeader(&header);
-    } else if (req.has_header("Authorization")) {
-      const std::string header = req.get_header_value("Authorization");
-      checked = token_->CheckHeader(&header);
-    } else {
-      checked = token_->CheckHeader(nullptr);
+    if (refused.ok()) return httplib::Server::HandlerResponse::Unhandled;
+    Fail(refused, &res);
+    if (req.has_header("Transfer-Encoding") &&
+        refused.code() == absl::StatusCode::kInvalidArgument) {
+      res.status = 411;  // Length Required
     }
-    if (checked.ok()) return true;
-    Fail(absl::UnauthenticatedError(
-             "access denied: send the key in Ocp-Apim-Subscription-Key (or Authorization: "
-             "Bearer <key>)"),
-         res);
-    return false;
-  };
-  auto timed = [this, admit](const char* method, auto handler) {
-    return [this, method, handler, admitted = admit](const httplib::Request& req,
-                                                     httplib::Response& res) {
+    metrics_->RecordRpc(MethodOf(req.path), ToGrpcCode(refused.code()), 0.0);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  auto timed = [this](const char* method, auto handler) {
+    return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
       const absl::Time start = absl::Now();
-      absl::Status status = absl::OkStatus();
-      if (admitted(req, &res)) {
-        status = handler(req, &res);
-        if (!status.ok()) Fail(status, &res);
-      } else {
-        status = res.status == 401 ? absl::UnauthenticatedError("") : absl::UnavailableError("");
-      }
+      const absl::Status status = handler(req, &res);
+      if (!status.ok()) Fail(status, &res);
       metrics_->RecordRpc(method, ToGrpcCode(status.code()),
                           absl::ToDoubleSeconds(absl::Now() - start));
     };

@@ -5,9 +5,9 @@
 // "Personalizer.Reward" and "Personalizer.Activate".
 //
 // Served with cpp-httplib (Debian's libcpp-httplib-dev): a C++ server with a thread pool,
-// keep-alive and routing, that stops at once (CivetWeb, which the metrics endpoint already
-// links, polls with a fixed 2 s quantum and would add that to every shutdown and test), and
-// that Debian keeps patched.
+// keep-alive and routing, whose stop does not wait for a poll quantum (CivetWeb, which the
+// metrics endpoint already links, polls with a fixed 2 s one and would add that to every
+// shutdown and test), and that Debian keeps patched.
 #ifndef GRAPHBANDIT_SERVER_PERSONALIZER_HTTP_H_
 #define GRAPHBANDIT_SERVER_PERSONALIZER_HTTP_H_
 
@@ -17,12 +17,15 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "core/model/engine.h"
 #include "server/metrics.h"
 #include "server/security.h"
 
 namespace httplib {
 class Server;
+struct Request;
 struct Response;
 }  // namespace httplib
 
@@ -36,7 +39,7 @@ struct PersonalizerHttpOptions {
   std::string listen;  // host:port; port 0 picks a free port
   // The model that ranks and learns; empty: the server's default model.
   std::string model;
-  int threads = 8;
+  int threads = 16;  // each open connection holds one while it is open
   size_t max_body_bytes = 4 << 20;
   // The top-level context feature that names the user (a string), e.g. {"_userId": "alice"}.
   // Personalizer ignores keys beginning with '_', so the same request still works there.
@@ -58,12 +61,16 @@ class PersonalizerHttp {
   int port() const { return port_; }
   // From now on every call is answered 503 (ServiceUnavailable), while the port stays open.
   void BeginDrain() { draining_.store(true); }
-  // Closes the port and waits for the calls in progress.
-  void Stop();
+  // Closes the port and waits, until `deadline`, for the calls in progress and the open
+  // connections (each closes within 2 s of silence). False: some are still open, and the object
+  // must not be destroyed (its threads still use it).
+  bool Stop(absl::Time deadline);
 
  private:
   PersonalizerHttp() = default;
   void Route();
+  bool Authorized(const httplib::Request& req) const;
+  static const char* MethodOf(const std::string& path);
   // POST .../rank, parsed: answers 201 with the ranking, or an error status.
   absl::Status Rank(const personalizer::v1::RankRequest& request, httplib::Response* res);
 
@@ -75,6 +82,7 @@ class PersonalizerHttp {
   std::thread listener_;
   int port_ = 0;
   std::atomic<bool> draining_{false};
+  absl::Notification stopped_;  // the listener has returned
 };
 
 }  // namespace graphbandit::server

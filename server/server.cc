@@ -137,12 +137,18 @@ bool GraphbanditServer::Shutdown(absl::Duration grace) {
   engine_->BeginShutdown();  // calls waiting for a model version end now
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
-  if (http_ != nullptr) http_->Stop();  // its calls in progress finish first
-  waiters_.reset();                     // every call it ran has finished (Wait returned)
+  bool http_stopped = true;
+  if (http_ != nullptr && !http_->Stop(std::max(deadline, absl::Now() + absl::Milliseconds(500)))) {
+    // A connection outlived the grace: its worker still uses the object, so it is left alone
+    // (and the stop is not clean: the process exits without destroying what that uses).
+    (void)http_.release();
+    http_stopped = false;
+  }
+  waiters_.reset();  // every call it ran has finished (Wait returned)
   // The models get what is left of the grace, and at least a moment to stop an idle writer.
   const bool clean = engine_->Shutdown(std::max(deadline, absl::Now() + kMinModelStop));
   metrics_stopper.join();
-  return clean;
+  return clean && http_stopped;
 }
 
 GraphbanditServer::~GraphbanditServer() { Shutdown(absl::Seconds(5)); }

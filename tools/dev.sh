@@ -18,7 +18,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev prometheus-cpp-dev libgtest-dev libgmock-dev libnlopt-dev
   libspectra-dev   # sparse Laplacian eigenvectors: the community part of the user kernel
   libbenchmark-dev libnats-dev nats-server   # JetStream: the replicated log (cluster mode)
-  libcpp-httplib-dev   # the Personalizer-compatible REST API (server/personalizer_http.h)
+  libcpp-httplib-dev libssl-dev   # the Personalizer-compatible REST API (server/personalizer_http.h)
   haproxy   # the cluster overlay's load balancer, run by tests/deploy/k8s_test.sh
   curl python3 python3-grpcio python3-protobuf openssl prometheus
   clang clang-format   # the format and thread_safety checks (tests/CMakeLists.txt, label lint)

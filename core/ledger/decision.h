@@ -70,6 +70,9 @@ struct DecisionRequest {
   uint64_t min_model_version = 0;
   // Also rank the candidates not chosen (Decision::others), e.g. for a full ranking.
   bool rank_all = false;
+  // The request speaks named features only (the Personalizer API), even when it carries none:
+  // a model's first such request gives it named inputs.
+  bool named_form = false;
 };
 
 enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };

@@ -38,7 +38,7 @@ FixDimensionsOp ConfiguredDimensions(const ModelOptions& options) {
 
 void SlotsForFirstRequest(const DecisionRequest& request, const ModelOptions& options,
                           int* context_slots, int* arm_slots) {
-  const bool named = options.features.configured || HasNamedFeatures(request);
+  const bool named = options.features.configured || request.named_form || HasNamedFeatures(request);
   *context_slots = named ? options.features.context_slots : 0;
   *arm_slots = named ? options.features.arm_slots : 0;
 }

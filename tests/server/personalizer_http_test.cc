@@ -38,6 +38,7 @@ class PersonalizerHttpTest : public ServerTest {
     ASSERT_GT(server_->http_port(), 0);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
     client_->set_read_timeout(10, 0);
+    client_->set_tcp_nodelay(true);
   }
 
   httplib::Result Post(const std::string& path, const std::string& body,
@@ -86,6 +87,25 @@ class PersonalizerHttpTest : public ServerTest {
       learned = Describe().rewards_learned();
     }
     return learned;
+  }
+
+  // Writes `request` on a fresh connection, then reads the answer until the server closes it
+  // or 2 s pass.
+  std::string RawExchange(const std::string& request) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(server_->http_port()));
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    timeval timeout{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    (void)!write(fd, request.data(), request.size());
+    std::string answer;
+    char buffer[4096];
+    for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) answer.append(buffer, n);
+    close(fd);
+    return answer;
   }
 
   std::unique_ptr<httplib::Client> client_;
@@ -161,6 +181,16 @@ TEST_F(PersonalizerHttpTest, RankRewardAndActivateAnswerAsPersonalizerDoes) {
       204);
 }
 
+TEST_F(PersonalizerHttpTest, ActionsWithoutFeaturesAreRankedByAFreshModel) {
+  // The first request gives the model its named inputs even when it carries no feature.
+  const pz::RankResponse rank =
+      RankOf(Post("/rank", R"({"actions": [{"id": "a"}, {"id": "b", "features": []}]})"));
+  EXPECT_EQ(rank.ranking_size(), 2);
+  EXPECT_EQ(Describe().context_features().slots(), 64u);
+  const pz::RankResponse named = RankOf(Post("/rank", DeviceRank(1, "", "")));
+  EXPECT_EQ(named.ranking_size(), 3);
+}
+
 TEST_F(PersonalizerHttpTest, TheKeyIsChecked) {
   const std::string body = DeviceRank(0, "", "");
   ExpectRefused(Post("/rank", body, ""), 401, "Unauthorized", "Ocp-Apim-Subscription-Key");
@@ -217,6 +247,48 @@ TEST_F(PersonalizerHttpTest, BadBodiesAreBadRequestsNamingTheField) {
   ExpectRefused(client_->Get("/personalizer/v1.0/rank", {{"Ocp-Apim-Subscription-Key", kKey}}), 404,
                 "ResourceNotFound", "no such operation: GET");
   EXPECT_EQ(Describe().decisions(), 0u);  // nothing refused was decided
+}
+
+TEST_F(PersonalizerHttpTest, BodiesTheHeadersDoNotBoundAreRefusedBeforeTheyAreRead) {
+  // Chunked: refused (411) from its headers, the first chunk of an endless body sent; without
+  // the key, 401 first. Over a raw socket: the client sees the answer while it still writes.
+  const auto chunked = [this](const std::string& key) {
+    std::string request = absl::StrCat(
+        "POST /personalizer/v1.0/rank HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        key.empty() ? "" : absl::StrCat("Ocp-Apim-Subscription-Key: ", key, "\r\n"),
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n",
+        std::string(1 << 16, ' '), "\r\n");
+    return RawExchange(request);
+  };
+  std::string answer = chunked(kKey);
+  EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 411"));
+  EXPECT_THAT(answer, HasSubstr("a chunked body is not accepted"));
+  answer = chunked("");
+  EXPECT_THAT(answer, ::testing::StartsWith("HTTP/1.1 401"));
+  EXPECT_THAT(answer, HasSubstr(R"("code":"Unauthorized")"));
+  httplib::Headers gzip = {{"Ocp-Apim-Subscription-Key", kKey}, {"Content-Encoding", "gzip"}};
+  ExpectRefused(client_->Post("/personalizer/v1.0/rank", gzip, "\x1f\x8b", "application/json"), 400,
+                "BadRequest", "Content-Encoding gzip is not accepted");
+  // A body over the limit (4 MiB) with its length.
+  ExpectRefused(Post("/rank", std::string(5 << 20, ' ')), 413, "BadRequest", "too large");
+  EXPECT_EQ(Describe().decisions(), 0u);
+}
+
+TEST_F(PersonalizerHttpTest, AnIdleConnectionDoesNotHoldTheShutdown) {
+  // A client connected and silent: the shutdown ends it (2 s without a byte) and is clean.
+  httplib::Client idle("127.0.0.1", server_->http_port());
+  ASSERT_EQ(Post("/rank", DeviceRank(0, "", "")).value().status, 201);  // keep-alive, now idle
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(server_->http_port()));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(server_->Shutdown(absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(8));
+  server_.reset();
+  close(fd);
 }
 
 TEST_F(PersonalizerHttpTest, ARetryGetsTheSameAnswerAndAReusedEventIdIsAConflict) {

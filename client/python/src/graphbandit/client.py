@@ -149,7 +149,9 @@ def named_features(features):
     default = []
     namespaces = []
     for key, value in features.items():
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and key == "":
+            _flatten("", value, default, "")  # the default namespace, spelt out
+        elif isinstance(value, Mapping):
             ns = bandit_pb2.FeatureNamespace(name=str(key))
             _flatten("", value, ns.features, str(key))
             namespaces.append(ns)
