@@ -118,10 +118,6 @@ absl::StatusOr<std::string> UserOf(const pz::RankRequest& request, const std::st
 }  // namespace
 
 absl::Status PersonalizerHttp::Rank(const pz::RankRequest& request, httplib::Response* res) {
-  if (request.defer_activation()) {
-    return absl::InvalidArgumentError(
-        "deferActivation is not supported by this server yet: rank without it");
-  }
   if (absl::StrContains(request.event_id(), '/')) {
     // The event is named in the path of its reward and activate calls, where a '/' (even
     // percent-encoded) would split it.
@@ -182,6 +178,8 @@ absl::Status PersonalizerHttp::Rank(const pz::RankRequest& request, httplib::Res
   decide.event_id = request.event_id();
   decide.rank_all = true;
   decide.named_form = true;
+  decide.defer_activation = request.defer_activation();
+  decide.baseline = 0;  // Personalizer's baseline: the first action not excluded
   absl::StatusOr<Decision> decision = engine_->SelectArm(decide, absl::Now() + kCallDeadline);
   if (!decision.ok()) return decision.status();
   if (!decision->logged) {
@@ -432,13 +430,18 @@ void PersonalizerHttp::Route() {
   http_->Post(R"(/personalizer/v1\.0/events/([^/]+)/activate)",
               timed("Personalizer.Activate",
                     [this](const httplib::Request& req, httplib::Response* res) -> absl::Status {
-                      absl::StatusOr<Model*> model = engine_->FindModel(options_.model);
-                      if (!model.ok()) return model.status();
                       const std::string event_id = req.matches[1];
-                      if (!(*model)->Knows(event_id)) {
-                        return absl::NotFoundError(
-                            absl::StrFormat("no event %s is known", QuoteId(event_id)));
+                      absl::StatusOr<ActivationResult> result =
+                          engine_->Activate(options_.model, event_id, absl::Now() + kCallDeadline);
+                      if (!result.ok()) return result.status();
+                      if (result->outcome == ActivationOutcome::kUnknownEvent) {
+                        return absl::NotFoundError(absl::StrFormat(
+                            "no event %s is known (never ranked here, or closed long ago)",
+                            QuoteId(event_id)));
                       }
+                      // Activated now, active already (or never deferred), or after the
+                      // event's window, when it is too late to learn from it (as for a late
+                      // reward).
                       res->status = 204;
                       return absl::OkStatus();
                     }));

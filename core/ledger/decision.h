@@ -73,6 +73,27 @@ struct DecisionRequest {
   // The request speaks named features only (the Personalizer API), even when it carries none:
   // a model's first such request gives it named inputs.
   bool named_form = false;
+  // Personalizer's deferActivation: the decision's rewards are held, not learned, until the event
+  // is activated (Model::Activate); a decision never activated teaches nothing, not even the
+  // default reward.
+  bool defer_activation = false;
+  // The candidate the application would show without the model (Personalizer's baseline: the
+  // first action not excluded), logged with the decision; -1 for none.
+  int baseline = -1;
+};
+
+// What activating a deferred event (Model::Activate) amounted to.
+enum class ActivationOutcome {
+  kActivated,      // its held rewards are learned now, and later ones as they come
+  kAlreadyActive,  // activated before, or not deferred: nothing to do
+  kClosed,         // its decision has left the ledger (window ended, or completed)
+  kUnknownEvent,
+};
+struct ActivationResult {
+  ActivationOutcome outcome = ActivationOutcome::kUnknownEvent;
+  std::string model;
+  // The first model version that has learned the held rewards (0 when there were none).
+  uint64_t model_version = 0;
 };
 
 enum class RewardOutcome { kAccepted, kDuplicate, kLate, kUnknownEvent };

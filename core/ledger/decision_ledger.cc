@@ -35,7 +35,7 @@ LedgerEntry* DecisionLedger::Insert(std::unique_ptr<LedgerEntry> entry) {
   raw->by_age_ = by_age_.insert(by_age_.end(), raw);
   if (raw->unreported > 0) {
     ++pending_;
-  } else if (aggregation_ == Aggregation::kFirst) {  // restored from a snapshot, complete
+  } else if (aggregation_ == Aggregation::kFirst && !raw->held()) {  // restored, complete
     raw->by_completion_ = completed_.insert(completed_.end(), raw);
     raw->completed_listed_ = true;
   }
@@ -62,7 +62,7 @@ bool DecisionLedger::Report(LedgerEntry* entry, int index, double reward) {
   }
   if (arm.reports++ == 0 && --entry->unreported == 0) {
     --pending_;
-    if (aggregation_ == Aggregation::kFirst) {  // final: may give its slot up early
+    if (aggregation_ == Aggregation::kFirst && !entry->held()) {  // may give its slot up early
       entry->by_completion_ = completed_.insert(completed_.end(), entry);
       entry->completed_listed_ = true;
     }
@@ -109,9 +109,30 @@ RewardJoin DecisionLedger::JoinReward(const RewardRequest& request) {
                                                  [i = index](const RewardJoin::Report& r) {
                                                    return r.accepted && r.arm == i;
                                                  }));
-    join.reports.push_back(RewardJoin::Report{index, reward, !duplicate, first && !duplicate});
+    // A held (deferred, not activated) decision's first reward is recorded, not learned: its
+    // activation learns it.
+    join.reports.push_back(
+        RewardJoin::Report{index, reward, !duplicate, first && !duplicate && !entry->held()});
   }
   return join;
+}
+
+void DecisionLedger::Activate(LedgerEntry* entry) {
+  if (!entry->held()) return;
+  entry->activated = true;
+  if (aggregation_ == Aggregation::kFirst && entry->unreported == 0 && !entry->completed_listed_) {
+    entry->by_completion_ = completed_.insert(completed_.end(), entry);
+    entry->completed_listed_ = true;
+  }
+}
+
+void DecisionLedger::RestoreDeferral(LedgerEntry* entry, bool activated) {
+  entry->deferred = true;
+  entry->activated = activated;
+  if (entry->held() && entry->completed_listed_) {
+    completed_.erase(entry->by_completion_);
+    entry->completed_listed_ = false;
+  }
 }
 
 void DecisionLedger::RecordJoined(const RewardJoin& join, size_t count) {
@@ -138,7 +159,7 @@ std::vector<LedgerEntry*> DecisionLedger::Due(absl::Time now, absl::Duration dis
 LedgerEntry* DecisionLedger::FirstCompletedByAge() const {
   if (aggregation_ != Aggregation::kFirst) return nullptr;
   for (LedgerEntry* entry : by_age_) {
-    if (entry->unreported == 0) return entry;
+    if (entry->unreported == 0 && !entry->held()) return entry;
   }
   return nullptr;
 }
@@ -177,6 +198,7 @@ LedgerCapture DecisionLedger::Capture() const {
   capture.arm_rewards.reserve(entries_.size());
   for (const LedgerEntry* entry : by_age_) {
     capture.entries.push_back(entry->shared_from_this());
+    capture.activated.push_back(entry->activated);
     for (const LedgerArm& arm : entry->arms) {
       capture.arm_rewards.push_back(LedgerCapture::ArmRewards{arm.reports, arm.aggregate});
     }

@@ -48,6 +48,13 @@ struct LedgerEntry : std::enable_shared_from_this<LedgerEntry> {
   std::vector<LedgerArm> arms;
   int unreported = 0;  // arms without a report yet
   Decision decision;
+  // DecisionRequest.defer_activation and .baseline, as logged. While deferred and not activated,
+  // the entry's rewards are held: recorded, not learned, and the entry does not count as
+  // completed (its slot is not given up early).
+  bool deferred = false;
+  int baseline = -1;
+  bool activated = false;  // changes (DecisionLedger::Activate); captured like the rewards
+  bool held() const { return deferred && !activated; }
 
  private:
   friend class DecisionLedger;
@@ -82,8 +89,9 @@ struct RewardJoin {
   struct Report {
     int arm = 0;  // index in the decision
     double reward = 0.0;
-    bool accepted = false;   // false: a duplicate (FIRST: the arm has its reward already)
-    bool learn_now = false;  // accepted under FIRST: learned as soon as it is logged
+    bool accepted = false;  // false: a duplicate (FIRST: the arm has its reward already)
+    // Accepted under FIRST: learned as soon as it is logged (a held decision's: on activation).
+    bool learn_now = false;
   };
   Event event = Event::kUnknown;
   LedgerEntry* entry = nullptr;  // kOpen: valid while the ledger is unchanged
@@ -106,6 +114,7 @@ struct LedgerCapture {
   int64_t expired_total = 0;
   std::vector<std::shared_ptr<const LedgerEntry>> entries;  // open decisions, oldest first
   std::vector<ArmRewards> arm_rewards;  // the entries' arms in order, as they were at capture
+  std::vector<bool> activated;          // per entry, as at capture
   std::vector<std::shared_ptr<const Tombstone>> tombstones;  // oldest first
 };
 
@@ -139,6 +148,11 @@ class DecisionLedger {
   // Records a reward for arm `index`: with FIRST, only the arm's first report is accepted.
   // Returns whether it was accepted.
   bool Report(LedgerEntry* entry, int index, double reward);
+
+  // Activates a deferred entry: it may now count as completed (FIRST, every arm reported).
+  void Activate(LedgerEntry* entry);
+  // Restoring a snapshot: marks an inserted entry as deferred (activated or not).
+  void RestoreDeferral(LedgerEntry* entry, bool activated);
 
   // The one lookup of a reward report: joins it with its open or closed decision.
   RewardJoin JoinReward(const RewardRequest& request);

@@ -79,6 +79,10 @@ uint64_t RequestFingerprint(const DecisionRequest& request) {
     put(request.context_features);
     for (const CandidateRef& candidate : request.candidates) put(candidate.named_features);
   }
+  // Likewise only when set: a deferred decision. (The baseline is not part of the request's
+  // identity: the REST API derives it from the actions, and its retries after an upgrade must
+  // still match decisions stored before the baseline was recorded.)
+  if (request.defer_activation) encoder.PutU8(1);
   return StableHash(encoder.data());
 }
 
@@ -225,6 +229,21 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
   // In cluster mode the node id keeps the ids of different nodes apart.
   return model->Select(request, absl::StrCat(event_id_prefix_, NewEventId()),
                        /*client_event_id=*/false, 0, now, deadline);
+}
+
+absl::StatusOr<ActivationResult> Engine::Activate(absl::string_view model_name,
+                                                  const std::string& event_id,
+                                                  absl::Time deadline) {
+  return ActivateAt(model_name, event_id, absl::Now(), deadline);
+}
+
+absl::StatusOr<ActivationResult> Engine::ActivateAt(absl::string_view model_name,
+                                                    const std::string& event_id, absl::Time now,
+                                                    absl::Time deadline) {
+  absl::StatusOr<Model*> model = FindModel(model_name);
+  if (!model.ok()) return model.status();
+  if (event_id.empty()) return absl::InvalidArgumentError("event_id is required");
+  return (*model)->Activate(event_id, now, deadline);
 }
 
 absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,

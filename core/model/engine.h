@@ -63,6 +63,14 @@ class Engine {
   // ReportReward on a thread that may wait.
   bool TryReportRewardWithoutWaiting(const RewardRequest& request, absl::Time deadline,
                                      Model::RewardCallback* done);
+  // Activates a deferred decision of model `model_name` (empty: the default model);
+  // Model::Activate.
+  absl::StatusOr<ActivationResult> Activate(absl::string_view model_name,
+                                            const std::string& event_id,
+                                            absl::Time deadline = absl::InfiniteFuture());
+  absl::StatusOr<ActivationResult> ActivateAt(absl::string_view model_name,
+                                              const std::string& event_id, absl::Time now,
+                                              absl::Time deadline);
   // Closes, in every model, the decisions whose window ended by `now`; returns how many.
   int ExpireDue(absl::Time now);
 

@@ -43,6 +43,8 @@ std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& opt
   for (const DecideOp::Arm& arm : op.arms)
     entry->arms.push_back(LedgerArm{arm.arm_id, arm.features, 0, 0.0});
   entry->decision = DecisionOf(op, options);
+  entry->deferred = op.deferred;
+  entry->baseline = op.baseline;
   return entry;
 }
 
@@ -63,6 +65,9 @@ ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward) {
 
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options) {
   std::vector<ObserveOp> learn;
+  // A deferred decision never activated teaches nothing (Personalizer's deferActivation): the
+  // application did not show its choice.
+  if (entry.held()) return learn;
   for (size_t a = 0; a < entry.arms.size(); ++a) {
     const LedgerArm& arm = entry.arms[a];
     if (arm.reports > 0) {
@@ -133,6 +138,33 @@ JudgedReport JudgeReport(const RewardJoin& join, const RewardRequest& request,
   return judged;
 }
 
+JudgedActivation JudgeActivation(DecisionLedger& ledger, const std::string& event_id,
+                                 const ModelOptions& options) {
+  JudgedActivation judged;
+  LedgerEntry* entry = ledger.Find(event_id);
+  if (entry == nullptr) {
+    judged.outcome = ledger.FindClosed(event_id) != nullptr ? ActivationOutcome::kClosed
+                                                            : ActivationOutcome::kUnknownEvent;
+    return judged;
+  }
+  if (!entry->held()) {
+    judged.outcome = ActivationOutcome::kAlreadyActive;
+    return judged;
+  }
+  judged.outcome = ActivationOutcome::kActivated;
+  judged.entry = entry;
+  judged.op.event_id = event_id;
+  if (options.aggregation == Aggregation::kFirst) {  // the others learn at the close
+    for (size_t a = 0; a < entry->arms.size(); ++a) {
+      if (entry->arms[a].reports > 0) {
+        judged.op.learn.push_back(
+            ObservationOf(*entry, static_cast<int>(a), entry->arms[a].aggregate));
+      }
+    }
+  }
+  return judged;
+}
+
 void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger) {
   if (const auto* decide = std::get_if<DecideOp>(&op)) {
     if (ledger->Find(decide->event_id) != nullptr) return;
@@ -155,6 +187,8 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
       ledger->Close(entry, static_cast<ClosedAs>(close->how),
                     absl::FromUnixMicros(close->closed_micros));
     }
+  } else if (const auto* activate = std::get_if<ActivateOp>(&op)) {
+    if (LedgerEntry* entry = ledger->Find(activate->event_id)) ledger->Activate(entry);
   }
 }
 
@@ -165,8 +199,10 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
   constexpr size_t kVarint = 10;
   size_t bound = 1 + 4 * kVarint + ledger.tombstones.size() * (kVarint + 1 + 8);
   for (const auto& t : ledger.tombstones) bound += t->event_id.size();
+  bound += 2 * kVarint;  // the counts of the candidates and flags sections
   for (const auto& e : ledger.entries) {
     bound += 5 * kVarint + 16 + e->event_id.size() + e->user_id.size() + 8 * e->context.size();
+    bound += 2 * kVarint + 1 + e->event_id.size();  // its flags
     for (const LedgerArm& arm : e->arms) {
       bound += 5 * kVarint + 5 * 8 + 1 + arm.arm_id.size() + 8 * arm.features.size();
     }
@@ -222,12 +258,28 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
   for (const auto& e : ledger.entries) {
     if (e->decision.candidates != nullptr) ++with_candidates;
   }
-  if (with_candidates > 0) {
+  // Then, when any open decision is deferred or has a baseline, those decisions' flags (the
+  // candidates' count is written, 0 included, so that this section can follow).
+  int64_t with_flags = 0;
+  for (const auto& e : ledger.entries) {
+    if (e->deferred || e->baseline >= 0) ++with_flags;
+  }
+  if (with_candidates > 0 || with_flags > 0) {
     out.PutVarint64(static_cast<uint64_t>(with_candidates));
     for (const auto& e : ledger.entries) {
       if (e->decision.candidates == nullptr) continue;
       out.PutString(e->event_id);
       PutCandidates(&out, *e->decision.candidates);
+    }
+  }
+  if (with_flags > 0) {
+    out.PutVarint64(static_cast<uint64_t>(with_flags));
+    for (size_t i = 0; i < ledger.entries.size(); ++i) {
+      const LedgerEntry& e = *ledger.entries[i];
+      if (!e.deferred && e.baseline < 0) continue;
+      out.PutString(e.event_id);
+      out.PutU8(static_cast<uint8_t>((e.deferred ? 1 : 0) | (ledger.activated[i] ? 2 : 0)));
+      out.PutVarint64(static_cast<uint64_t>(e.baseline + 1));
     }
   }
   return out.Release();
@@ -314,6 +366,26 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
         }
       }
       entry->decision.candidates = std::move(candidates);
+    }
+  }
+  if (!in.done()) {
+    if (!in.GetVarint64(&count) || count == 0 || count > in.remaining()) {
+      return bad("decision flags");
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      std::string event_id;
+      uint8_t flags = 0;
+      uint64_t baseline = 0;
+      if (!in.GetString(&event_id) || !in.GetU8(&flags) || flags > 3 || flags == 2 ||
+          !in.GetVarint64(&baseline) || baseline > static_cast<uint64_t>(INT32_MAX)) {
+        return bad("decision flags");
+      }
+      LedgerEntry* entry = ledger->Find(event_id);
+      if (entry == nullptr || entry->deferred || entry->baseline >= 0) {
+        return bad("decision flags");
+      }
+      entry->baseline = static_cast<int>(baseline) - 1;
+      if (flags & 1) ledger->RestoreDeferral(entry, (flags & 2) != 0);
     }
   }
   return absl::OkStatus();

@@ -30,7 +30,8 @@ std::unique_ptr<LedgerEntry> EntryOf(const DecideOp& op, const ModelOptions& opt
 // The observation of `reward` for arm `arm` of a decision.
 ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward);
 // The observations that closing `entry` teaches: aggregates (SUM / MAX / LAST; FIRST learned
-// them as they arrived) and the configured default reward of arms without a report.
+// them as they arrived) and the configured default reward of arms without a report. Nothing for
+// a deferred decision that was never activated.
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options);
 
 // What a reward report joined with the ledger (DecisionLedger::JoinReward) amounts to, before
@@ -51,11 +52,22 @@ struct JudgedReport {
 JudgedReport JudgeReport(const RewardJoin& join, const RewardRequest& request,
                          const ModelOptions& options);
 
+// What activating `event_id` amounts to against `ledger` (which it does not change): the
+// outcome, and for kActivated the record to log (its `learn`: the held FIRST rewards).
+struct JudgedActivation {
+  ActivationOutcome outcome = ActivationOutcome::kUnknownEvent;
+  ActivateOp op;
+  LedgerEntry* entry = nullptr;  // kActivated: valid while the ledger is unchanged
+};
+JudgedActivation JudgeActivation(DecisionLedger& ledger, const std::string& event_id,
+                                 const ModelOptions& options);
+
 // The ledger part of a logged operation, for recovery (live, it happened at submission).
 void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedger* ledger);
 
 // The ledger section of a snapshot payload: open decisions oldest first, then tombstones, then
-// (when any open decision has them) the decisions' candidates. It is the payload's last section.
+// (when any open decision has them) the decisions' candidates, then (when any is deferred or
+// has a baseline) the decisions' flags. It is the payload's last section.
 // Encodes a capture (DecisionLedger::Capture), so it needs no ledger lock.
 std::string EncodeLedger(const LedgerCapture& ledger);
 // Restores an empty ledger from that section (FAILED_PRECONDITION if it was written with another

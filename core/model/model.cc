@@ -265,7 +265,8 @@ bool Model::DeferrableLocked(const ModelOp& op) const {
   // A decision changes no learned state; a reward is only staged (learned by a LearnOp the
   // writer logs).
   return std::holds_alternative<DecideOp>(op) || std::holds_alternative<RewardOp>(op) ||
-         std::holds_alternative<CloseOp>(op) || std::holds_alternative<ObserveOp>(op);
+         std::holds_alternative<CloseOp>(op) || std::holds_alternative<ObserveOp>(op) ||
+         std::holds_alternative<ActivateOp>(op);
 }
 
 absl::Duration Model::ApplyDelay() const {
@@ -588,6 +589,8 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   op.context.assign(request.context.begin(), request.context.end());
   op.model_version = decision->model_version;
   op.candidates = decision->candidates;
+  op.deferred = request.defer_activation;
+  op.baseline = request.baseline;
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;

@@ -238,6 +238,12 @@ class Model : private FitScheduler::Host {
   using RewardCallback = absl::AnyInvocable<void(absl::StatusOr<RewardResult>) &&>;
   bool TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now, RewardCallback* done);
 
+  // Activates a deferred decision (DecisionRequest.defer_activation): the rewards it held are
+  // learned now, and later ones as they arrive. Returns once that is logged and durable, like
+  // Reward. Activating a decision that was not deferred, or twice, changes nothing.
+  absl::StatusOr<ActivationResult> Activate(const std::string& event_id, absl::Time now,
+                                            absl::Time deadline);
+
   // Whether the event id is open or recently closed here.
   bool Knows(const std::string& event_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);
 
@@ -426,6 +432,8 @@ class Model : private FitScheduler::Host {
                                                   absl::Time deadline);
   absl::StatusOr<RewardResult> ReplicatedReward(const RewardRequest& request, absl::Time now,
                                                 absl::Time deadline);
+  absl::StatusOr<ActivationResult> ReplicatedActivate(const std::string& event_id, absl::Time now,
+                                                      absl::Time deadline);
   int ReplicatedExpireDue(absl::Time now) ABSL_LOCKS_EXCLUDED(ledger_mu_);
   // Reads the shared log into the writer's queue (the feeder thread).
   void FeedLoop() ABSL_LOCKS_EXCLUDED(queue_mu_);

@@ -144,10 +144,22 @@ struct EncodeVisitor {
       out->PutDouble(arm.probability);
     }
     out->PutVarint64(op.model_version);
+    // Optional trailing sections, each after a marker, in marker order (older records end
+    // before them).
     if (op.candidates != nullptr) {
       out->PutU8(1);
       PutCandidates(out, *op.candidates);
     }
+    if (op.deferred || op.baseline >= 0) {
+      out->PutU8(2);
+      out->PutU8(op.deferred ? 1 : 0);
+      out->PutVarint64(static_cast<uint64_t>(op.baseline + 1));
+    }
+  }
+  void operator()(const ActivateOp& op) const {
+    out->PutString(op.event_id);
+    PutObserves(out, op.learn);
+    PutObservationTrailer(out, Pointers(op.learn));
   }
   void operator()(const RewardOp& op) const {
     out->PutString(op.event_id);
@@ -230,6 +242,9 @@ std::vector<const ObserveOp*> ObservationsOf(const ModelOp& op) {
   }
   if (const auto* close = std::get_if<CloseOp>(&op)) {
     for (const ObserveOp& o : close->learn) out.push_back(&o);
+  }
+  if (const auto* activate = std::get_if<ActivateOp>(&op)) {
+    for (const ObserveOp& o : activate->learn) out.push_back(&o);
   }
   return out;
 }
@@ -336,10 +351,23 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         arm.has_probability = has_probability == 1;
       }
       if (!in.GetVarint64(&version)) return Malformed(type);
-      if (!in.done()) {
+      uint8_t last_marker = 0;
+      while (!in.done()) {
         uint8_t marker = 0;
-        if (!in.GetU8(&marker) || marker != 1 || !GetCandidates(&in, &op.candidates) ||
-            !in.done()) {
+        if (!in.GetU8(&marker) || marker <= last_marker) return Malformed(type);
+        last_marker = marker;
+        if (marker == 1) {
+          if (!GetCandidates(&in, &op.candidates)) return Malformed(type);
+        } else if (marker == 2) {
+          uint8_t deferred = 0;
+          uint64_t baseline = 0;
+          if (!in.GetU8(&deferred) || deferred > 1 || !in.GetVarint64(&baseline) ||
+              baseline > static_cast<uint64_t>(INT32_MAX)) {
+            return Malformed(type);
+          }
+          op.deferred = deferred == 1;
+          op.baseline = static_cast<int32_t>(baseline) - 1;
+        } else {
           return Malformed(type);
         }
       }
@@ -355,6 +383,14 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         return Malformed(type);
       }
       op.arm = static_cast<int32_t>(arm);
+      return op;
+    }
+    case OpType::kActivate: {
+      ActivateOp op;
+      if (!in.GetString(&op.event_id) || !GetObserves(&in, &op.learn) ||
+          !GetObservationTrailer(&in, Pointers(op.learn)) || !in.done()) {
+        return Malformed(type);
+      }
       return op;
     }
     case OpType::kClose: {

@@ -84,6 +84,8 @@ struct DecideOp {
   std::vector<Arm> arms;
   uint64_t model_version = 0;
   std::shared_ptr<const DecisionCandidates> candidates;  // see DecisionCandidates
+  bool deferred = false;                                 // DecisionRequest.defer_activation
+  int32_t baseline = -1;  // DecisionRequest.baseline (a candidate index), -1 for none
 };
 
 // A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at
@@ -101,6 +103,13 @@ struct CloseOp {
   std::string event_id;
   uint8_t how = 0;            // ClosedAs
   int64_t closed_micros = 0;  // Unix time
+  std::vector<ObserveOp> learn;
+};
+
+// A deferred decision was activated: `learn` holds the rewards it held (FIRST: each reported
+// arm's; the other rules learn at the close, as without deferral).
+struct ActivateOp {
+  std::string event_id;
   std::vector<ObserveOp> learn;
 };
 
@@ -145,7 +154,7 @@ struct FeatureScalingOp {
 
 using ModelOp =
     std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp, DecideOp,
-                 RewardOp, CloseOp, HyperparametersOp, LearnOp, FeatureScalingOp>;
+                 RewardOp, CloseOp, HyperparametersOp, LearnOp, FeatureScalingOp, ActivateOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -160,6 +169,7 @@ enum class OpType : uint8_t {
   kHyperparameters = 9,
   kLearn = 10,
   kFeatureScaling = 11,
+  kActivate = 12,
 };
 
 // The observations an operation teaches the learner (rewards learned now), or empty.

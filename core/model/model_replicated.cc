@@ -128,6 +128,20 @@ absl::StatusOr<RewardResult> Model::ReplicatedReward(const RewardRequest& reques
   return result;
 }
 
+absl::StatusOr<ActivationResult> Model::ReplicatedActivate(const std::string& event_id,
+                                                           absl::Time now, absl::Time deadline) {
+  auto done = PublishAndWait(ActivationRequestOp{event_id, ToMicros(now)}, deadline);
+  if (!done.ok()) return done.status();
+  if (!(*done)->status.ok()) return (*done)->status;
+  const Resolution& resolution = (*done)->resolution;
+  if (!resolution.status.ok()) return resolution.status;
+  ActivationResult result;
+  result.outcome = resolution.activation;
+  if (result.outcome != ActivationOutcome::kUnknownEvent) result.model = options_.name;
+  if (resolution.learned_now) result.model_version = (*done)->seq;
+  return result;
+}
+
 int Model::ReplicatedExpireDue(absl::Time now) {
   const absl::Time cutoff = now - replication_.expiry_grace;
   {
@@ -216,7 +230,8 @@ void Model::FeedLoop() {
       // the shared log and the model's versions stay the same.
       replicated = std::make_shared<const ReplicatedRecord>(ExpireOp{INT64_MIN});
     }
-    const bool learns = std::holds_alternative<ReportOp>(*replicated);
+    const bool learns = std::holds_alternative<ReportOp>(*replicated) ||
+                        std::holds_alternative<ActivationRequestOp>(*replicated);
     MutexLock lock(&queue_mu_);
     std::shared_ptr<OpCompletion> completion;
     if (auto it = awaiting_.find(record->id); it != awaiting_.end()) {

@@ -102,8 +102,60 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
   // when the window closes: no version yet.
   if (learn_now) {
     result.model_version = last_seq;
-  } else if (ops.empty() && options_.aggregation == Aggregation::kFirst) {
-    result.model_version = *wait_for;
+  } else if (ops.empty() && options_.aggregation == Aggregation::kFirst && !entry.held()) {
+    result.model_version = *wait_for;  // (a held decision's first report is not learned yet)
+  }
+  return result;
+}
+
+absl::StatusOr<ActivationResult> Model::Activate(const std::string& event_id, absl::Time now,
+                                                 absl::Time deadline) {
+  if (replicated()) return ReplicatedActivate(event_id, now, deadline);
+  RoomWait wait;
+  ActivationResult result;
+  uint64_t wait_for = 0;
+  absl::Status status;
+  for (;;) {
+    // Like a reward, an activation waits for room in the writer's queue, registered as waiting
+    // so that the sweeper does not close its decision meanwhile (DoneWaiting below).
+    status = WaitForRoom(deadline, &wait, &event_id, now);
+    if (!status.ok()) break;
+    MutexLock lock(&ledger_mu_);
+    if (!HasRoom()) continue;
+    JudgedActivation judged = JudgeActivation(*ledger_, event_id, options_);
+    if (judged.outcome == ActivationOutcome::kActivated &&
+        now > judged.entry->created + options_.reward_window) {
+      judged.outcome = ActivationOutcome::kClosed;  // too late, as in cluster mode
+    }
+    result.outcome = judged.outcome;
+    if (judged.outcome != ActivationOutcome::kUnknownEvent) result.model = options_.name;
+    if (judged.outcome != ActivationOutcome::kActivated) {
+      wait_for = LastLogged();  // what made it so is durable before the answer, as for rewards
+      break;
+    }
+    const bool learns = !judged.op.learn.empty();
+    absl::StatusOr<uint64_t> seq;
+    {
+      MutexLock queue(&queue_mu_);
+      if (learns) status = CheckRewardCapacityLocked(*judged.entry, judged.op.learn.size());
+      if (status.ok()) {
+        seq = AppendLocked(std::move(judged.op), nullptr, learns ? now : absl::InfinitePast());
+      }
+    }
+    if (!status.ok()) break;
+    if (!seq.ok()) {
+      status = seq.status();
+      break;
+    }
+    ledger_->Activate(judged.entry);
+    wait_for = *seq;
+    if (learns) result.model_version = *seq;
+    break;
+  }
+  if (wait.registered) DoneWaiting(event_id);
+  if (!status.ok()) return status;
+  if (wait_for > 0) {
+    if (absl::Status s = WaitDurable(wait_for, deadline); !s.ok()) return s;
   }
   return result;
 }

@@ -103,6 +103,8 @@ std::string KindName(uint8_t type) {
       return "learn";
     case OpType::kFeatureScaling:
       return "feature_scaling";
+    case OpType::kActivate:
+      return "activate";
   }
   return "unknown";
 }
@@ -133,6 +135,14 @@ bool DependenciesHold(const ModelOp& op, DecisionLedger& ledger) {
     const LedgerEntry* entry = ledger.Find(close->event_id);
     if (entry == nullptr) return false;
     for (const ObserveOp& learned : close->learn) {
+      if (learned.user != entry->user_id || learned.context != entry->context) return false;
+    }
+    return true;
+  }
+  if (const auto* activate = std::get_if<ActivateOp>(&op)) {
+    const LedgerEntry* entry = ledger.Find(activate->event_id);
+    if (entry == nullptr || !entry->held()) return false;
+    for (const ObserveOp& learned : activate->learn) {
       if (learned.user != entry->user_id || learned.context != entry->context) return false;
     }
     return true;

@@ -141,6 +141,29 @@ Resolution ResolveReport(const ReportOp& op, const ModelOptions& options, Decisi
   return out;
 }
 
+Resolution ResolveActivation(const ActivationRequestOp& op, const ModelOptions& options,
+                             DecisionLedger& ledger, const RewardCapacity& capacity) {
+  Resolution out;
+  JudgedActivation judged = JudgeActivation(ledger, op.event_id, options);
+  if (judged.outcome == ActivationOutcome::kActivated &&
+      absl::FromUnixMicros(op.received_micros) > judged.entry->created + options.reward_window) {
+    out.activation = ActivationOutcome::kClosed;  // as if the window had closed it
+    return out;
+  }
+  if (judged.outcome == ActivationOutcome::kActivated && !judged.op.learn.empty() && capacity) {
+    if (absl::Status s = capacity(*judged.entry, judged.op.learn.size()); !s.ok()) {
+      out.status = std::move(s);
+      return out;
+    }
+  }
+  out.activation = judged.outcome;
+  if (judged.outcome == ActivationOutcome::kActivated) {
+    out.learned_now = !judged.op.learn.empty();
+    out.ops.emplace_back(std::move(judged.op));
+  }
+  return out;
+}
+
 Resolution ResolveExpiry(const ExpireOp& op, const ModelOptions& options,
                          const DecisionLedger& ledger) {
   Resolution out;
@@ -164,6 +187,10 @@ std::string EncodeReplicated(const ReplicatedRecord& record) {
   if (const auto* report = std::get_if<ReportOp>(&record)) {
     out.PutU8(static_cast<uint8_t>(ReplicatedType::kReport));
     PutReport(&out, *report);
+  } else if (const auto* activation = std::get_if<ActivationRequestOp>(&record)) {
+    out.PutU8(static_cast<uint8_t>(ReplicatedType::kActivation));
+    out.PutString(activation->event_id);
+    out.PutFixed64(static_cast<uint64_t>(activation->received_micros));
   } else {
     out.PutU8(static_cast<uint8_t>(ReplicatedType::kExpire));
     out.PutFixed64(static_cast<uint64_t>(std::get<ExpireOp>(record).cutoff_micros));
@@ -185,6 +212,15 @@ absl::StatusOr<ReplicatedRecord> DecodeReplicated(absl::string_view message) {
     if (!in.GetFixed64(&cutoff) || !in.done()) return Malformed("expiry");
     return ReplicatedRecord(ExpireOp{static_cast<int64_t>(cutoff)});
   }
+  if (type == static_cast<uint8_t>(ReplicatedType::kActivation)) {
+    ActivationRequestOp activation;
+    uint64_t received = 0;
+    if (!in.GetString(&activation.event_id) || !in.GetFixed64(&received) || !in.done()) {
+      return Malformed("activation");
+    }
+    activation.received_micros = static_cast<int64_t>(received);
+    return ReplicatedRecord(std::move(activation));
+  }
   absl::StatusOr<ModelOp> op = DecodeOp(type, message.substr(1));
   if (!op.ok()) return op.status();
   return ReplicatedRecord(*std::move(op));
@@ -197,6 +233,9 @@ Resolution Resolve(const ReplicatedRecord& record, const ModelOptions& options,
   }
   if (const auto* expire = std::get_if<ExpireOp>(&record)) {
     return ResolveExpiry(*expire, options, ledger);
+  }
+  if (const auto* activation = std::get_if<ActivationRequestOp>(&record)) {
+    return ResolveActivation(*activation, options, ledger, capacity);
   }
   const ModelOp& op = std::get<ModelOp>(record);
   if (const auto* decide = std::get_if<DecideOp>(&op)) {

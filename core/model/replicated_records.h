@@ -34,6 +34,11 @@
 //    Whichever nodes publish expiries and however often, each decision closes once. The ledger
 //    is in stream order, which may differ from creation order by publishing delays and clock
 //    skew: the scan tolerates kExpiryDisorder of it.
+//  * An activation (ActivationRequestOp) of a deferred decision carries the event id and the
+//    time its node received it. Applied: judged against the ledger as on a single node
+//    (JudgeActivation); one received after the decision's window finds it closed, however the
+//    expiry and the activation interleave. The first activation applied learns the held rewards;
+//    a repeat, from any node, finds the decision active already.
 //  * A full ledger makes room by closing the completed decision (FIRST) that comes first in
 //    ledger order: an order a snapshot keeps, so that a restarted replica chooses the same.
 //  * The other records (graph edits, fixed dimensions, fitted hyper-parameters) are published as
@@ -71,12 +76,19 @@ struct ExpireOp {
   int64_t cutoff_micros = 0;
 };
 
-using ReplicatedRecord = std::variant<ModelOp, ReportOp, ExpireOp>;
+// Activates a deferred decision (Personalizer's activate), as a node received it.
+struct ActivationRequestOp {
+  std::string event_id;
+  int64_t received_micros = 0;  // Unix time at the receiving node
+};
+
+using ReplicatedRecord = std::variant<ModelOp, ReportOp, ExpireOp, ActivationRequestOp>;
 
 // The record types of the stream beyond the ordinary operations (OpType); never reuse a number.
 enum class ReplicatedType : uint8_t {
   kReport = 32,
   kExpire = 33,
+  kActivation = 34,
 };
 
 // One stream message: the record type, then the record's encoding (model_ops.h for the ordinary
@@ -95,7 +107,9 @@ struct Resolution {
   // ReportOp: the answer; its model_version is left for the caller, who knows the stream
   // position (the record's own, when `learned_now`).
   RewardResult reward;
-  bool learned_now = false;  // FIRST: an accepted report learned by this record
+  bool learned_now = false;  // FIRST: an accepted report (or activation) learned by this record
+  // ActivationRequestOp: what it amounted to.
+  ActivationOutcome activation = ActivationOutcome::kUnknownEvent;
   // DecideOp: the decision the requester gets (the stored one, marked replayed, for a retry).
   std::optional<Decision> decision;
 };

@@ -44,6 +44,10 @@ absl::Status ValidateDecisionRequest(const DecisionRequest& request, const Dimen
                         n, options.name, options.max_candidates));
   }
   if (request.slate_size < 1) return absl::InvalidArgumentError("slate_size must be at least 1");
+  if (request.baseline < -1 || request.baseline >= n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "baseline %d is not a candidate's index (%d candidates)", request.baseline, n));
+  }
   if (request.slate_size > n) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "slate_size %d exceeds the number of candidates (%d)", request.slate_size, n));

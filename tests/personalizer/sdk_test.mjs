@@ -2,8 +2,9 @@
 // @azure/ms-rest-js) against the server's Personalizer-compatible REST API: an application
 // written for Personalizer must work here by changing only its endpoint and its key.
 //
-//   1. rank (context and action features, excludedActions, an explicit eventId), reward and
-//      activate answer as Personalizer does; rank without an eventId gets a generated one.
+//   1. rank (context and action features, excludedActions, an explicit eventId,
+//      deferActivation), reward and activate answer as Personalizer does; rank without an
+//      eventId gets a generated one.
 //   2. a wrong key is refused with 401 and the error code "Unauthorized", as the SDK surfaces it.
 //   3. bad requests are refused with 400 (or 404 for an unknown event) and Personalizer's error
 //      body, which the SDK parses into RestError.code and RestError.body.
@@ -151,6 +152,21 @@ async function rankRewardActivate() {
   check(activated._response.status === 204,
         `activate: expected HTTP 204, got ${activated._response.status}`);
 
+  // Deferred: the reward is held until the event is activated (the server's own tests check
+  // what is learned; here, that the SDK's deferActivation and activate go through).
+  const deferredId = `${eventId}-deferred`;
+  const deferred = await client.rank(
+      { contextFeatures: [{ timeOfDay: "Noon" }], actions: articles, eventId: deferredId,
+        deferActivation: true },
+      call);
+  check(deferred._response.status === 201 && deferred.eventId === deferredId,
+        `rank with deferActivation: expected HTTP 201 for ${deferredId}, got ` +
+            `${deferred._response.status} ${show(deferred.eventId)}`);
+  await client.events.reward(deferredId, { value: 0.5 }, call);
+  const activatedLater = await client.events.activate(deferredId, call);
+  check(activatedLater._response.status === 204,
+        `activate a deferred event: expected HTTP 204, got ${activatedLater._response.status}`);
+
   const generated = await client.rank({ contextFeatures: [{ timeOfDay: "Evening" }], actions: articles },
                                       call);
   checkRanking("rank without an eventId", generated, articles, []);
@@ -159,7 +175,8 @@ async function rankRewardActivate() {
         `rank without an eventId: expected a generated eventId, got ${show(generated.eventId)}`);
   await client.events.reward(generated.eventId, { value: 0.25 }, call);
   return `ranked ${ranked.ranking.map((r) => `${r.id}:${r.probability.toFixed(3)}`).join(" ")}, ` +
-         `rewarded and activated ${eventId}; generated eventId ${generated.eventId}`;
+         `rewarded and activated ${eventId}; deferred, rewarded and activated ${deferredId}; ` +
+         `generated eventId ${generated.eventId}`;
 }
 
 async function wrongKey() {

@@ -181,6 +181,34 @@ TEST_F(PersonalizerHttpTest, RankRewardAndActivateAnswerAsPersonalizerDoes) {
       204);
 }
 
+TEST_F(PersonalizerHttpTest, ADeferredEventIsLearnedFromOnlyOnceActivated) {
+  auto rank = [&](const std::string& event_id, bool deferred) {
+    std::string body = DeviceRank(0, "", event_id);
+    body.pop_back();
+    return RankOf(Post("/rank", body + (deferred ? R"(, "deferActivation": true})" : "}")));
+  };
+  rank("shown-later", true);
+  rank("never-shown", true);
+  ASSERT_EQ(Post("/events/shown-later/reward", R"({"value": 1})")->status, 204);
+  ASSERT_EQ(Post("/events/never-shown/reward", R"({"value": 1})")->status, 204);
+  // An event ranked after them, not deferred, is learned at once; the held rewards, logged
+  // before it, are not.
+  rank("plain", false);
+  ASSERT_EQ(Post("/events/plain/reward", R"({"value": 0})")->status, 204);
+  EXPECT_EQ(AwaitLearned(1), 1u);
+  auto activate = Post("/events/shown-later/activate", "");
+  ASSERT_TRUE(activate);
+  EXPECT_EQ(activate->status, 204) << activate->body;
+  EXPECT_TRUE(activate->body.empty());
+  EXPECT_EQ(AwaitLearned(2), 2u);
+  // Again, or for an event that was never deferred: nothing more to learn.
+  ASSERT_EQ(Post("/events/shown-later/activate", "")->status, 204);
+  ASSERT_EQ(Post("/events/plain/activate", "")->status, 204);
+  rank("after", false);
+  ASSERT_EQ(Post("/events/after/reward", R"({"value": 0})")->status, 204);
+  EXPECT_EQ(AwaitLearned(3), 3u);  // not 4: "shown-later" once, "never-shown" not at all
+}
+
 TEST_F(PersonalizerHttpTest, ActionsWithoutFeaturesAreRankedByAFreshModel) {
   // The first request gives the model its named inputs even when it carries no feature.
   const pz::RankResponse rank =
@@ -234,9 +262,8 @@ TEST_F(PersonalizerHttpTest, BadBodiesAreBadRequestsNamingTheField) {
                                            R"( "actions": [{"id": "a", "features": [{")",
                                            std::string(300, 'k'), R"(": 1}]}]})")),
                 400, "BadRequest", "at most 256");
-  // Deferred activation is not served yet: refused rather than learned from at once.
-  ExpectRefused(Post("/rank", R"({"actions": [{"id": "a"}], "deferActivation": true})"), 400,
-                "BadRequest", "deferActivation");
+  ExpectRefused(Post("/rank", R"({"actions": [{"id": "a"}], "deferActivation": "soon"})"), 400,
+                "BadRequest", "not a valid request");
   ExpectRefused(Post("/events/x/reward", R"({})"), 400, "BadRequest", "value is missing");
   ExpectRefused(Post("/events/x/reward", R"({"value": "NaN"})"), 400, "BadRequest",
                 "value must be a finite number");

@@ -315,6 +315,53 @@ TEST(ClusterModeTest, ExpiryAndLatenessAreTheSameOnEveryNode) {
   EXPECT_EQ(a->ExpireDue(t0 + absl::Seconds(60)), 0);  // nothing left: nothing published
 }
 
+TEST(ClusterModeTest, ADeferredDecisionIsLearnedOnceActivatedOnAnyNode) {
+  auto log = std::make_shared<MemorySharedLog>();
+  ModelOptions options = ClusterModel();
+  options.reward_window = absl::Seconds(10);
+  options.default_reward = 0.0;
+  auto a = OpenNode("a", log, "", options), b = OpenNode("b", log, "", options);
+  ASSERT_TRUE(a && b);
+  const absl::Time t0 = absl::Now();
+  OwnedRequest deferred = ThreeArms();
+  deferred.defer_activation = true;
+  auto shown = a->SelectArmAt(deferred.View(), t0, absl::InfiniteFuture());
+  auto hidden = a->SelectArmAt(deferred.View(), t0, absl::InfiniteFuture());
+  auto late = a->SelectArmAt(deferred.View(), t0, absl::InfiniteFuture());
+  ASSERT_TRUE(shown.ok() && hidden.ok() && late.ok());
+  for (const auto* d : {&*shown, &*hidden}) {  // `late` gets none: no default reward either
+    auto reward = b->ReportRewardAt({d->event_id, 1.0, {}, ""}, t0, absl::InfiniteFuture());
+    ASSERT_TRUE(reward.ok()) << reward.status();
+    EXPECT_EQ(reward->outcome, RewardOutcome::kAccepted);
+    EXPECT_EQ(reward->model_version, 0u);  // held
+  }
+  Settle({a.get(), b.get()}, *log);
+  for (Engine* node : {a.get(), b.get()}) EXPECT_EQ(TheModel(*node).View()->rewards_learned, 0);
+  auto activated = b->ActivateAt("", shown->event_id, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(activated.ok()) << activated.status();
+  EXPECT_EQ(activated->outcome, ActivationOutcome::kActivated);
+  EXPECT_GT(activated->model_version, 0u);
+  auto again = a->ActivateAt("", shown->event_id, t0, absl::InfiniteFuture());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, ActivationOutcome::kAlreadyActive);
+  // Received after the window: too late on every node, whether or not an expiry came first.
+  auto too_late = a->ActivateAt("", late->event_id, t0 + absl::Seconds(11), absl::InfiniteFuture());
+  ASSERT_TRUE(too_late.ok());
+  EXPECT_EQ(too_late->outcome, ActivationOutcome::kClosed);
+  auto unknown = a->ActivateAt("", "nobody", t0, absl::InfiniteFuture());
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->outcome, ActivationOutcome::kUnknownEvent);
+  // The two never activated close without teaching anything, the default reward included.
+  EXPECT_EQ(b->ExpireDue(t0 + absl::Seconds(13)), 3);
+  Settle({a.get(), b.get()}, *log);
+  for (Engine* node : {a.get(), b.get()}) {
+    EXPECT_EQ(TheModel(*node).Stats().ledger_size, 0);
+    EXPECT_EQ(TheModel(*node).View()->rewards_learned, 1);
+  }
+  EXPECT_EQ(RecordsOfType(*log, 0, OpType::kActivate), 0);  // published as requests
+  EXPECT_EQ(ProbeScores(*a, "a"), ProbeScores(*b, "b"));
+}
+
 TEST(ClusterModeTest, ARestartedNodeReadsTheSharedLogOnFromItsSnapshot) {
   auto log = std::make_shared<MemorySharedLog>();
   TempDir dir_a;

@@ -30,6 +30,8 @@ struct OwnedRequest {
   std::vector<std::pair<std::string, std::vector<double>>> candidates;
   int slate_size = 1;
   std::string event_id;
+  bool defer_activation = false;
+  int baseline = -1;
 
   DecisionRequest View() const {
     DecisionRequest r;
@@ -39,6 +41,8 @@ struct OwnedRequest {
     for (const auto& [id, f] : candidates) r.candidates.push_back(CandidateRef{id, f});
     r.slate_size = slate_size;
     r.event_id = event_id;
+    r.defer_activation = defer_activation;
+    r.baseline = baseline;
     return r;
   }
 };
