@@ -242,7 +242,9 @@ absl::StatusOr<ActivationResult> Engine::ActivateAt(absl::string_view model_name
                                                     absl::Time deadline) {
   absl::StatusOr<Model*> model = FindModel(model_name);
   if (!model.ok()) return model.status();
-  if (event_id.empty()) return absl::InvalidArgumentError("event_id is required");
+  // The same rule as a reward's event id: a malformed one is the caller's error, not an
+  // unknown event.
+  if (absl::Status s = CheckEventId(event_id); !s.ok()) return s;
   return (*model)->Activate(event_id, now, deadline);
 }
 

@@ -1,5 +1,6 @@
 #include "core/model/recovery.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>
@@ -144,6 +145,12 @@ bool DependenciesHold(const ModelOp& op, DecisionLedger& ledger) {
     if (entry == nullptr || !entry->held()) return false;
     for (const ObserveOp& learned : activate->learn) {
       if (learned.user != entry->user_id || learned.context != entry->context) return false;
+      // The held rewards are the decision's own arms, as a reward's observation is.
+      const bool of_an_arm =
+          std::any_of(entry->arms.begin(), entry->arms.end(), [&](const LedgerArm& arm) {
+            return arm.arm_id == learned.arm_id && arm.features == learned.features;
+          });
+      if (!of_an_arm) return false;
     }
     return true;
   }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "core/model/engine.h"
 #include "core/model/model.h"
+#include "core/model/model_ops.h"
 #include "core/storage/log_reader.h"
 #include "core/storage/log_writer.h"
 #include "core/storage/snapshot_file.h"
@@ -45,6 +46,10 @@ const std::string& BaseDir() {
 constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb,
                                     PolicyKind::kLinUcbPerUser, PolicyKind::kBatchedNystromUcb};
 
+// Every record type the log knows (model_ops.h), and none beyond: an unknown type is refused
+// before decoding, so drawing past the last one would only exercise that refusal.
+constexpr int kLastOpType = static_cast<int>(OpType::kActivate);
+
 // Records with sequence numbers from `first` on, mostly consecutive, sometimes repeated or
 // skipping some (lost records), so that recovery's sequence checks meet them (the unit tests
 // in tests/core/model/log_damage_test.cc check what they do; here, that nothing crashes).
@@ -52,7 +57,7 @@ void WriteRecords(FuzzInput& in, uint64_t first, storage::LogWriter* log) {
   uint64_t seq = first;
   while (!in.empty()) {
     const int step = in.Int(0, 7);
-    const uint8_t type = static_cast<uint8_t>(in.Int(1, 9));
+    const uint8_t type = static_cast<uint8_t>(in.Int(1, kLastOpType));
     const int len = in.Int(0, 512);
     std::string payload;
     for (int i = 0; i < len && !in.empty(); ++i) payload.push_back(static_cast<char>(in.Byte()));
@@ -102,9 +107,14 @@ std::vector<std::string> FuzzSeeds() {
         DecisionRequest request;
         request.user_id = user;
         request.candidates = {CandidateRef{"a", a}, CandidateRef{"b", b}};
+        // Some decisions deferred (held rewards, activation records), one never activated.
+        request.defer_activation = i % 4 == 1;
         auto decision = engine->SelectArm(request);
         if (decision.ok() && i % 3 != 2) {
           engine->ReportReward({decision->event_id, 0.1 * i, {}, ""}).IgnoreError();
+        }
+        if (decision.ok() && request.defer_activation && i != 9) {
+          engine->Activate("", decision->event_id, absl::InfiniteFuture()).IgnoreError();
         }
         if (i == 6) m->Snapshot().IgnoreError();
       }
@@ -122,7 +132,8 @@ std::vector<std::string> FuzzSeeds() {
           uint8_t type = 0;
           std::string payload;
           while ((*reader)->Next(&type, &payload) == storage::ReadResult::kRecord) {
-            // The same framing WriteRecords reads: type-1 as one byte (mod 9), 2-byte length.
+            // The same framing WriteRecords reads: type-1 as one byte (mod kLastOpType),
+            // 2-byte length.
             records.push_back(static_cast<char>(type - 1));
             const size_t len = std::min<size_t>(payload.size(), 512);
             records.push_back(static_cast<char>(len >> 8));

@@ -172,6 +172,9 @@ TEST_F(PersonalizerHttpTest, RankRewardAndActivateAnswerAsPersonalizerDoes) {
                 "no event \"never-ranked\" is known");
   ExpectRefused(Post("/events/never-ranked/activate", ""), 404, "ResourceNotFound",
                 "no event \"never-ranked\" is known");
+  // An id no event can have is the caller's error, as for a reward.
+  ExpectRefused(Post(absl::StrCat("/events/", std::string(200, 'e'), "/activate"), ""), 400,
+                "BadRequest", "event_id must be 1..128");
 
   // Without an eventId, one is made and returned.
   const pz::RankResponse generated = RankOf(Post("/rank", DeviceRank(0, "", "")));

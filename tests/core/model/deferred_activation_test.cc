@@ -4,13 +4,18 @@
 // ledger's eviction of completed decisions.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/model/engine.h"
 #include "core/model/ledger_records.h"
 #include "core/model/model_ops.h"
+#include "core/storage/log_reader.h"
+#include "core/storage/log_writer.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit {
@@ -146,6 +151,20 @@ TEST(DeferredActivationTest, ADecisionThatWasNotDeferredIsActiveAlready) {
   EXPECT_EQ((*engine->FindModel(""))->View()->rewards_learned, 1);
 }
 
+TEST(DeferredActivationTest, AMalformedEventIdIsRefusedAndAnUnknownOneReported) {
+  auto engine = ManualClockEngine(Windowed());
+  for (const std::string& bad : {std::string(), std::string(300, 'e'), std::string("a\nb")}) {
+    auto result = engine->ActivateAt("", bad, kT0, absl::InfiniteFuture());
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find("event_id"), absl::string_view::npos)
+        << result.status();
+  }
+  EXPECT_EQ(ActivateOutcome(*engine, "never-ranked"), ActivationOutcome::kUnknownEvent);
+  auto unknown_model = engine->ActivateAt("no-such-model", "e", kT0, absl::InfiniteFuture());
+  EXPECT_EQ(unknown_model.status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(DeferredActivationTest, WindowedAggregationsLearnAtTheCloseOnlyWhenActivated) {
   for (bool activate : {false, true}) {
     ModelOptions options = Windowed();
@@ -220,6 +239,69 @@ TEST(DeferredActivationTest, TheHeldStateSurvivesARestartAndACrash) {
   EXPECT_EQ(ActivateOutcome(*engine, "c", absl::Now()), ActivationOutcome::kActivated);
   model->WaitForFits();
   EXPECT_EQ(model->View()->rewards_learned, 2);
+}
+
+// Replay applies an activation only to its own held decision: a record whose held reward names
+// an arm the decision never offered (an id used again, a misplaced record) is dropped and
+// counted, and the decision stays held. The same record with the decision's own arm applies.
+TEST(DeferredActivationTest, ReplayAppliesAnActivationOnlyWithTheDecisionsOwnArms) {
+  TempDir dir;
+  ModelOptions options = Windowed();
+  options.name = "default";
+  auto engine = OpenEngine({options}, dir.path());
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(engine->SelectArm(Deferred(id).View()).ok());
+    ASSERT_TRUE(engine->ReportReward({id, 1.0, {}, ""}).ok());
+  }
+  ASSERT_EQ(ActivateOutcome(*engine, "b", absl::Now()), ActivationOutcome::kActivated);
+  (*engine->FindModel(""))->WaitForWriter();
+  TempDir crash;
+  const std::string image = CrashCopy(dir.path(), crash.path() + "/image");
+  // b's activation record, and the last sequence number in the log.
+  ActivateOp logged;
+  uint64_t last_seq = 0;
+  for (const std::string& segment : FilesMatching(image + "/default", "log-")) {
+    auto reader = storage::LogReader::Open(segment);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    uint8_t type = 0;
+    std::string payload;
+    while ((*reader)->Next(&type, &payload) == storage::ReadResult::kRecord) {
+      last_seq = (*reader)->seq();
+      if (type != static_cast<uint8_t>(OpType::kActivate)) continue;
+      auto op = DecodeOp(type, payload);
+      ASSERT_TRUE(op.ok()) << op.status();
+      logged = std::get<ActivateOp>(*op);
+    }
+  }
+  ASSERT_EQ(logged.event_id, "b");
+  ASSERT_EQ(logged.learn.size(), 1u);
+  ASSERT_EQ(logged.learn[0].arm_id, "only");
+
+  for (const std::string arm_id : {"forged", "only"}) {
+    SCOPED_TRACE(arm_id);
+    const std::string copy = CrashCopy(image, absl::StrCat(crash.path(), "/", arm_id));
+    // b's held reward moved to a: the same user and context (both decisions have them empty).
+    ActivateOp moved = logged;
+    moved.event_id = "a";
+    moved.learn[0].arm_id = arm_id;
+    auto log =
+        storage::LogWriter::Open(absl::StrFormat("%s/default/log-%020d.log", copy, last_seq + 1));
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)
+                    ->Append(last_seq + 1, static_cast<uint8_t>(OpType::kActivate), EncodeOp(moved))
+                    .ok());
+    ASSERT_TRUE((*log)->Close().ok());
+    auto replayed = Reopen(copy);
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    Model* model = *(*replayed)->FindModel("");
+    const bool applies = arm_id == "only";
+    const auto& dropped = model->recovery().records_dropped;
+    EXPECT_EQ(dropped.count("activate") ? dropped.at("activate") : 0, applies ? 0 : 1);
+    model->WaitForFits();
+    EXPECT_EQ(model->View()->rewards_learned, applies ? 2 : 1);
+    EXPECT_EQ(ActivateOutcome(**replayed, "a", absl::Now()),
+              applies ? ActivationOutcome::kAlreadyActive : ActivationOutcome::kActivated);
+  }
 }
 
 TEST(DeferredActivationTest, DecisionRecordsCarryTheDeferralAndTheBaseline) {

@@ -153,6 +153,11 @@ TEST(ReplicatedRecordsTest, EveryRecordKindSurvivesItsEncoding) {
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(std::get<ExpireOp>(*decoded).cutoff_micros, kT0 + 3);
 
+  decoded = DecodeReplicated(EncodeReplicated(ActivationRequestOp{"held\x01", -3}));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(std::get<ActivationRequestOp>(*decoded).event_id, "held\x01");
+  EXPECT_EQ(std::get<ActivationRequestOp>(*decoded).received_micros, -3);
+
   decoded = DecodeReplicated(EncodeReplicated(ModelOp(AddUsersOp{{"u1", "u2"}})));
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(std::get<AddUsersOp>(std::get<ModelOp>(*decoded)).users,
@@ -161,9 +166,11 @@ TEST(ReplicatedRecordsTest, EveryRecordKindSurvivesItsEncoding) {
 
 TEST(ReplicatedRecordsTest, MalformedMessagesAreDataLoss) {
   const std::string report = Report("event", 1.0, kT0);
+  const std::string activation = EncodeReplicated(ActivationRequestOp{"held", kT0});
   for (const std::string& bad :
        {std::string(), std::string(1, '\xc8'), report.substr(0, report.size() - 1), report + "x",
-        Expire(kT0).substr(0, 5), std::string("\x21\x01", 2)}) {
+        Expire(kT0).substr(0, 5), std::string("\x21\x01", 2),
+        activation.substr(0, activation.size() - 1), activation + "x", activation.substr(0, 1)}) {
     auto decoded = DecodeReplicated(bad);
     ASSERT_FALSE(decoded.ok()) << absl::CHexEscape(bad);
     EXPECT_EQ(decoded.status().code(), absl::StatusCode::kDataLoss) << decoded.status();
