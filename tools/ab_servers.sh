@@ -22,6 +22,14 @@ server_b=$2
 loadgen=$3
 rounds=${4:-3}
 order=${5:-ab}
+if [[ ! $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "ROUNDS must be a positive whole number, got '$rounds'" >&2
+  exit 64
+fi
+if [[ $order != ab && $order != ba ]]; then
+  echo "ORDER must be ab or ba, got '$order'" >&2
+  exit 64
+fi
 # shellcheck source=tools/bench_server.sh
 source "$(dirname "$0")/bench_server.sh"
 work=$(mktemp -d)
@@ -46,13 +54,16 @@ for round in $(seq "$rounds"); do
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["select"]
-print(f"round {sys.argv[3]} {sys.argv[2]}: select/s {s['throughput_per_second']:.1f} "
-      f"health/s {r['baseline']['throughput_per_second']:.1f} "
-      f"select/health {r['select_over_health']:.4f} "
-      f"p50 {s['latency_seconds']['p50'] * 1e3:.3f} ms errors {s['errors']} "
-      f"server CPU per decision {r['server_cpu_ms_per_select']:.3f} ms "
-      f"per health call {r['baseline_server_cpu_ms_per_call']:.4f} ms "
-      f"learned {r['learned_rewards']}/{r['accepted_rewards']}")
+b = r.get("baseline") or {}
+def num(x, fmt, scale=1.0):  # the load generator reports null for what it could not measure
+    return "n/a" if x is None else format(x * scale, fmt)
+print(f"round {sys.argv[3]} {sys.argv[2]}: select/s {num(s['throughput_per_second'], '.1f')} "
+      f"health/s {num(b.get('throughput_per_second'), '.1f')} "
+      f"select/health {num(r.get('select_over_health'), '.4f')} "
+      f"p50 {num(s['latency_seconds'].get('p50'), '.3f', 1e3)} ms errors {s['errors']} "
+      f"server CPU per decision {num(r.get('server_cpu_ms_per_select'), '.3f')} ms "
+      f"per health call {num(r.get('baseline_server_cpu_ms_per_call'), '.4f')} ms "
+      f"learned {r.get('learned_rewards')}/{r.get('accepted_rewards')}")
 PY
   done
 done
