@@ -145,12 +145,15 @@ bool DependenciesHold(const ModelOp& op, DecisionLedger& ledger) {
     if (entry == nullptr || !entry->held()) return false;
     for (const ObserveOp& learned : activate->learn) {
       if (learned.user != entry->user_id || learned.context != entry->context) return false;
-      // The held rewards are the decision's own arms, as a reward's observation is.
-      const bool of_an_arm =
+      // The held rewards are this decision's, of its own arms, and what the ledger holds for
+      // them (the reward records before it set the arms' aggregates).
+      const bool held_here =
+          learned.event_id == activate->event_id &&
           std::any_of(entry->arms.begin(), entry->arms.end(), [&](const LedgerArm& arm) {
-            return arm.arm_id == learned.arm_id && arm.features == learned.features;
+            return arm.arm_id == learned.arm_id && arm.features == learned.features &&
+                   arm.reports > 0 && arm.aggregate == learned.reward;
           });
-      if (!of_an_arm) return false;
+      if (!held_here) return false;
     }
     return true;
   }

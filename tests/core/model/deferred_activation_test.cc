@@ -242,8 +242,9 @@ TEST(DeferredActivationTest, TheHeldStateSurvivesARestartAndACrash) {
 }
 
 // Replay applies an activation only to its own held decision: a record whose held reward names
-// an arm the decision never offered (an id used again, a misplaced record) is dropped and
-// counted, and the decision stays held. The same record with the decision's own arm applies.
+// an arm the decision never offered, or a reward the decision did not hold (an id used again, a
+// misplaced record), is dropped and counted, and the decision stays held. The same record with
+// the decision's own arm and reward applies.
 TEST(DeferredActivationTest, ReplayAppliesAnActivationOnlyWithTheDecisionsOwnArms) {
   TempDir dir;
   ModelOptions options = Windowed();
@@ -277,13 +278,22 @@ TEST(DeferredActivationTest, ReplayAppliesAnActivationOnlyWithTheDecisionsOwnArm
   ASSERT_EQ(logged.learn.size(), 1u);
   ASSERT_EQ(logged.learn[0].arm_id, "only");
 
-  for (const std::string arm_id : {"forged", "only"}) {
-    SCOPED_TRACE(arm_id);
-    const std::string copy = CrashCopy(image, absl::StrCat(crash.path(), "/", arm_id));
+  struct Case {
+    std::string name, arm_id;
+    double reward;
+    bool applies;
+  };
+  for (const Case& c :
+       {Case{"another_arm", "forged", 1.0, false}, Case{"another_reward", "only", 0.5, false},
+        Case{"its_own", "only", 1.0, true}}) {
+    SCOPED_TRACE(c.name);
+    const std::string copy = CrashCopy(image, absl::StrCat(crash.path(), "/", c.name));
     // b's held reward moved to a: the same user and context (both decisions have them empty).
     ActivateOp moved = logged;
     moved.event_id = "a";
-    moved.learn[0].arm_id = arm_id;
+    moved.learn[0].event_id = "a";
+    moved.learn[0].arm_id = c.arm_id;
+    moved.learn[0].reward = c.reward;
     auto log =
         storage::LogWriter::Open(absl::StrFormat("%s/default/log-%020d.log", copy, last_seq + 1));
     ASSERT_TRUE(log.ok()) << log.status();
@@ -294,13 +304,12 @@ TEST(DeferredActivationTest, ReplayAppliesAnActivationOnlyWithTheDecisionsOwnArm
     auto replayed = Reopen(copy);
     ASSERT_TRUE(replayed.ok()) << replayed.status();
     Model* model = *(*replayed)->FindModel("");
-    const bool applies = arm_id == "only";
     const auto& dropped = model->recovery().records_dropped;
-    EXPECT_EQ(dropped.count("activate") ? dropped.at("activate") : 0, applies ? 0 : 1);
+    EXPECT_EQ(dropped.count("activate") ? dropped.at("activate") : 0, c.applies ? 0 : 1);
     model->WaitForFits();
-    EXPECT_EQ(model->View()->rewards_learned, applies ? 2 : 1);
+    EXPECT_EQ(model->View()->rewards_learned, c.applies ? 2 : 1);
     EXPECT_EQ(ActivateOutcome(**replayed, "a", absl::Now()),
-              applies ? ActivationOutcome::kAlreadyActive : ActivationOutcome::kActivated);
+              c.applies ? ActivationOutcome::kAlreadyActive : ActivationOutcome::kActivated);
   }
 }
 
