@@ -1,0 +1,293 @@
+#include "core/policy/evaluation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+namespace graphbandit {
+
+absl::string_view EvaluatedPolicyName(EvaluatedPolicy policy) {
+  switch (policy) {
+    case EvaluatedPolicy::kDeployed:
+      return "deployed";
+    case EvaluatedPolicy::kUniform:
+      return "uniform";
+    case EvaluatedPolicy::kGreedy:
+      return "greedy";
+    case EvaluatedPolicy::kBaseline:
+      return "baseline";
+  }
+  return "unknown";
+}
+
+bool EvaluationRecord::operator==(const EvaluationRecord& o) const {
+  if (candidates != o.candidates || propensity != o.propensity || predicted != o.predicted ||
+      explored != o.explored || targets.size() != o.targets.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].probability != o.targets[i].probability ||
+        targets[i].direct != o.targets[i].direct) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// P(candidate c is in the slate the rule alone would choose), for every rule DecideSlate runs.
+class RuleInclusion {
+ public:
+  RuleInclusion(const DecisionRule& rule, const ScoredSlate& scored, int slate_size, Rng& rng)
+      : rule_(rule), scored_(scored), k_(slate_size), rng_(rng) {
+    spread_ = (rule.exploration * rule.width) * scored.stddev;
+    random_ = rule.rule == SelectionRule::kThompson && (spread_.array() > 0.0).any();
+  }
+
+  double operator()(int c) {
+    if (rule_.rule == SelectionRule::kSampledParameter) return scored_.propensities(c);
+    const Eigen::VectorXd& mean = scored_.mean;
+    if (!random_) {
+      // A deterministic top-k with a uniform tie-break (SelectSlate's UCB).
+      const Eigen::VectorXd score = mean + spread_;
+      std::vector<double> sorted(score.data(), score.data() + score.size());
+      std::nth_element(sorted.begin(), sorted.begin() + (k_ - 1), sorted.end(),
+                       std::greater<double>());
+      const double boundary = sorted[k_ - 1];
+      if (score(c) > boundary) return 1.0;
+      if (score(c) < boundary) return 0.0;
+      int above = 0, tied = 0;
+      for (Eigen::Index j = 0; j < score.size(); ++j) {
+        above += score(j) > boundary ? 1 : 0;
+        tied += score(j) == boundary ? 1 : 0;
+      }
+      return static_cast<double>(k_ - above) / static_cast<double>(tied);
+    }
+    if (k_ == 1) return ProbabilityOfMaximum(c, mean, spread_);
+    if (!hits_.has_value()) {
+      // Thompson top-k inclusion, estimated as SelectSlate estimates it for its own choices.
+      const Eigen::Index n = mean.size();
+      hits_ = Eigen::VectorXd::Zero(n);
+      Eigen::VectorXd draw(n);
+      std::vector<int> index(n);
+      for (int d = 0; d < kSlateProbabilityDraws; ++d) {
+        for (Eigen::Index j = 0; j < n; ++j) draw(j) = mean(j) + spread_(j) * rng_.Normal();
+        std::iota(index.begin(), index.end(), 0);
+        std::nth_element(index.begin(), index.begin() + (k_ - 1), index.end(),
+                         [&draw](int a, int b) { return draw(a) > draw(b); });
+        for (int r = 0; r < k_; ++r) (*hits_)(index[r]) += 1.0;
+      }
+      *hits_ /= static_cast<double>(kSlateProbabilityDraws);
+    }
+    return (*hits_)(c);
+  }
+
+  double Index(int c) const { return scored_.mean(c) + spread_(c); }
+
+ private:
+  const DecisionRule& rule_;
+  const ScoredSlate& scored_;
+  const int k_;
+  Rng& rng_;
+  Eigen::VectorXd spread_;
+  bool random_ = false;
+  std::optional<Eigen::VectorXd> hits_;
+};
+
+}  // namespace
+
+bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, Rng& coin,
+                     Rng& rule_rng, ScoredSlate* scored) {
+  if (!(epsilon > 0.0)) return false;
+  const int n = static_cast<int>(scored->mean.size());
+  const double share = epsilon * static_cast<double>(slate_size) / static_cast<double>(n);
+  RuleInclusion inclusion(rule, *scored, slate_size, rule_rng);
+  const bool explore = coin.Uniform() < epsilon;
+  if (explore) {
+    // slate_size distinct candidates, uniformly, in random order (a partial Fisher-Yates).
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<RankedChoice> slate(slate_size);
+    for (int r = 0; r < slate_size; ++r) {
+      const int pick = r + static_cast<int>(coin.UniformInt(static_cast<uint64_t>(n - r)));
+      std::swap(order[r], order[pick]);
+      slate[r].candidate = order[r];
+      slate[r].score = inclusion.Index(order[r]);
+      slate[r].probability = inclusion(order[r]);
+    }
+    scored->slate = std::move(slate);
+  }
+  for (RankedChoice& choice : scored->slate) {
+    const double rule_probability =
+        choice.probability.has_value() ? *choice.probability : inclusion(choice.candidate);
+    choice.probability = std::min(1.0, (1.0 - epsilon) * rule_probability + share);
+  }
+  if (scored->propensities.size() > 0) {
+    scored->propensities =
+        ((1.0 - epsilon) * scored->propensities.array() + share).min(1.0).matrix();
+  }
+  return explore;
+}
+
+EvaluationRecord MakeEvaluationRecord(const Eigen::VectorXd& mean, int chosen, double propensity,
+                                      bool explored, int baseline, bool off_policy) {
+  EvaluationRecord record;
+  const auto n = static_cast<int>(mean.size());
+  record.candidates = n;
+  record.propensity = propensity;
+  record.predicted = mean(chosen);
+  record.explored = explored;
+  if (!off_policy) return record;
+  record.targets.resize(kOffPolicyTargets);
+  // Uniform.
+  record.targets[0] = {1.0 / n, mean.mean()};
+  // Greedy: the largest mean, exact ties sharing the choice.
+  const double best = mean.maxCoeff();
+  const auto ties = static_cast<double>((mean.array() == best).count());
+  record.targets[1] = {mean(chosen) == best ? 1.0 / ties : 0.0, best};
+  // Baseline.
+  const int b = baseline >= 0 && baseline < n ? baseline : 0;
+  record.targets[2] = {chosen == b ? 1.0 : 0.0, mean(b)};
+  return record;
+}
+
+void EstimatorSums::Add(double weight, double reward, double dr_term) {
+  ++n;
+  const double wr = weight * reward;
+  ips += wr;
+  ips2 += wr * wr;
+  dr += dr_term;
+  dr2 += dr_term * dr_term;
+  w += weight;
+  w2 += weight * weight;
+  w2r += weight * wr;
+  w2r2 += wr * wr;
+}
+
+namespace {
+
+constexpr double kZ95 = 1.959963984540054;  // the standard normal's 97.5% quantile
+
+// Mean and 95% interval of n terms from their sum and sum of squares.
+ValueInterval MeanInterval(int64_t n, double sum, double sum2) {
+  const double count = static_cast<double>(n);
+  const double mean = sum / count;
+  const double variance = std::max(0.0, (sum2 - count * mean * mean) / (count - 1.0));
+  const double half = kZ95 * std::sqrt(variance / count);
+  return {mean, mean - half, mean + half};
+}
+
+}  // namespace
+
+PolicyValue EstimatorSums::Value(EvaluatedPolicy policy) const {
+  PolicyValue value;
+  value.policy = policy;
+  value.decisions = n;
+  value.effective_sample_size = w2 > 0.0 ? w * w / w2 : 0.0;
+  value.valid = n >= 2 && w > 0.0;
+  if (!value.valid) return value;
+  value.ips = MeanInterval(n, ips, ips2);
+  value.dr = MeanInterval(n, dr, dr2);
+  // SNIPS = sum w r / sum w; by the delta method its variance is
+  // sum w^2 (r - SNIPS)^2 / (sum w)^2.
+  const double v = ips / w;
+  const double spread = std::max(0.0, w2r2 - 2.0 * v * w2r + v * v * w2);
+  const double half = kZ95 * std::sqrt(spread) / w;
+  value.snips = {v, v - half, v + half};
+  return value;
+}
+
+void PolicyEvaluator::Add(const EvaluationRecord& record, double reward) {
+  sums_[0].Add(1.0, reward, reward);
+  if (record.explored) ++explored_;
+  for (size_t t = 0; t < record.targets.size() && t < kOffPolicyTargets; ++t) {
+    const EvaluationRecord::Target& target = record.targets[t];
+    const double weight = target.probability / record.propensity;
+    sums_[t + 1].Add(weight, reward, target.direct + weight * (reward - record.predicted));
+  }
+}
+
+std::vector<PolicyValue> PolicyEvaluator::Values() const {
+  std::vector<PolicyValue> out;
+  for (int p = 0; p < kEvaluatedPolicies; ++p) {
+    out.push_back(sums_[p].Value(static_cast<EvaluatedPolicy>(p)));
+  }
+  return out;
+}
+
+void PolicyEvaluator::Save(storage::Encoder* out) const {
+  out->PutVarint64(static_cast<uint64_t>(explored_));
+  out->PutVarint64(kEvaluatedPolicies);
+  for (const EstimatorSums& s : sums_) {
+    out->PutVarint64(static_cast<uint64_t>(s.n));
+    for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2}) out->PutDouble(x);
+  }
+}
+
+bool PolicyEvaluator::Load(storage::Decoder* in) {
+  uint64_t explored = 0, count = 0;
+  if (!in->GetVarint64(&explored) || explored > INT64_MAX || !in->GetVarint64(&count) ||
+      count != kEvaluatedPolicies) {
+    return false;
+  }
+  for (EstimatorSums& s : sums_) {
+    uint64_t n = 0;
+    if (!in->GetVarint64(&n) || n > INT64_MAX) return false;
+    s.n = static_cast<int64_t>(n);
+    for (double* x : {&s.ips, &s.ips2, &s.dr, &s.dr2, &s.w, &s.w2, &s.w2r, &s.w2r2}) {
+      if (!in->GetDouble(x) || !std::isfinite(*x)) return false;
+    }
+  }
+  explored_ = static_cast<int64_t>(explored);
+  return true;
+}
+
+bool PolicyEvaluator::operator==(const PolicyEvaluator& o) const {
+  if (explored_ != o.explored_) return false;
+  for (int p = 0; p < kEvaluatedPolicies; ++p) {
+    const EstimatorSums &a = sums_[p], &b = o.sums_[p];
+    if (a.n != b.n || a.ips != b.ips || a.ips2 != b.ips2 || a.dr != b.dr || a.dr2 != b.dr2 ||
+        a.w != b.w || a.w2 != b.w2 || a.w2r != b.w2r || a.w2r2 != b.w2r2) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void PutEvaluationRecord(storage::Encoder* out, const EvaluationRecord& record) {
+  out->PutVarint64(static_cast<uint32_t>(record.candidates));
+  out->PutDouble(record.propensity);
+  out->PutDouble(record.predicted);
+  out->PutU8(record.explored ? 1 : 0);
+  out->PutVarint64(record.targets.size());
+  for (const EvaluationRecord::Target& t : record.targets) {
+    out->PutDouble(t.probability);
+    out->PutDouble(t.direct);
+  }
+}
+
+bool GetEvaluationRecord(storage::Decoder* in, EvaluationRecord* record) {
+  uint64_t candidates = 0, targets = 0;
+  uint8_t explored = 0;
+  if (!in->GetVarint64(&candidates) || candidates < 1 || candidates > INT32_MAX ||
+      !in->GetDouble(&record->propensity) || !(record->propensity > 0.0) ||
+      !(record->propensity <= 1.0) || !in->GetDouble(&record->predicted) ||
+      !std::isfinite(record->predicted) || !in->GetU8(&explored) || explored > 1 ||
+      !in->GetVarint64(&targets) || (targets != 0 && targets != kOffPolicyTargets)) {
+    return false;
+  }
+  record->candidates = static_cast<int32_t>(candidates);
+  record->explored = explored == 1;
+  record->targets.resize(targets);
+  for (EvaluationRecord::Target& t : record->targets) {
+    if (!in->GetDouble(&t.probability) || !(t.probability >= 0.0) || !(t.probability <= 1.0) ||
+        !in->GetDouble(&t.direct) || !std::isfinite(t.direct)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace graphbandit

@@ -1,0 +1,137 @@
+// Knowing whether a policy works from the decisions it logged: a share of decisions drawn
+// uniformly from the candidates (evaluation exploration), which gives every candidate a known,
+// positive probability of being logged, and off-policy estimates of what other policies would
+// have earned on the same decisions.
+//
+// The estimators are the standard ones of the contextual-bandit literature (Dudik, Langford and
+// Li, "Doubly Robust Policy Evaluation and Learning", 2011; Swaminathan and Joachims, "The
+// Self-Normalized Estimator for Counterfactual Learning", 2015). For decision i with logged arm
+// a_i, logging probability p_i, observed reward r_i and a target policy pi:
+//   w_i  = pi(a_i) / p_i                                    (importance weight)
+//   IPS  = mean_i  w_i r_i
+//   SNIPS = sum_i w_i r_i / sum_i w_i
+//   DR   = mean_i [ sum_a pi(a) q(a) + w_i (r_i - q(a_i)) ]
+// where q is the reward model's prediction at decision time (the posterior mean the model
+// served with, its drifting baseline included). Their 95% intervals are normal approximations:
+// the sample standard error for IPS and DR, the delta method for SNIPS.
+//
+// What is estimated is the average over the logged decisions of each target's expected
+// reward on that decision's candidates, at the model's state then: for `greedy`, the greedy
+// policy of the state that decided, which changes as the model learns.
+#ifndef GRAPHBANDIT_CORE_POLICY_EVALUATION_H_
+#define GRAPHBANDIT_CORE_POLICY_EVALUATION_H_
+
+#include <Eigen/Dense>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "core/base/random.h"
+#include "core/policy/decision_step.h"
+#include "core/storage/coding.h"
+
+namespace graphbandit {
+
+// The policies every model evaluates, in this order. kDeployed is the policy in service (its
+// weights are 1: its three estimates are the mean reward of its decisions); the others are
+// estimated only from decisions logged with evaluation exploration, whose logging probability
+// covers every candidate.
+enum class EvaluatedPolicy : uint8_t {
+  kDeployed = 0,
+  kUniform = 1,   // a candidate uniformly at random
+  kGreedy = 2,    // the largest posterior mean (exact ties split evenly)
+  kBaseline = 3,  // the request's baseline arm, or else its first candidate
+};
+inline constexpr int kEvaluatedPolicies = 4;
+inline constexpr int kOffPolicyTargets = kEvaluatedPolicies - 1;  // all but kDeployed
+absl::string_view EvaluatedPolicyName(EvaluatedPolicy policy);
+
+// What a single-arm decision logs for evaluation.
+struct EvaluationRecord {
+  int32_t candidates = 0;   // K
+  double propensity = 1.0;  // probability that the logging policy chose the logged arm
+  double predicted = 0.0;   // q(a_i): the reward model's prediction at the logged arm
+  bool explored = false;    // drawn by the uniform share
+  // Per off-policy target (kUniform onwards, in order): pi(a_i) and sum_a pi(a) q(a). Empty when
+  // the decision was logged without evaluation exploration.
+  struct Target {
+    double probability = 0.0;
+    double direct = 0.0;
+  };
+  std::vector<Target> targets;
+
+  bool operator==(const EvaluationRecord& o) const;
+};
+
+// The uniform share's part of a decision. With probability `epsilon` the rule's slate is
+// replaced by `slate_size` candidates drawn uniformly without replacement, in random order;
+// either way each chosen arm's probability becomes its probability under the mixture,
+// (1 - epsilon) * P_rule(arm in slate) + epsilon * slate_size / K. A kSampledParameter decision's
+// propensity vector is mixed the same way (its learner learns from the law the arm was drawn
+// by). `coin` is a stream of its own (epsilon 0 draws nothing from anything, so decisions are
+// what they were without this step); `rule_rng` is used only to estimate a Thompson slate's
+// inclusion probabilities. Returns whether the slate was drawn uniformly. REQUIRES a slate
+// decided by DecideSlate with probabilities, 0 <= epsilon < 1.
+bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, Rng& coin,
+                     Rng& rule_rng, ScoredSlate* scored);
+
+// The record of a single-arm decision: `chosen` (a candidate index) was logged with
+// `propensity`; `mean` holds every candidate's prediction; `baseline` the baseline candidate or
+// -1 (then the first). `off_policy`: fill the targets (the decision had evaluation exploration).
+EvaluationRecord MakeEvaluationRecord(const Eigen::VectorXd& mean, int chosen, double propensity,
+                                      bool explored, int baseline, bool off_policy);
+
+struct ValueInterval {
+  double estimate = 0.0;
+  double lower = 0.0;
+  double upper = 0.0;
+};
+
+struct PolicyValue {
+  EvaluatedPolicy policy = EvaluatedPolicy::kDeployed;
+  int64_t decisions = 0;  // decisions the estimates average over
+  // Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2.
+  double effective_sample_size = 0.0;
+  ValueInterval ips, snips, dr;
+  // Whether there are enough decisions (at least 2, and some weight) for the intervals.
+  bool valid = false;
+};
+
+// Running sums of one target's estimators.
+struct EstimatorSums {
+  int64_t n = 0;
+  double ips = 0.0, ips2 = 0.0;  // sum of w r and of its square
+  double dr = 0.0, dr2 = 0.0;    // sum of the DR terms and of their squares
+  double w = 0.0, w2 = 0.0;      // sum of w and of w^2
+  double w2r = 0.0, w2r2 = 0.0;  // sum of w^2 r and of w^2 r^2 (SNIPS' delta method)
+
+  void Add(double weight, double reward, double dr_term);
+  PolicyValue Value(EvaluatedPolicy policy) const;
+};
+
+// A model's off-policy evaluation: every target's sums, fed with each learned reward of a
+// decision that has a record. Deterministic in the order of the rewards, so that replaying a
+// log rebuilds it exactly.
+class PolicyEvaluator {
+ public:
+  void Add(const EvaluationRecord& record, double reward);
+  std::vector<PolicyValue> Values() const;
+  int64_t explored() const { return explored_; }
+
+  void Save(storage::Encoder* out) const;
+  bool Load(storage::Decoder* in);
+  bool operator==(const PolicyEvaluator& o) const;
+
+ private:
+  std::array<EstimatorSums, kEvaluatedPolicies> sums_{};
+  int64_t explored_ = 0;  // of the decisions added, drawn by the uniform share
+};
+
+// The record's coding, for the log and the snapshot's ledger.
+void PutEvaluationRecord(storage::Encoder* out, const EvaluationRecord& record);
+bool GetEvaluationRecord(storage::Decoder* in, EvaluationRecord* record);
+
+}  // namespace graphbandit
+
+#endif  // GRAPHBANDIT_CORE_POLICY_EVALUATION_H_
