@@ -216,6 +216,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.index_schedule.inverse_t_level = c.index_schedule().inverse_t_level();
   o.prior_mean = c.has_prior_mean() ? c.prior_mean() : d.prior_mean;
   o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
+  o.evaluation_epsilon = c.evaluation().epsilon();
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
@@ -326,6 +327,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   if (!fits || !o.refit.fit_noise_variance) c.set_ridge(o.ridge);
   c.set_exploration(o.exploration);
   c.set_baseline_half_life(o.baseline_half_life);
+  c.mutable_evaluation()->set_epsilon(o.evaluation_epsilon);
   c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
   if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
       o.exploration_width == ExplorationWidth::kBayesUcb) {

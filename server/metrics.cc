@@ -191,6 +191,50 @@ class ModelCollector : public prometheus::Collectable {
       degraded.metric.push_back(std::move(metric));
     }
     families.push_back(std::move(degraded));
+    // Off-policy estimates (core/policy/evaluation.h): every policy's value by each estimator
+    // with its 95% interval, and the decisions and effective sample size behind it. A policy
+    // without enough decisions has no value series yet.
+    prometheus::MetricFamily value{
+        "graphbandit_policy_value",
+        "Estimated mean reward per decision of a policy on this model's logged decisions, by "
+        "estimator (ips, snips, dr) with its 95% interval (bound: estimate, lower, upper).",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily evaluated{"graphbandit_policy_value_decisions",
+                                       "Decisions the policy value estimates average over.",
+                                       prometheus::MetricType::Gauge,
+                                       {}};
+    prometheus::MetricFamily ess{
+        "graphbandit_policy_value_effective_sample_size",
+        "Effective sample size of the importance weights behind a policy's estimates.",
+        prometheus::MetricType::Gauge,
+        {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      for (const PolicyValue& v : stats[i].view.policy_values) {
+        const std::string policy(EvaluatedPolicyName(v.policy));
+        auto add = [&](prometheus::MetricFamily& family, double x,
+                       std::map<std::string, std::string> labels) {
+          prometheus::ClientMetric metric;
+          labels["model"] = names[i];
+          labels["policy"] = policy;
+          for (const auto& [name, text] : labels) metric.label.push_back({name, text});
+          metric.gauge.value = x;
+          family.metric.push_back(std::move(metric));
+        };
+        add(evaluated, static_cast<double>(v.decisions), {});
+        add(ess, v.effective_sample_size, {});
+        if (!v.valid) continue;
+        for (const auto& [estimator, interval] :
+             {std::pair{"ips", &v.ips}, std::pair{"snips", &v.snips}, std::pair{"dr", &v.dr}}) {
+          add(value, interval->estimate, {{"estimator", estimator}, {"bound", "estimate"}});
+          add(value, interval->lower, {{"estimator", estimator}, {"bound", "lower"}});
+          add(value, interval->upper, {{"estimator", estimator}, {"bound", "upper"}});
+        }
+      }
+    }
+    families.push_back(std::move(value));
+    families.push_back(std::move(evaluated));
+    families.push_back(std::move(ess));
     // Records recovery could not use at the last start, by kind: lost to damage in the middle
     // of the log, or intact but dropped because their decision was lost (or a repeat).
     for (const auto& [name, help, pick] :

@@ -276,6 +276,17 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
                                      request->candidates_size())));
   }
   decision_request.slate_size = static_cast<int>(slate);
+  if (!request->baseline_arm().empty()) {
+    for (int i = 0; i < request->candidates_size(); ++i) {
+      if (request->candidates(i).id() == request->baseline_arm()) decision_request.baseline = i;
+    }
+    if (decision_request.baseline < 0) {
+      return rpc.Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrFormat("baseline_arm %s is not one of the candidates' ids",
+                                       QuoteId(request->baseline_arm()))));
+    }
+  }
   decision_request.event_id = request->event_id();
   decision_request.min_model_version = request->min_model_version();
 
@@ -295,6 +306,7 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
     out->set_stddev(arm.stddev);
     out->set_score(arm.score);
     if (arm.probability.has_value()) out->set_selection_probability(*arm.probability);
+    out->set_explored(decision->explored);
   }
   return rpc.Finish(grpc::Status::OK);
 }
@@ -413,6 +425,23 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   response->set_queued_operations(stats.queued_operations);
   response->set_rewards_staged(static_cast<uint64_t>(stats.view.rewards_staged));
   response->set_reward_baseline(stats.view.baseline);
+  v1::EvaluationSummary* evaluation = response->mutable_evaluation();
+  evaluation->set_epsilon(model->options().evaluation_epsilon);
+  evaluation->set_decisions_explored(static_cast<uint64_t>(stats.view.decisions_explored));
+  for (const PolicyValue& value : stats.view.policy_values) {
+    v1::PolicyValueEstimate* out = evaluation->add_policies();
+    out->set_policy(std::string(EvaluatedPolicyName(value.policy)));
+    out->set_decisions(static_cast<uint64_t>(value.decisions));
+    out->set_effective_sample_size(value.effective_sample_size);
+    if (!value.valid) continue;
+    for (const auto& [interval, field] :
+         {std::pair{&value.ips, out->mutable_ips()}, std::pair{&value.snips, out->mutable_snips()},
+          std::pair{&value.dr, out->mutable_dr()}}) {
+      field->set_estimate(interval->estimate);
+      field->set_lower(interval->lower);
+      field->set_upper(interval->upper);
+    }
+  }
   response->set_dictionary_points_refused(
       static_cast<uint64_t>(stats.view.dictionary_points_refused));
   if (stats.view.hyperparameters.has_value()) {

@@ -86,6 +86,15 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   Eigen::MatrixXd points;
   ScoredSlate scored;
   std::vector<const double*> arms;
+  const bool evaluate = spec.evaluation_epsilon > 0.0;
+  if (evaluate && slate_size != 1) {
+    out.error = "off-policy evaluation needs slate_size 1";
+    return out;
+  }
+  PolicyEvaluator evaluator;
+  Eigen::VectorXd every_probability;
+  std::vector<double> truth(kEvaluatedPolicies, 0.0);
+  int64_t evaluated = 0;
   const double cpu_at_start = ThreadCpuSeconds();
   for (int64_t t = 0; t < spec.rounds; ++t) {
     const Round round = (*env)->MakeRound(static_cast<uint64_t>(t));
@@ -134,13 +143,23 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (policy->model_seed.has_value()) {
       decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
     }
-    absl::Status status = DecideSlate(*policy->learner, user, points, rule, slate_size,
-                                      decision_rng.has_value() ? *decision_rng : rng,
-                                      /*probabilities=*/false, &scored);
+    Rng& decide_rng = decision_rng.has_value() ? *decision_rng : rng;
+    absl::Status status = DecideSlate(*policy->learner, user, points, rule, slate_size, decide_rng,
+                                      /*probabilities=*/evaluate, &scored);
+    bool explored = false;
+    if (status.ok() && evaluate) {
+      // The model's evaluation share (core/model/model.cc), with every candidate's probability
+      // for the truth.
+      Rng coin(StableHash(SimEventId(t), spec.seed ^ 0x65766c2d636f696eULL));
+      explored = MixUniformShare(spec.evaluation_epsilon, rule, slate_size, coin, decide_rng,
+                                 &scored, &every_probability);
+    }
     const int chosen = status.ok() ? scored.slate[0].candidate : 0;
     stop_phase(&decision_cpu);
+    double first_reward = 0.0;
     if (status.ok() && policy->learner->LearnsFromDecisions()) {
       const double reward = (*env)->Reward(round, chosen);
+      first_reward = reward;
       start_phase();
       status = LearnDecision(*policy->learner, user, points, scored.propensities, chosen, reward);
       stop_phase(&learn_cpu);
@@ -150,6 +169,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
       // model learns a slate's arm rewards).
       for (const RankedChoice& arm : scored.slate) {
         const double reward = (*env)->Reward(round, arm.candidate);
+        if (&arm == &scored.slate[0]) first_reward = reward;
         start_phase();
         status = LearnReward(*policy->learner, policy->baseline, user, points.col(arm.candidate),
                              reward);
@@ -174,6 +194,25 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
       return out;
     }
     total_seconds += seconds;
+    if (evaluate) {
+      const EvaluationRecord record = MakeEvaluationRecord(
+          scored.mean, chosen, *scored.slate[0].probability, explored, -1, /*off_policy=*/true);
+      evaluator.Add(record, first_reward);
+      // The truth: each policy's expected reward on this decision (the drifting offset too).
+      const Eigen::VectorXd expected = round.means.array() + round.offset;
+      const double best = scored.mean.maxCoeff();
+      double greedy = 0.0, ties = 0.0;
+      for (int k = 0; k < n; ++k) {
+        if (scored.mean(k) != best) continue;
+        greedy += expected(k);
+        ties += 1.0;
+      }
+      truth[0] += every_probability.dot(expected);
+      truth[1] += expected.mean();
+      truth[2] += greedy / ties;
+      truth[3] += expected(0);
+      ++evaluated;
+    }
     if (spec.record_choices) out.choices.push_back(chosen);
     if (slate_size == 1) {
       cumulative += (*env)->Regret(round, chosen);
@@ -203,6 +242,11 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   }
   out.cpu_seconds_per_step = (ThreadCpuSeconds() - cpu_at_start) / static_cast<double>(spec.rounds);
   out.result.seconds_per_step = total_seconds / static_cast<double>(spec.rounds);
+  if (evaluate) {
+    out.policy_values = evaluator.Values();
+    for (double& x : truth) x /= static_cast<double>(std::max<int64_t>(evaluated, 1));
+    out.policy_truth = std::move(truth);
+  }
   out.decision_cpu_per_step = decision_cpu / static_cast<double>(spec.rounds);
   out.learn_cpu_per_step = learn_cpu / static_cast<double>(spec.rounds);
   out.fit_cpu_per_step = fit_cpu / static_cast<double>(spec.rounds);

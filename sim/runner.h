@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/policy/evaluation.h"
 #include "sim/environment.h"
 #include "sim/policy_spec.h"
 #include "sim/report.h"
@@ -34,6 +35,10 @@ struct RunSpec {
   // learned as a single reward (semi-bandit feedback); the regret of a round is the summed mean
   // of the best slate_size shown arms minus that of the chosen ones.
   int slate_size = 1;
+  // > 0: that share of decisions is drawn uniformly, as a model with evaluation.epsilon does,
+  // and the run estimates every evaluated policy's value off-policy (slate_size 1 only;
+  // core/policy/evaluation.h), next to its true value (RunOutput::policy_truth).
+  double evaluation_epsilon = 0.0;
 };
 
 struct RunOutput {
@@ -53,6 +58,11 @@ struct RunOutput {
   double learn_cpu_per_step = 0.0;
   double fit_cpu_per_step = 0.0;
   double cpu_seconds_per_step = 0.0;
+  // With evaluation_epsilon: the estimates a model would report at the end of the run, per
+  // EvaluatedPolicy, and what they estimate, computed from the environment's expected rewards:
+  // the mean over the run's decisions of each policy's expected reward on that decision.
+  std::vector<PolicyValue> policy_values;
+  std::vector<double> policy_truth;
   std::string error;         // empty when the run succeeded
   std::vector<int> choices;  // with record_choices: the chosen candidate per round
 };

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/features/named_features.h"
+#include "core/policy/evaluation.h"
 
 namespace graphbandit {
 
@@ -45,6 +46,11 @@ struct Decision {
   bool logged = true;
   // Set for policies that learn from the whole decision; null otherwise.
   std::shared_ptr<const DecisionCandidates> candidates;
+  // Drawn by the uniform share of ModelConfig.evaluation, not by the policy.
+  bool explored = false;
+  // A single-arm decision's evaluation record (core/policy/evaluation.h): logged with the
+  // decision and with each reward learned from it. Null for slates.
+  std::shared_ptr<const EvaluationRecord> evaluation;
   // DecisionRequest.rank_all: the candidates not chosen (their indices), by descending posterior
   // mean (ties by index). Answered, not logged: empty for a replayed decision after a restart.
   std::vector<int> others;

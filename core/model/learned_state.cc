@@ -18,7 +18,7 @@ namespace {
 // 6: hyper-parameters with the community variance; 5: with the pending refit; 4: with the
 // staged observations (batches); 3: with the hyper-parameters block; 2: without (the configured
 // values apply).
-constexpr uint8_t kStateVersion = 7;
+constexpr uint8_t kStateVersion = 8;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -261,6 +261,11 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
     // Rewards learned now (a reward with the FIRST rule, a closing decision, an observation).
     absl::Status status;
     for (const ObserveOp* observe : ObservationsOf(op)) {
+      // Every reward of a single-arm decision counts in the off-policy estimates, learned or
+      // refused by the learner: it is what the decision earned.
+      if (observe->evaluation != nullptr && std::isfinite(observe->reward)) {
+        evaluator_.Add(*observe->evaluation, observe->reward);
+      }
       if (learner_ == nullptr) {
         status =
             absl::FailedPreconditionError("a reward was logged before the dimensions were fixed");
@@ -560,6 +565,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   view->rewards_learned = rewards_learned_;
   view->rewards_staged = staged();
   view->baseline = baseline_.value();
+  view->policy_values = evaluator_.Values();
+  view->decisions_explored = evaluator_.explored();
   view->edges = graph_.num_edges();
   view->graph_users = registry_->size();
   // Users registered since the last rebuild have no edges: each is a component of its own.
@@ -622,6 +629,8 @@ std::string LearnedState::Save(uint64_t seq, std::string buffer) const {
   out.PutVarint64(static_cast<uint32_t>(arm_slots_));
   PutScaling(*context_scaling_, &out);
   PutScaling(*arm_scaling_, &out);
+  // Version 8: the off-policy estimates' sums.
+  evaluator_.Save(&out);
   return out.Release();  // the ledger follows (core/model/ledger_records.h)
 }
 
@@ -815,6 +824,7 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
         "model named-feature inputs (features)",
         options_.name));
   }
+  if (version >= 8 && !evaluator_.Load(&in)) return bad("off-policy estimates");
   if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
     // Values the configuration fixes win over the snapshot's (the configuration may have
     // changed since): rebuild with them, as a logged fit would.

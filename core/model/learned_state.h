@@ -41,6 +41,7 @@
 #include "core/model/model_options.h"
 #include "core/model/model_view.h"
 #include "core/model/request_validation.h"
+#include "core/policy/evaluation.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -166,6 +167,8 @@ class LearnedState {
   int32_t last_fit_points_ = 0;
   double last_fit_log_likelihood_ = 0.0;
   BaselineTracker baseline_;
+  // The off-policy estimates, fed by every reward of a decision with an evaluation record.
+  PolicyEvaluator evaluator_;
   // Staged observations (batches), oldest first: the learner's point, user and reward.
   struct Staged {
     int32_t user = 0;

@@ -20,6 +20,8 @@ Decision DecisionOf(const DecideOp& op, const ModelOptions& options) {
   d.policy = std::string(PolicyName(options.policy));
   d.model_version = op.model_version;
   d.candidates = op.candidates;
+  d.explored = op.explored;
+  d.evaluation = op.evaluation;
   for (const DecideOp::Arm& arm : op.arms) {
     ChosenArm c;
     c.candidate_index = arm.candidate_index;
@@ -60,6 +62,7 @@ ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward) {
     op.candidates = entry.decision.candidates;
     op.chosen = entry.decision.arms[arm].candidate_index;
   }
+  op.evaluation = entry.decision.evaluation;
   return op;
 }
 
@@ -206,6 +209,10 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
     for (const LedgerArm& arm : e->arms) {
       bound += 5 * kVarint + 5 * 8 + 1 + arm.arm_id.size() + 8 * arm.features.size();
     }
+    if (e->decision.explored || e->decision.evaluation != nullptr) {
+      bound += kVarint + 2 + kVarint + 8 * 2 + 1 + kVarint;
+      if (e->decision.evaluation != nullptr) bound += 16 * e->decision.evaluation->targets.size();
+    }
     if (e->decision.candidates != nullptr) {
       bound += 2 * kVarint + e->event_id.size();
       for (const std::vector<double>& features : e->decision.candidates->features) {
@@ -264,7 +271,14 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
   for (const auto& e : ledger.entries) {
     if (e->deferred || e->baseline >= 0) ++with_flags;
   }
-  if (with_candidates > 0 || with_flags > 0) {
+  // Then, when any open decision was explored or has an evaluation record, those decisions'
+  // evaluation part, each named by its position among the open decisions (the candidates' and
+  // the flags' counts are written, 0 included, so that this section can follow).
+  int64_t with_evaluation = 0;
+  for (const auto& e : ledger.entries) {
+    if (e->decision.explored || e->decision.evaluation != nullptr) ++with_evaluation;
+  }
+  if (with_candidates > 0 || with_flags > 0 || with_evaluation > 0) {
     out.PutVarint64(static_cast<uint64_t>(with_candidates));
     for (const auto& e : ledger.entries) {
       if (e->decision.candidates == nullptr) continue;
@@ -272,7 +286,7 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
       PutCandidates(&out, *e->decision.candidates);
     }
   }
-  if (with_flags > 0) {
+  if (with_flags > 0 || with_evaluation > 0) {
     out.PutVarint64(static_cast<uint64_t>(with_flags));
     for (size_t i = 0; i < ledger.entries.size(); ++i) {
       const LedgerEntry& e = *ledger.entries[i];
@@ -280,6 +294,17 @@ std::string EncodeLedger(const LedgerCapture& ledger) {
       out.PutString(e.event_id);
       out.PutU8(static_cast<uint8_t>((e.deferred ? 1 : 0) | (ledger.activated[i] ? 2 : 0)));
       out.PutVarint64(static_cast<uint64_t>(e.baseline + 1));
+    }
+  }
+  if (with_evaluation > 0) {
+    out.PutVarint64(static_cast<uint64_t>(with_evaluation));
+    for (size_t i = 0; i < ledger.entries.size(); ++i) {
+      const Decision& d = ledger.entries[i]->decision;
+      if (!d.explored && d.evaluation == nullptr) continue;
+      out.PutVarint64(i);
+      out.PutU8(d.explored ? 1 : 0);
+      out.PutU8(d.evaluation != nullptr ? 1 : 0);
+      if (d.evaluation != nullptr) PutEvaluationRecord(&out, *d.evaluation);
     }
   }
   return out.Release();
@@ -299,6 +324,7 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
     return bad("ledger");
   }
   ledger->set_expired_total(static_cast<int64_t>(expired));
+  std::vector<LedgerEntry*> restored;  // the open decisions, oldest first
   for (uint64_t i = 0; i < count; ++i) {
     DecideOp op;
     uint64_t created = 0, version = 0, arms = 0;
@@ -332,7 +358,7 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
       entry->arms[a].aggregate = reports[a].second;
     }
     if (ledger->Find(op.event_id) != nullptr || ledger->Full()) return bad("ledger entries");
-    ledger->Insert(std::move(entry));
+    restored.push_back(ledger->Insert(std::move(entry)));
   }
   if (!in.GetVarint64(&count) || count > in.remaining()) return bad("tombstones");
   for (uint64_t i = 0; i < count; ++i) {
@@ -369,9 +395,8 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
     }
   }
   if (!in.done()) {
-    if (!in.GetVarint64(&count) || count == 0 || count > in.remaining()) {
-      return bad("decision flags");
-    }
+    // 0 when only the evaluation section follows.
+    if (!in.GetVarint64(&count) || count > in.remaining()) return bad("decision flags");
     for (uint64_t i = 0; i < count; ++i) {
       std::string event_id;
       uint8_t flags = 0;
@@ -386,6 +411,31 @@ absl::Status DecodeLedger(storage::Decoder* in_ptr, const ModelOptions& options,
       }
       entry->baseline = static_cast<int>(baseline) - 1;
       if (flags & 1) ledger->RestoreDeferral(entry, (flags & 2) != 0);
+    }
+  }
+  if (!in.done()) {
+    if (!in.GetVarint64(&count) || count == 0 || count > restored.size()) {
+      return bad("decision evaluation");
+    }
+    uint64_t previous = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t index = 0;
+      uint8_t explored = 0, has_record = 0;
+      if (!in.GetVarint64(&index) || index >= restored.size() || (i > 0 && index <= previous) ||
+          !in.GetU8(&explored) || explored > 1 || !in.GetU8(&has_record) || has_record > 1 ||
+          (explored == 0 && has_record == 0)) {
+        return bad("decision evaluation");
+      }
+      previous = index;
+      Decision& decision = restored[index]->decision;
+      decision.explored = explored == 1;
+      if (has_record == 1) {
+        auto record = std::make_shared<EvaluationRecord>();
+        if (!GetEvaluationRecord(&in, record.get()) || decision.arms.size() != 1) {
+          return bad("decision evaluation");
+        }
+        decision.evaluation = std::move(record);
+      }
     }
   }
   return absl::OkStatus();

@@ -67,7 +67,8 @@ void ApplyToLedger(const ModelOp& op, const ModelOptions& options, DecisionLedge
 
 // The ledger section of a snapshot payload: open decisions oldest first, then tombstones, then
 // (when any open decision has them) the decisions' candidates, then (when any is deferred or
-// has a baseline) the decisions' flags. It is the payload's last section.
+// has a baseline) the decisions' flags, then (when any was explored or has an evaluation
+// record) their evaluation part. It is the payload's last section.
 // Encodes a capture (DecisionLedger::Capture), so it needs no ledger lock.
 std::string EncodeLedger(const LedgerCapture& ledger);
 // Restores an empty ledger from that section (FAILED_PRECONDITION if it was written with another

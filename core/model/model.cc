@@ -22,6 +22,9 @@ constexpr double FreshnessStats::kBounds[];
 
 namespace {
 
+// Seeds the evaluation share's coin apart from the policy's own stream.
+constexpr uint64_t kEvaluationStream = 0x65766c2d636f696eULL;
+
 // Cluster mode: the prefix of this opening's record ids (see Model::record_prefix_).
 std::string RecordPrefix(const Replication& replication) {
   if (replication.log == nullptr) return "";
@@ -498,6 +501,14 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
       !s.ok()) {
     return s;
   }
+  // The evaluation share (core/policy/evaluation.h), on a stream of its own: without it the
+  // decision is exactly the policy's.
+  bool explored = false;
+  if (options_.evaluation_epsilon > 0.0) {
+    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    explored =
+        MixUniformShare(options_.evaluation_epsilon, rule, request.slate_size, coin, rng, &scored);
+  }
   const std::vector<RankedChoice>& slate = scored.slate;
   const Eigen::VectorXd& mean = scored.mean;
   const Eigen::VectorXd& stddev = scored.stddev;
@@ -506,6 +517,12 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   decision.model = options_.name;
   decision.policy = std::string(PolicyName(options_.policy));
   decision.model_version = view->version;
+  decision.explored = explored;
+  if (slate.size() == 1 && slate[0].probability.has_value() && *slate[0].probability > 0.0) {
+    decision.evaluation = std::make_shared<const EvaluationRecord>(
+        MakeEvaluationRecord(mean, slate[0].candidate, *slate[0].probability, explored,
+                             request.baseline, options_.evaluation_epsilon > 0.0));
+  }
   for (const RankedChoice& choice : slate) {
     ChosenArm arm;
     arm.candidate_index = choice.candidate;
@@ -591,6 +608,8 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   op.candidates = decision->candidates;
   op.deferred = request.defer_activation;
   op.baseline = request.baseline;
+  op.explored = decision->explored;
+  op.evaluation = decision->evaluation;
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;

@@ -32,18 +32,25 @@ bool GetObserve(Decoder* in, ObserveOp* op) {
          in->GetDouble(&op->reward);
 }
 
-// The decision's candidates of each observation, after the record's other fields (records
-// without any are as before this trailer existed, so older logs read unchanged).
+// What each observation carries besides its reward, after the record's other fields: the
+// decision's candidates (policies that learn from whole decisions) and its evaluation record
+// (core/policy/evaluation.h). Records whose observations carry neither end before it, as they
+// did before this trailer existed, so older logs read unchanged. Per observation, a flags byte
+// (1: candidates, 2: evaluation record; logs before the evaluation record wrote 0 or 1).
 void PutObservationTrailer(Encoder* out, const std::vector<const ObserveOp*>& ops) {
   bool any = false;
-  for (const ObserveOp* op : ops) any = any || op->candidates != nullptr;
+  for (const ObserveOp* op : ops) {
+    any = any || op->candidates != nullptr || op->evaluation != nullptr;
+  }
   if (!any) return;
   out->PutU8(1);
   for (const ObserveOp* op : ops) {
-    out->PutU8(op->candidates != nullptr ? 1 : 0);
-    if (op->candidates == nullptr) continue;
-    out->PutVarint64(static_cast<uint32_t>(op->chosen));
-    PutCandidates(out, *op->candidates);
+    out->PutU8((op->candidates != nullptr ? 1 : 0) | (op->evaluation != nullptr ? 2 : 0));
+    if (op->candidates != nullptr) {
+      out->PutVarint64(static_cast<uint32_t>(op->chosen));
+      PutCandidates(out, *op->candidates);
+    }
+    if (op->evaluation != nullptr) PutEvaluationRecord(out, *op->evaluation);
   }
 }
 
@@ -52,15 +59,21 @@ bool GetObservationTrailer(Decoder* in, const std::vector<ObserveOp*>& ops) {
   uint8_t marker = 0;
   if (!in->GetU8(&marker) || marker != 1) return false;
   for (ObserveOp* op : ops) {
-    uint8_t has = 0;
-    if (!in->GetU8(&has) || has > 1) return false;
-    if (has == 0) continue;
-    uint64_t chosen = 0;
-    if (!in->GetVarint64(&chosen) || !GetCandidates(in, &op->candidates) ||
-        chosen >= op->candidates->probabilities.size()) {
-      return false;
+    uint8_t flags = 0;
+    if (!in->GetU8(&flags) || flags > 3) return false;
+    if ((flags & 1) != 0) {
+      uint64_t chosen = 0;
+      if (!in->GetVarint64(&chosen) || !GetCandidates(in, &op->candidates) ||
+          chosen >= op->candidates->probabilities.size()) {
+        return false;
+      }
+      op->chosen = static_cast<int32_t>(chosen);
     }
-    op->chosen = static_cast<int32_t>(chosen);
+    if ((flags & 2) != 0) {
+      auto record = std::make_shared<EvaluationRecord>();
+      if (!GetEvaluationRecord(in, record.get())) return false;
+      op->evaluation = std::move(record);
+    }
   }
   return true;
 }
@@ -154,6 +167,12 @@ struct EncodeVisitor {
       out->PutU8(2);
       out->PutU8(op.deferred ? 1 : 0);
       out->PutVarint64(static_cast<uint64_t>(op.baseline + 1));
+    }
+    if (op.explored || op.evaluation != nullptr) {
+      out->PutU8(3);
+      out->PutU8(op.explored ? 1 : 0);
+      out->PutU8(op.evaluation != nullptr ? 1 : 0);
+      if (op.evaluation != nullptr) PutEvaluationRecord(out, *op.evaluation);
     }
   }
   void operator()(const ActivateOp& op) const {
@@ -367,6 +386,19 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
           }
           op.deferred = deferred == 1;
           op.baseline = static_cast<int32_t>(baseline) - 1;
+        } else if (marker == 3) {
+          uint8_t explored = 0, has_record = 0;
+          if (!in.GetU8(&explored) || explored > 1 || !in.GetU8(&has_record) || has_record > 1) {
+            return Malformed(type);
+          }
+          op.explored = explored == 1;
+          if (has_record == 1) {
+            auto record = std::make_shared<EvaluationRecord>();
+            if (!GetEvaluationRecord(&in, record.get()) || op.arms.size() != 1) {
+              return Malformed(type);
+            }
+            op.evaluation = std::move(record);
+          }
         } else {
           return Malformed(type);
         }

@@ -63,6 +63,9 @@ struct ObserveOp {
   // (index) this reward is for. Null / -1 otherwise.
   std::shared_ptr<const DecisionCandidates> candidates;
   int32_t chosen = -1;
+  // The decision's evaluation record (single-arm decisions; null otherwise): learning this
+  // reward adds it to the model's off-policy estimates (core/policy/evaluation.h).
+  std::shared_ptr<const EvaluationRecord> evaluation;
 };
 
 // A decision entered the ledger (SelectArm). Carries everything a retry must return and a
@@ -86,6 +89,8 @@ struct DecideOp {
   std::shared_ptr<const DecisionCandidates> candidates;  // see DecisionCandidates
   bool deferred = false;                                 // DecisionRequest.defer_activation
   int32_t baseline = -1;  // DecisionRequest.baseline (a candidate index), -1 for none
+  bool explored = false;  // drawn by the evaluation share (Decision::explored)
+  std::shared_ptr<const EvaluationRecord> evaluation;  // Decision::evaluation
 };
 
 // A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at

@@ -166,6 +166,11 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "got %g",
         o.name, o.baseline_half_life));
   }
+  if (!(o.evaluation_epsilon >= 0.0 && o.evaluation_epsilon < 1.0)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": evaluation.epsilon must be in [0, 1) (a share of decisions), got %g", o.name,
+        o.evaluation_epsilon));
+  }
   if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
       o.exploration_width == ExplorationWidth::kBayesUcb) {
     const char* width =

@@ -130,6 +130,8 @@ struct ModelOptions {
   // Half-life in rewards of the drifting-baseline tracker (core/learner/baseline_tracker.h); 0:
   // off.
   double baseline_half_life = kDefaultBaselineHalfLife;
+  // Share of decisions drawn uniformly from the candidates (core/policy/evaluation.h); 0: none.
+  double evaluation_epsilon = 0.0;
   // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
   RefitOptions refit = DefaultRefit();
 

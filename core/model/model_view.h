@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/fit/hyperparameter_fit.h"
 #include "core/kernel/arm_kernel.h"
 #include "core/learner/posterior.h"
+#include "core/policy/evaluation.h"
 
 namespace graphbandit {
 
@@ -52,6 +54,10 @@ struct ModelView {
   // The drifting baseline added to every mean (core/learner/baseline_tracker.h; 0 when off).
   double baseline = 0.0;
   std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
+  // Off-policy estimates over the decisions learned so far (core/policy/evaluation.h), one per
+  // EvaluatedPolicy in order, and how many of those decisions the uniform share drew.
+  std::vector<PolicyValue> policy_values;
+  int64_t decisions_explored = 0;
 };
 
 struct EdgeEditResult {

@@ -99,11 +99,18 @@ class RuleInclusion {
 }  // namespace
 
 bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, Rng& coin,
-                     Rng& rule_rng, ScoredSlate* scored) {
-  if (!(epsilon > 0.0)) return false;
+                     Rng& rule_rng, ScoredSlate* scored, Eigen::VectorXd* every) {
   const int n = static_cast<int>(scored->mean.size());
   const double share = epsilon * static_cast<double>(slate_size) / static_cast<double>(n);
   RuleInclusion inclusion(rule, *scored, slate_size, rule_rng);
+  if (every != nullptr) {
+    // Before the coin, so that the rule's stream is used the same way whatever it shows.
+    every->resize(n);
+    for (int c = 0; c < n; ++c) {
+      (*every)(c) = std::min(1.0, (1.0 - std::max(epsilon, 0.0)) * inclusion(c) + share);
+    }
+  }
+  if (!(epsilon > 0.0)) return false;
   const bool explore = coin.Uniform() < epsilon;
   if (explore) {
     // slate_size distinct candidates, uniformly, in random order (a partial Fisher-Yates).

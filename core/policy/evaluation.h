@@ -71,10 +71,12 @@ struct EvaluationRecord {
 // propensity vector is mixed the same way (its learner learns from the law the arm was drawn
 // by). `coin` is a stream of its own (epsilon 0 draws nothing from anything, so decisions are
 // what they were without this step); `rule_rng` is used only to estimate a Thompson slate's
-// inclusion probabilities. Returns whether the slate was drawn uniformly. REQUIRES a slate
-// decided by DecideSlate with probabilities, 0 <= epsilon < 1.
+// inclusion probabilities. Returns whether the slate was drawn uniformly. With `every`, also
+// writes every candidate's probability under the mixture (a simulation's truth; it costs one
+// probability per candidate). REQUIRES a slate decided by DecideSlate with probabilities,
+// 0 <= epsilon < 1.
 bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, Rng& coin,
-                     Rng& rule_rng, ScoredSlate* scored);
+                     Rng& rule_rng, ScoredSlate* scored, Eigen::VectorXd* every = nullptr);
 
 // The record of a single-arm decision: `chosen` (a candidate index) was logged with
 // `propensity`; `mean` holds every candidate's prediction; `baseline` the baseline candidate or

@@ -473,6 +473,7 @@ REQUIRED_PANELS = [  # (topic, title pattern, metric the panel must query)
     ("queued operations", r"queued", "graphbandit_queued_operations"),
     ("snapshot age", r"snapshot age", "graphbandit_last_snapshot_timestamp_seconds"),
     ("log syncs", r"log syncs", "graphbandit_log_syncs_total"),
+    ("policy value", r"policy value", "graphbandit_policy_value"),
 ]
 # Panels that may show nothing on a fresh server (no snapshot is written before shutdown).
 MAY_BE_EMPTY = {"Snapshot age"}

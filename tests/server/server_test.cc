@@ -392,6 +392,62 @@ TEST_F(ServerTest, SlatesRetriesAndPerArmRewards) {
   EXPECT_EQ(outcome.arm_outcomes(1).outcome(), v1::DUPLICATE);
 }
 
+// The evaluation share over gRPC: explored arms are flagged with the mixture's probability, a
+// baseline_arm that is not a candidate is refused, and the estimates reach DescribeModel and the
+// metrics.
+TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
+  ModelOptions options;
+  options.name = "default";
+  options.evaluation_epsilon = 0.5;
+  StartServer({options}, /*with_metrics=*/true);
+  v1::SelectArmRequest request = ThreeArms();
+  request.set_baseline_arm("nope");
+  v1::SelectArmResponse response;
+  const grpc::Status refused = Select(request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("baseline_arm \"nope\""));
+  request.set_baseline_arm(request.candidates(1).id());
+  int explored = 0;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(Select(request, &response).ok());
+    ASSERT_EQ(response.arms_size(), 1);
+    const v1::RankedArm& arm = response.arms(0);
+    if (arm.explored()) {
+      ++explored;
+      EXPECT_GE(arm.selection_probability(), 0.5 / 3 - 1e-12);
+    }
+    v1::ReportRewardRequest report;
+    report.set_event_id(response.event_id());
+    report.set_reward(arm.candidate_index() == 2 ? 1.0 : 0.0);
+    v1::ReportRewardResponse outcome;
+    ASSERT_TRUE(Reward(report, &outcome).ok());
+  }
+  EXPECT_GT(explored, 50);
+  EXPECT_LT(explored, 150);
+  (*server_->engine().FindModel(""))->WaitForFits();
+  const v1::ModelDescription description = Describe();
+  EXPECT_EQ(description.config().evaluation().epsilon(), 0.5);
+  const v1::EvaluationSummary& evaluation = description.evaluation();
+  EXPECT_EQ(evaluation.epsilon(), 0.5);
+  EXPECT_EQ(evaluation.decisions_explored(), static_cast<uint64_t>(explored));
+  ASSERT_EQ(evaluation.policies_size(), 4);
+  const char* names[4] = {"deployed", "uniform", "greedy", "baseline"};
+  for (int p = 0; p < 4; ++p) {
+    const v1::PolicyValueEstimate& v = evaluation.policies(p);
+    EXPECT_EQ(v.policy(), names[p]);
+    EXPECT_EQ(v.decisions(), 200u);
+    EXPECT_LE(v.dr().lower(), v.dr().estimate());
+    EXPECT_LE(v.dr().estimate(), v.dr().upper());
+  }
+  // The baseline (candidate 1) always earns 0, which its estimates see exactly.
+  EXPECT_EQ(evaluation.policies(3).ips().estimate(), 0.0);
+  const std::string metrics = ScrapeMetrics();
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_policy_value{bound=\"estimate\",estimator=\"dr\","
+                                 "model=\"default\",policy=\"greedy\"}"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_policy_value_decisions{model=\"default\","
+                                 "policy=\"uniform\"} 200"));
+}
+
 TEST_F(ServerTest, AdminCallsAndColdStartThroughAFriend) {
   for (int round = 0; round < 40; ++round) {
     v1::SelectArmResponse decision;

@@ -1,0 +1,233 @@
+// A model's evaluation share and off-policy estimates end to end: the share and the reported
+// probabilities, estimates that cover what is known to be true, and estimates that are the same
+// after a replay of the log, after a snapshot, and with decisions still open across a restart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/model/engine.h"
+#include "core/model/model_ops.h"
+#include "tests/core/model/engine_test_util.h"
+
+namespace graphbandit {
+namespace {
+
+constexpr int kArms = 5;
+
+// Five items whose expected rewards are known: 0.1, 0.3, 0.5, 0.7, 0.9 for item0..item4.
+double Expected(int arm) { return 0.1 + 0.2 * arm; }
+
+OwnedRequest Items(int round) {
+  OwnedRequest r;
+  r.user = absl::StrCat("user", round % 3);
+  for (int a = 0; a < kArms; ++a) {
+    r.candidates.push_back({absl::StrCat("item", a), {std::cos(a), std::sin(a)}});
+  }
+  r.event_id = absl::StrCat("e", round);
+  r.baseline = 1;  // the application would show item1
+  return r;
+}
+
+ModelOptions Evaluated(double epsilon) {
+  ModelOptions options;
+  options.name = "default";
+  options.evaluation_epsilon = epsilon;
+  options.reward_window = absl::Seconds(600);
+  return options;
+}
+
+int ArmIndex(const std::string& id) { return id.back() - '0'; }
+
+// Decides rounds [from, to) and rewards each decision whose round is below `reward_below`.
+void Play(Engine& engine, int from, int to, int reward_below, std::vector<double>* probabilities,
+          int* explored) {
+  Rng noise(77);
+  for (int round = from; round < to; ++round) {
+    auto decision = engine.SelectArm(Items(round).View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    ASSERT_EQ(decision->arms.size(), 1u);
+    if (probabilities != nullptr) probabilities->push_back(*decision->arms[0].probability);
+    if (explored != nullptr) *explored += decision->explored ? 1 : 0;
+    if (round < reward_below) {
+      const double reward = Expected(ArmIndex(decision->arms[0].arm_id)) + 0.1 * noise.Normal();
+      ASSERT_TRUE(engine.ReportReward({decision->event_id, reward, {}, ""}).ok());
+    }
+  }
+}
+
+void RewardRounds(Engine& engine, int from, int to) {
+  for (int round = from; round < to; ++round) {
+    // The same reward the uninterrupted run gives: a function of the round alone.
+    Rng noise(1000 + round);
+    auto decision = engine.SelectArm(Items(round).View());  // a retry: the stored decision
+    ASSERT_TRUE(decision.ok());
+    ASSERT_TRUE(decision->replayed);
+    const double reward = Expected(ArmIndex(decision->arms[0].arm_id)) + 0.1 * noise.Normal();
+    ASSERT_TRUE(engine.ReportReward({decision->event_id, reward, {}, ""}).ok());
+  }
+}
+
+std::vector<PolicyValue> Values(Engine& engine) {
+  Model* model = *engine.FindModel("");
+  model->WaitForFits();
+  return model->View()->policy_values;
+}
+
+void ExpectSame(const std::vector<PolicyValue>& a, const std::vector<PolicyValue>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].decisions, b[i].decisions) << i;
+    EXPECT_EQ(a[i].ips.estimate, b[i].ips.estimate) << i;
+    EXPECT_EQ(a[i].snips.upper, b[i].snips.upper) << i;
+    EXPECT_EQ(a[i].dr.lower, b[i].dr.lower) << i;
+    EXPECT_EQ(a[i].effective_sample_size, b[i].effective_sample_size) << i;
+  }
+}
+
+TEST(EvaluationModelTest, WithoutTheShareOnlyTheDeployedPolicyIsEstimated) {
+  auto engine = OpenEngine({Evaluated(0.0)});
+  std::vector<double> probabilities;
+  int explored = 0;
+  Play(*engine, 0, 200, 200, &probabilities, &explored);
+  EXPECT_EQ(explored, 0);
+  // UCB: 1, or a tie's share while the prior scores every item alike.
+  for (double p : probabilities) EXPECT_TRUE(p == 1.0 || p == 1.0 / kArms) << p;
+  const std::vector<PolicyValue> values = Values(*engine);
+  ASSERT_EQ(values.size(), 4u);
+  EXPECT_EQ(values[0].decisions, 200);
+  EXPECT_TRUE(values[0].valid);
+  EXPECT_EQ(values[0].ips.estimate, values[0].dr.estimate);
+  for (int t = 1; t < 4; ++t) {
+    EXPECT_EQ(values[t].decisions, 0) << t;
+    EXPECT_FALSE(values[t].valid) << t;
+  }
+}
+
+TEST(EvaluationModelTest, TheShareIsDrawnAndItsProbabilitiesAreTheMixture) {
+  const double epsilon = 0.4;
+  auto engine = OpenEngine({Evaluated(epsilon)});
+  std::vector<double> probabilities;
+  int explored = 0;
+  const int rounds = 2000;
+  Play(*engine, 0, rounds, rounds, &probabilities, &explored);
+  EXPECT_NEAR(static_cast<double>(explored) / rounds, epsilon,
+              5 * std::sqrt(epsilon * (1 - epsilon) / rounds));
+  // (1 - epsilon) q + epsilon / K, with q the policy's probability: 1 for its own arm, 0 for
+  // another one the share drew, 1/K while the prior ties every item.
+  for (double p : probabilities) {
+    const double q = (p - epsilon / kArms) / (1 - epsilon);
+    EXPECT_TRUE(std::abs(q - 1.0) < 1e-14 || std::abs(q) < 1e-14 ||
+                std::abs(q - 1.0 / kArms) < 1e-14)
+        << p;
+  }
+  Model* model = *engine->FindModel("");
+  model->WaitForFits();
+  EXPECT_EQ(model->View()->decisions_explored, explored);
+}
+
+// What the uniform policy and the baseline earn is known here: every decision has the same five
+// items. Their intervals must cover it, by every estimator.
+TEST(EvaluationModelTest, EstimatesCoverTheKnownValues) {
+  auto engine = OpenEngine({Evaluated(0.3)});
+  Play(*engine, 0, 3000, 3000, nullptr, nullptr);
+  const std::vector<PolicyValue> values = Values(*engine);
+  double uniform = 0.0;
+  for (int a = 0; a < kArms; ++a) uniform += Expected(a) / kArms;
+  const double truth[4] = {NAN, uniform, NAN, Expected(1)};
+  for (int t : {1, 3}) {
+    const PolicyValue& v = values[t];
+    EXPECT_EQ(v.decisions, 3000);
+    for (const ValueInterval* i : {&v.ips, &v.snips, &v.dr}) {
+      EXPECT_LE(i->lower, truth[t]) << EvaluatedPolicyName(v.policy);
+      EXPECT_GE(i->upper, truth[t]) << EvaluatedPolicyName(v.policy);
+      EXPECT_LT(i->upper - i->lower, 0.2) << EvaluatedPolicyName(v.policy);
+    }
+  }
+  // The model learns item4 is best: its greedy policy and its deployed one beat the others.
+  EXPECT_GT(values[2].dr.estimate, values[1].dr.upper);
+  EXPECT_GT(values[0].ips.estimate, values[3].dr.upper);
+}
+
+TEST(EvaluationModelTest, EstimatesAreRebuiltByReplayAndKeptBySnapshots) {
+  TempDir dir;
+  std::vector<PolicyValue> before;
+  {
+    auto engine = OpenEngine({Evaluated(0.3)}, dir.path());
+    Play(*engine, 0, 300, 300, nullptr, nullptr);
+    before = Values(*engine);
+    ASSERT_EQ(before[1].decisions, 300);
+    TempDir crash;  // the log alone, replayed
+    CrashCopy(dir.path(), crash.path() + "/copy");
+    auto replayed = Reopen(crash.path() + "/copy");
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    EXPECT_EQ((*(*replayed)->FindModel(""))->recovery().snapshot_seq, 0u);
+    ExpectSame(Values(**replayed), before);
+  }
+  auto engine = OpenEngine({Evaluated(0.3)}, dir.path());  // from the shutdown snapshot
+  EXPECT_GT((*engine->FindModel(""))->recovery().snapshot_seq, 0u);
+  ExpectSame(Values(*engine), before);
+}
+
+// Decisions still open at a shutdown keep their records in the snapshot's ledger: rewarded after
+// the restart, they count as they would have without it.
+TEST(EvaluationModelTest, OpenDecisionsKeepTheirRecordsAcrossARestart) {
+  std::vector<PolicyValue> uninterrupted;
+  {
+    auto engine = OpenEngine({Evaluated(0.3)});
+    Play(*engine, 0, 100, 0, nullptr, nullptr);
+    RewardRounds(*engine, 0, 100);
+    uninterrupted = Values(*engine);
+  }
+  TempDir dir;
+  {
+    auto engine = OpenEngine({Evaluated(0.3)}, dir.path());
+    Play(*engine, 0, 100, 0, nullptr, nullptr);
+    RewardRounds(*engine, 0, 40);
+  }
+  auto engine = OpenEngine({Evaluated(0.3)}, dir.path());
+  RewardRounds(*engine, 40, 100);
+  ExpectSame(Values(*engine), uninterrupted);
+  EXPECT_EQ(Values(*engine)[1].decisions, 100);
+}
+
+TEST(EvaluationModelTest, RecordsRoundTripThroughTheLogCoding) {
+  DecideOp decide;
+  decide.event_id = "e";
+  decide.user = "u";
+  decide.arms.resize(1);
+  decide.arms[0].arm_id = "a";
+  decide.explored = true;
+  Eigen::VectorXd mean(3);
+  mean << 0.1, 0.4, 0.2;
+  decide.evaluation =
+      std::make_shared<EvaluationRecord>(MakeEvaluationRecord(mean, 0, 0.1, true, 2, true));
+  auto back = DecodeOp(static_cast<uint8_t>(OpType::kDecide), EncodeOp(ModelOp(decide)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const auto& decoded = std::get<DecideOp>(*back);
+  EXPECT_TRUE(decoded.explored);
+  ASSERT_NE(decoded.evaluation, nullptr);
+  EXPECT_TRUE(*decoded.evaluation == *decide.evaluation);
+  // A record on a slate is refused.
+  DecideOp slate = decide;
+  slate.arms.resize(2);
+  EXPECT_FALSE(DecodeOp(static_cast<uint8_t>(OpType::kDecide), EncodeOp(ModelOp(slate))).ok());
+
+  RewardOp reward;
+  reward.event_id = "e";
+  reward.learn.resize(1);
+  reward.learn[0].event_id = "e";
+  reward.learn[0].evaluation = decide.evaluation;
+  auto reward_back = DecodeOp(static_cast<uint8_t>(OpType::kReward), EncodeOp(ModelOp(reward)));
+  ASSERT_TRUE(reward_back.ok()) << reward_back.status();
+  const auto& learned = std::get<RewardOp>(*reward_back).learn;
+  ASSERT_EQ(learned.size(), 1u);
+  ASSERT_NE(learned[0].evaluation, nullptr);
+  EXPECT_TRUE(*learned[0].evaluation == *decide.evaluation);
+  EXPECT_EQ(learned[0].candidates, nullptr);
+}
+
+}  // namespace
+}  // namespace graphbandit
