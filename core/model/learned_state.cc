@@ -261,10 +261,14 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
     // Rewards learned now (a reward with the FIRST rule, a closing decision, an observation).
     absl::Status status;
     for (const ObserveOp* observe : ObservationsOf(op)) {
-      // Every reward of a single-arm decision counts in the off-policy estimates, learned or
-      // refused by the learner: it is what the decision earned.
-      if (observe->evaluation != nullptr && std::isfinite(observe->reward)) {
-        evaluator_.Add(*observe->evaluation, observe->reward);
+      // Every reward counts in the estimates, learned or refused by the learner: it is what
+      // the decision earned. Off-policy targets need the decision's record.
+      if (std::isfinite(observe->reward)) {
+        if (observe->evaluation != nullptr) {
+          evaluator_.Add(*observe->evaluation, observe->reward);
+        } else {
+          evaluator_.AddOnPolicy(observe->reward);
+        }
       }
       if (learner_ == nullptr) {
         status =

@@ -518,7 +518,10 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   decision.policy = std::string(PolicyName(options_.policy));
   decision.model_version = view->version;
   decision.explored = explored;
-  if (slate.size() == 1 && slate[0].probability.has_value() && *slate[0].probability > 0.0) {
+  // Only with the share: without it the log and the snapshots stay as they were, and the
+  // deployed policy's value comes from its rewards alone.
+  if (options_.evaluation_epsilon > 0.0 && slate.size() == 1 && slate[0].probability.has_value() &&
+      *slate[0].probability > 0.0) {
     decision.evaluation = std::make_shared<const EvaluationRecord>(
         MakeEvaluationRecord(mean, slate[0].candidate, *slate[0].probability, explored,
                              request.baseline, options_.evaluation_epsilon > 0.0));

@@ -193,7 +193,7 @@ PolicyValue EstimatorSums::Value(EvaluatedPolicy policy) const {
   value.policy = policy;
   value.decisions = n;
   value.effective_sample_size = w2 > 0.0 ? w * w / w2 : 0.0;
-  value.valid = n >= 2 && w > 0.0;
+  value.valid = n >= 2 && w > 0.0 && value.effective_sample_size >= kMinEffectiveSampleSize;
   if (!value.valid) return value;
   value.ips = MeanInterval(n, ips, ips2);
   value.dr = MeanInterval(n, dr, dr2);
@@ -206,14 +206,36 @@ PolicyValue EstimatorSums::Value(EvaluatedPolicy policy) const {
   return value;
 }
 
+namespace {
+
+bool AllFinite(const EstimatorSums& s) {
+  for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2}) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void PolicyEvaluator::Add(const EvaluationRecord& record, double reward) {
-  sums_[0].Add(1.0, reward, reward);
-  if (record.explored) ++explored_;
+  std::array<EstimatorSums, kEvaluatedPolicies> next = sums_;
+  next[0].Add(1.0, reward, reward);
   for (size_t t = 0; t < record.targets.size() && t < kOffPolicyTargets; ++t) {
     const EvaluationRecord::Target& target = record.targets[t];
     const double weight = target.probability / record.propensity;
-    sums_[t + 1].Add(weight, reward, target.direct + weight * (reward - record.predicted));
+    next[t + 1].Add(weight, reward, target.direct + weight * (reward - record.predicted));
   }
+  for (const EstimatorSums& s : next) {
+    if (!AllFinite(s)) return;
+  }
+  sums_ = next;
+  if (record.explored) ++explored_;
+}
+
+void PolicyEvaluator::AddOnPolicy(double reward) {
+  EstimatorSums next = sums_[0];
+  next.Add(1.0, reward, reward);
+  if (AllFinite(next)) sums_[0] = next;
 }
 
 std::vector<PolicyValue> PolicyEvaluator::Values() const {

@@ -96,9 +96,12 @@ struct PolicyValue {
   // Kish's effective sample size of the importance weights, (sum w)^2 / sum w^2.
   double effective_sample_size = 0.0;
   ValueInterval ips, snips, dr;
-  // Whether there are enough decisions (at least 2, and some weight) for the intervals.
+  // Whether the estimates mean something: at least kMinEffectiveSampleSize effective decisions
+  // (below that, one or two decisions with a large weight decide the estimate and its interval
+  // is far too narrow).
   bool valid = false;
 };
+inline constexpr double kMinEffectiveSampleSize = 10.0;
 
 // Running sums of one target's estimators.
 struct EstimatorSums {
@@ -112,12 +115,16 @@ struct EstimatorSums {
   PolicyValue Value(EvaluatedPolicy policy) const;
 };
 
-// A model's off-policy evaluation: every target's sums, fed with each learned reward of a
-// decision that has a record. Deterministic in the order of the rewards, so that replaying a
+// A model's off-policy evaluation: every target's sums, fed with each reward the model
+// observes. Deterministic in the order of the rewards, so that replaying a
 // log rebuilds it exactly.
 class PolicyEvaluator {
  public:
+  // A reward of a decision with a record: every target. Without one (a slate's arm, a decision
+  // logged before records existed), only the deployed policy, whose weight is 1 anyway. A reward
+  // that would make a sum overflow is left out (it cannot be told from infinity).
   void Add(const EvaluationRecord& record, double reward);
+  void AddOnPolicy(double reward);
   std::vector<PolicyValue> Values() const;
   int64_t explored() const { return explored_; }
 

@@ -407,18 +407,26 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(), HasSubstr("baseline_arm \"nope\""));
   request.set_baseline_arm(request.candidates(1).id());
-  int explored = 0;
+  int explored = 0, ones = 0;
   for (int i = 0; i < 200; ++i) {
     ASSERT_TRUE(Select(request, &response).ok());
     ASSERT_EQ(response.arms_size(), 1);
     const v1::RankedArm& arm = response.arms(0);
-    if (arm.explored()) {
-      ++explored;
-      EXPECT_GE(arm.selection_probability(), 0.5 / 3 - 1e-12);
+    explored += arm.explored() ? 1 : 0;
+    // The mixture's probability: (1 - 0.5) q + 0.5 / 3, q the policy's own (1 for its arm, 0
+    // for another, a tie's share 1/2 or 1/3).
+    ASSERT_TRUE(arm.has_selection_probability());
+    const double q = (arm.selection_probability() - 0.5 / 3) / 0.5;
+    EXPECT_TRUE(std::abs(q) < 1e-12 || std::abs(q - 1) < 1e-12 || std::abs(q - 0.5) < 1e-12 ||
+                std::abs(q - 1.0 / 3) < 1e-12)
+        << arm.selection_probability();
+    if (!arm.explored()) {
+      EXPECT_GT(q, 0.3) << "the policy's own arm";
     }
     v1::ReportRewardRequest report;
     report.set_event_id(response.event_id());
     report.set_reward(arm.candidate_index() == 2 ? 1.0 : 0.0);
+    ones += arm.candidate_index() == 2 ? 1 : 0;
     v1::ReportRewardResponse outcome;
     ASSERT_TRUE(Reward(report, &outcome).ok());
   }
@@ -436,11 +444,17 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
     const v1::PolicyValueEstimate& v = evaluation.policies(p);
     EXPECT_EQ(v.policy(), names[p]);
     EXPECT_EQ(v.decisions(), 200u);
-    EXPECT_LE(v.dr().lower(), v.dr().estimate());
-    EXPECT_LE(v.dr().estimate(), v.dr().upper());
+    ASSERT_TRUE(v.has_ips() && v.has_snips() && v.has_dr()) << names[p];
+    EXPECT_LT(v.dr().lower(), v.dr().estimate());
+    EXPECT_LT(v.dr().estimate(), v.dr().upper());
+    EXPECT_GE(v.effective_sample_size(), 10.0);
   }
-  // The baseline (candidate 1) always earns 0, which its estimates see exactly.
+  // The deployed policy earned what was reported; the greedy one learned candidate 2 (reward 1)
+  // and the baseline, candidate 1, earns 0, which IPS sees exactly.
+  EXPECT_NEAR(evaluation.policies(0).ips().estimate(), static_cast<double>(ones) / 200, 1e-12);
+  EXPECT_GT(evaluation.policies(2).dr().estimate(), evaluation.policies(1).dr().upper());
   EXPECT_EQ(evaluation.policies(3).ips().estimate(), 0.0);
+  EXPECT_LT(evaluation.policies(3).dr().estimate(), evaluation.policies(1).dr().lower());
   const std::string metrics = ScrapeMetrics();
   EXPECT_THAT(metrics, HasSubstr("graphbandit_policy_value{bound=\"estimate\",estimator=\"dr\","
                                  "model=\"default\",policy=\"greedy\"}"));

@@ -42,8 +42,10 @@ ModelOptions Evaluated(double epsilon) {
 int ArmIndex(const std::string& id) { return id.back() - '0'; }
 
 // Decides rounds [from, to) and rewards each decision whose round is below `reward_below`.
+// Decides rounds [from, to) and rewards each decision whose round is below `reward_below`;
+// adds the rewards to *rewards.
 void Play(Engine& engine, int from, int to, int reward_below, std::vector<double>* probabilities,
-          int* explored) {
+          int* explored, std::vector<double>* rewards = nullptr) {
   Rng noise(77);
   for (int round = from; round < to; ++round) {
     auto decision = engine.SelectArm(Items(round).View());
@@ -54,6 +56,7 @@ void Play(Engine& engine, int from, int to, int reward_below, std::vector<double
     if (round < reward_below) {
       const double reward = Expected(ArmIndex(decision->arms[0].arm_id)) + 0.1 * noise.Normal();
       ASSERT_TRUE(engine.ReportReward({decision->event_id, reward, {}, ""}).ok());
+      if (rewards != nullptr) rewards->push_back(reward);
     }
   }
 }
@@ -89,17 +92,33 @@ void ExpectSame(const std::vector<PolicyValue>& a, const std::vector<PolicyValue
 
 TEST(EvaluationModelTest, WithoutTheShareOnlyTheDeployedPolicyIsEstimated) {
   auto engine = OpenEngine({Evaluated(0.0)});
-  std::vector<double> probabilities;
+  std::vector<double> probabilities, rewards;
   int explored = 0;
-  Play(*engine, 0, 200, 200, &probabilities, &explored);
+  Play(*engine, 0, 200, 200, &probabilities, &explored, &rewards);
   EXPECT_EQ(explored, 0);
   // UCB: 1, or a tie's share while the prior scores every item alike.
   for (double p : probabilities) EXPECT_TRUE(p == 1.0 || p == 1.0 / kArms) << p;
+  // Without the share nothing new is logged with a decision.
+  auto decision = engine->SelectArm(Items(999).View());
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision->evaluation, nullptr);
+  EXPECT_FALSE(decision->explored);
   const std::vector<PolicyValue> values = Values(*engine);
   ASSERT_EQ(values.size(), 4u);
   EXPECT_EQ(values[0].decisions, 200);
   EXPECT_TRUE(values[0].valid);
-  EXPECT_EQ(values[0].ips.estimate, values[0].dr.estimate);
+  // The deployed policy's value is the mean of its rewards, with the sample's interval.
+  double mean = 0.0, var = 0.0;
+  for (double r : rewards) mean += r / rewards.size();
+  for (double r : rewards) var += (r - mean) * (r - mean) / (rewards.size() - 1);
+  const double half = 1.959963984540054 * std::sqrt(var / rewards.size());
+  const double n = static_cast<double>(rewards.size());
+  for (const ValueInterval* v : {&values[0].ips, &values[0].snips, &values[0].dr}) {
+    EXPECT_NEAR(v->estimate, mean, 1e-12);
+    // SNIPS's delta method divides by n where the sample variance divides by n - 1.
+    const double want = v == &values[0].snips ? half * std::sqrt((n - 1) / n) : half;
+    EXPECT_NEAR(v->upper - v->estimate, want, 1e-9);
+  }
   for (int t = 1; t < 4; ++t) {
     EXPECT_EQ(values[t].decisions, 0) << t;
     EXPECT_FALSE(values[t].valid) << t;

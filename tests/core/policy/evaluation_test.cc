@@ -104,6 +104,37 @@ TEST(EvaluationTest, SlateInclusionProbabilitiesMatchFrequencies) {
   }
 }
 
+TEST(EvaluationTest, ThompsonSingleArmProbabilitiesMatchFrequencies) {
+  Eigen::VectorXd mean(4), sd(4);
+  mean << 0.3, 0.5, 0.1, 0.45;
+  sd << 0.2, 0.1, 0.3, 0.2;
+  DecisionRule rule;
+  rule.rule = SelectionRule::kThompson;
+  const double epsilon = 0.25;
+  Rng rng(12), coin(13);
+  std::vector<int> chosen(4, 0);
+  std::vector<double> reported(4, -1.0);
+  const int trials = 20000;
+  for (int t = 0; t < trials; ++t) {
+    ScoredSlate scored = Decided(mean, sd, rule, 1, rng);
+    MixUniformShare(epsilon, rule, 1, coin, rng, &scored);
+    const int c = scored.slate[0].candidate;
+    ++chosen[c];
+    // The exact (integrated) probability: the same for every decision that shows c.
+    if (reported[c] < 0.0) reported[c] = *scored.slate[0].probability;
+    ASSERT_NEAR(*scored.slate[0].probability, reported[c], 1e-12);
+  }
+  double total = 0.0;
+  for (int c = 0; c < 4; ++c) {
+    const double frequency = static_cast<double>(chosen[c]) / trials;
+    EXPECT_NEAR(frequency, reported[c], 5 * std::sqrt(reported[c] / trials)) << c;
+    EXPECT_NEAR(reported[c], (1 - epsilon) * ProbabilityOfMaximum(c, mean, sd) + epsilon / 4,
+                1e-12);
+    total += reported[c];
+  }
+  EXPECT_NEAR(total, 1.0, 1e-6);
+}
+
 TEST(EvaluationTest, SampledParameterPropensitiesAreMixed) {
   ScoredSlate scored;
   scored.mean = Eigen::VectorXd::Zero(4);
@@ -120,6 +151,72 @@ TEST(EvaluationTest, SampledParameterPropensitiesAreMixed) {
   EXPECT_NEAR(scored.propensities(2), 0.125, 1e-15);
   EXPECT_NEAR(scored.propensities(0), 0.5 * 0.7 + 0.125, 1e-15);
   EXPECT_EQ(*scored.slate[0].probability, scored.propensities(scored.slate[0].candidate));
+  // Drawn often enough, some decisions explore; each reports its arm's mixed probability, and
+  // the arms the policy never picks (2 and 3) come only from the share.
+  int explored = 0;
+  for (int t = 0; t < 200; ++t) {
+    ScoredSlate s;
+    s.mean = Eigen::VectorXd::Zero(4);
+    s.stddev = Eigen::VectorXd::Zero(4);
+    s.propensities = Eigen::VectorXd(4);
+    s.propensities << 0.7, 0.3, 0.0, 0.0;
+    s.slate = {RankedChoice{0, 0.7, 0.7}};
+    const bool drawn = MixUniformShare(0.5, rule, 1, coin, rng, &s);
+    explored += drawn ? 1 : 0;
+    const int c = s.slate[0].candidate;
+    EXPECT_EQ(*s.slate[0].probability, s.propensities(c));
+    if (!drawn) {
+      EXPECT_EQ(c, 0);
+    }
+  }
+  EXPECT_GT(explored, 60);
+  EXPECT_LT(explored, 140);
+}
+
+TEST(EvaluationTest, FewEffectiveDecisionsGiveNoInterval) {
+  Eigen::VectorXd mean(10);
+  mean.setZero();
+  mean(9) = 1.0;  // greedy: candidate 9
+  PolicyEvaluator evaluator;
+  // 100 decisions of candidate 0 with probability 0.9, one of candidate 9 with probability 0.01:
+  // greedy's weight is 0 but once, so its estimates rest on one decision.
+  for (int i = 0; i < 100; ++i)
+    evaluator.Add(MakeEvaluationRecord(mean, 0, 0.9, false, 0, true), 0.5);
+  evaluator.Add(MakeEvaluationRecord(mean, 9, 0.01, true, 0, true), 1.0);
+  const std::vector<PolicyValue> values = evaluator.Values();
+  EXPECT_TRUE(values[0].valid);
+  EXPECT_TRUE(values[3].valid);  // the baseline, candidate 0, agrees 100 times
+  EXPECT_FALSE(values[2].valid);
+  EXPECT_NEAR(values[2].effective_sample_size, 1.0, 1e-12);
+}
+
+TEST(EvaluationTest, RewardsWithoutARecordCountForTheDeployedPolicyOnly) {
+  PolicyEvaluator evaluator;
+  for (int r = 1; r <= 9; ++r) evaluator.AddOnPolicy(r);
+  EXPECT_FALSE(evaluator.Values()[0].valid);  // 9 < kMinEffectiveSampleSize
+  evaluator.AddOnPolicy(10);
+  const std::vector<PolicyValue> values = evaluator.Values();
+  EXPECT_EQ(values[0].decisions, 10);
+  EXPECT_TRUE(values[0].valid);
+  EXPECT_DOUBLE_EQ(values[0].ips.estimate, 5.5);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(values[t].decisions, 0);
+}
+
+TEST(EvaluationTest, ARewardThatWouldOverflowTheSumsIsLeftOut) {
+  Eigen::VectorXd mean(2);
+  mean << 0.0, 1.0;
+  PolicyEvaluator evaluator;
+  evaluator.Add(MakeEvaluationRecord(mean, 0, 0.5, true, -1, true), 1.0);
+  PolicyEvaluator before = evaluator;
+  evaluator.Add(MakeEvaluationRecord(mean, 0, 0.5, true, -1, true), 1e200);  // its square is inf
+  evaluator.AddOnPolicy(1e200);
+  EXPECT_TRUE(evaluator == before);
+  storage::Encoder out;
+  evaluator.Save(&out);
+  const std::string bytes = out.Release();
+  storage::Decoder in(bytes);
+  PolicyEvaluator restored;
+  EXPECT_TRUE(restored.Load(&in));
 }
 
 TEST(EvaluationTest, RecordTargets) {
