@@ -21,12 +21,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/base/command_line.h"
+#include "graphbandit_version.h"
 #include "sim/robustness.h"
 #include "sim/runner.h"
 #include "sim/task_environment.h"
 
 ABSL_FLAG(std::string, tasks, "sbm-nonlinear,er-linear",
-          "Robustness tasks to run (sim/robustness.cc), comma-separated.");
+          "Robustness tasks to run (the robustness preset's names), comma-separated.");
 ABSL_FLAG(int, seeds, 50, "Seeds per task (1..10000).");
 ABSL_FLAG(int64_t, rounds, 2000, "Decisions per run (2..1000000).");
 ABSL_FLAG(double, epsilon, 0.2, "The evaluation share, in (0, 1).");
@@ -48,8 +49,10 @@ struct Cell {
 
 int Main(int argc, char** argv) {
   ParseProgramCommandLine(argc, argv, "graphbandit-ope-coverage",
-                          "graphbandit-ope-coverage [--tasks=a,b] [--seeds=50] [--rounds=2000] "
-                          "[--epsilon=0.2] [--out=results/ope]",
+                          "graphbandit-ope-coverage: whether the off-policy estimates' 95% "
+                          "intervals cover the truth, in simulation.\n"
+                          "Usage: graphbandit-ope-coverage [--tasks=a,b] [--seeds=50] "
+                          "[--rounds=2000] [--epsilon=0.2] [--out=results/ope]",
                           {"sim/ope_coverage.cc"});
   const int seeds = absl::GetFlag(FLAGS_seeds);
   const int64_t rounds = absl::GetFlag(FLAGS_rounds);
@@ -154,6 +157,8 @@ int Main(int argc, char** argv) {
       "evaluation share. Coverage is the share of seeds whose interval holds the truth; the "
       "target is at least 90%% (the intervals are nominally 95%%).\n\n",
       epsilon, rounds, seeds);
+  md << "Made by commit " << GRAPHBANDIT_COMMIT
+     << (GRAPHBANDIT_TREE_DIRTY ? " (with local changes)" : "") << ".\n\n";
   md << "Reproduce: `build/sim/graphbandit-ope-coverage --tasks=" << absl::GetFlag(FLAGS_tasks)
      << " --seeds=" << seeds << " --rounds=" << rounds << " --epsilon=" << epsilon
      << " --out=" << dir << "`\n\n";
