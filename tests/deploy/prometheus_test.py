@@ -484,8 +484,9 @@ def test_dashboard(env, dashboard_path):
         dashboard = json.load(f)
 
     # Some traffic, so that every series exists (including an error code).
-    events = [env.cli("select", f"--user=d{i}", "a:1,0", "b:0,1")["event_id"] for i in range(3)]
-    for event in events[:2]:
+    # (Eleven rewards: a policy value needs 10 effective decisions.)
+    events = [env.cli("select", f"--user=d{i}", "a:1,0", "b:0,1")["event_id"] for i in range(12)]
+    for event in events[:11]:
         env.cli("reward", f"--event_id={event}", "--reward=1")
     env.cli("SelectArm", '{"user_id":"x","candidates":[]}', expect="INVALID_ARGUMENT")
     env.cli("SelectArm", '{"user_id":"x","candidates":[]}', expect="INVALID_ARGUMENT")
