@@ -48,8 +48,9 @@ struct Decision {
   std::shared_ptr<const DecisionCandidates> candidates;
   // Drawn by the uniform share of ModelConfig.evaluation, not by the policy.
   bool explored = false;
-  // A single-arm decision's evaluation record (core/policy/evaluation.h): logged with the
-  // decision and with each reward learned from it. Null for slates.
+  // The evaluation record (core/policy/evaluation.h) of a single-arm decision made with the
+  // evaluation share on: logged with the decision and with each reward learned from it. Null
+  // for slates and without the share.
   std::shared_ptr<const EvaluationRecord> evaluation;
   // DecisionRequest.rank_all: the candidates not chosen (their indices), by descending posterior
   // mean (ties by index). Answered, not logged: empty for a replayed decision after a restart.

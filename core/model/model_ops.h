@@ -63,8 +63,8 @@ struct ObserveOp {
   // (index) this reward is for. Null / -1 otherwise.
   std::shared_ptr<const DecisionCandidates> candidates;
   int32_t chosen = -1;
-  // The decision's evaluation record (single-arm decisions; null otherwise): learning this
-  // reward adds it to the model's off-policy estimates (core/policy/evaluation.h).
+  // The decision's evaluation record (Decision::evaluation; often null): learning this reward
+  // adds it to the model's off-policy estimates (core/policy/evaluation.h).
   std::shared_ptr<const EvaluationRecord> evaluation;
 };
 
