@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
+#include <utility>
 
 namespace graphbandit {
 
@@ -33,26 +35,38 @@ std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng) {
   return order;
 }
 
-namespace {
-
-// Inclusion probabilities of a deterministic top-k with a uniform tie-break: everything above
-// the k-th score is certain; the tie group at the k-th score shares the remaining slots.
-void DeterministicProbabilities(const Eigen::VectorXd& score, int k,
-                                std::vector<RankedChoice>* slate) {
-  const double boundary = score((*slate)[k - 1].candidate);
+TopKInclusion::TopKInclusion(Eigen::VectorXd score, int k) : score_(std::move(score)) {
+  std::vector<double> sorted(score_.data(), score_.data() + score_.size());
+  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<double>());
+  boundary_ = sorted[k - 1];
   int above = 0, tied = 0;
-  for (Eigen::Index j = 0; j < score.size(); ++j) {
-    if (score(j) > boundary) ++above;
-    if (score(j) == boundary) ++tied;
+  for (Eigen::Index j = 0; j < score_.size(); ++j) {
+    if (score_(j) > boundary_) ++above;
+    if (score_(j) == boundary_) ++tied;
   }
-  for (RankedChoice& choice : *slate) {
-    choice.probability = score(choice.candidate) > boundary
-                             ? 1.0
-                             : static_cast<double>(k - above) / static_cast<double>(tied);
-  }
+  tie_share_ = static_cast<double>(k - above) / static_cast<double>(tied);
 }
 
-}  // namespace
+double TopKInclusion::operator()(int candidate) const {
+  const double s = score_(candidate);
+  return s > boundary_ ? 1.0 : s == boundary_ ? tie_share_ : 0.0;
+}
+
+Eigen::VectorXd ThompsonSlateInclusion(const Eigen::VectorXd& mean, const Eigen::VectorXd& spread,
+                                       int k, Rng& rng) {
+  const Eigen::Index n = mean.size();
+  Eigen::VectorXd hits = Eigen::VectorXd::Zero(n);
+  Eigen::VectorXd draw(n);
+  std::vector<int> index(n);
+  for (int d = 0; d < kSlateProbabilityDraws; ++d) {
+    for (Eigen::Index j = 0; j < n; ++j) draw(j) = mean(j) + spread(j) * rng.Normal();
+    std::iota(index.begin(), index.end(), 0);
+    std::nth_element(index.begin(), index.begin() + (k - 1), index.end(),
+                     [&draw](int a, int b) { return draw(a) > draw(b); });
+    for (int r = 0; r < k; ++r) hits(index[r]) += 1.0;
+  }
+  return hits / static_cast<double>(kSlateProbabilityDraws);
+}
 
 double NormalCdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -152,24 +166,13 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
   if (!probabilities) return slate;
   const bool random_rule = rule == SelectionRule::kThompson && (spread.array() > 0.0).any();
   if (!random_rule) {
-    DeterministicProbabilities(mean + spread, slate_size, &slate);
+    const TopKInclusion inclusion(mean + spread, slate_size);
+    for (RankedChoice& choice : slate) choice.probability = inclusion(choice.candidate);
   } else if (slate_size == 1) {
     slate[0].probability = ProbabilityOfMaximum(slate[0].candidate, mean, spread);
   } else {
-    // Inclusion in a Thompson top-k has no convenient closed form: estimate it.
-    std::vector<int> hits(n, 0);
-    Eigen::VectorXd draw(n);
-    std::vector<int> index(n);
-    for (int d = 0; d < kSlateProbabilityDraws; ++d) {
-      for (Eigen::Index j = 0; j < n; ++j) draw(j) = mean(j) + spread(j) * rng.Normal();
-      std::iota(index.begin(), index.end(), 0);
-      std::nth_element(index.begin(), index.begin() + (slate_size - 1), index.end(),
-                       [&draw](int a, int b) { return draw(a) > draw(b); });
-      for (int r = 0; r < slate_size; ++r) ++hits[index[r]];
-    }
-    for (RankedChoice& choice : slate) {
-      choice.probability = static_cast<double>(hits[choice.candidate]) / kSlateProbabilityDraws;
-    }
+    const Eigen::VectorXd inclusion = ThompsonSlateInclusion(mean, spread, slate_size, rng);
+    for (RankedChoice& choice : slate) choice.probability = inclusion(choice.candidate);
   }
   return slate;
 }

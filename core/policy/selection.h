@@ -84,6 +84,26 @@ std::vector<RankedChoice> SelectSlate(SelectionRule rule, double exploration,
 // (spread 0 = deterministic; deterministic ties split evenly). Exposed for tests.
 double ProbabilityOfMaximum(int i, const Eigen::VectorXd& mean, const Eigen::VectorXd& spread);
 
+// Inclusion probabilities of a deterministic top-k with a uniform tie-break (the UCB rule's
+// slate): 1 above the k-th largest score, 0 below it, and the tie group at it shares the slots
+// left. Keeps a copy of the scores. REQUIRES 1 <= k <= score.size().
+class TopKInclusion {
+ public:
+  TopKInclusion(Eigen::VectorXd score, int k);
+  double operator()(int candidate) const;
+
+ private:
+  Eigen::VectorXd score_;
+  double boundary_ = 0.0;  // the k-th largest score
+  double tie_share_ = 0.0;
+};
+
+// Every candidate's frequency in the top k of kSlateProbabilityDraws draws of
+// mean + spread * N(0, 1) (a Thompson slate's inclusion probabilities, which have no convenient
+// closed form). Consumes `rng`.
+Eigen::VectorXd ThompsonSlateInclusion(const Eigen::VectorXd& mean, const Eigen::VectorXd& spread,
+                                       int k, Rng& rng);
+
 // Every index of `score`, by descending score; exact ties in random order (consumes `rng`).
 std::vector<int> RankDescending(const Eigen::VectorXd& score, Rng& rng);
 
