@@ -155,7 +155,10 @@ int Main(int argc, char** argv) {
       "expected reward); `greedy` is the greedy policy of the model's state at each decision, "
       "`baseline` always shows the first candidate, `deployed` is the served policy with its "
       "evaluation share. Coverage is the share of seeds whose interval holds the truth; the "
-      "target is at least 90%% (the intervals are nominally 95%%).\n\n",
+      "target is at least 90%% (the intervals are nominally 95%%). The `ips` and `snips` "
+      "bounds allow for one more decision of the largest possible weight and the most adverse "
+      "reward seen (core/policy/evaluation.h), so they are cautious where a policy rarely "
+      "agrees with the logged one; `dr` is the plain normal interval.\n\n",
       epsilon, rounds, seeds);
   md << "Made by commit " << GRAPHBANDIT_COMMIT
      << (GRAPHBANDIT_TREE_DIRTY ? " (with local changes)" : "") << ".\n\n";

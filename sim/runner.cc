@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/base/random.h"
 #include "core/policy/decision_step.h"
+#include "core/policy/evaluation.h"
 
 namespace graphbandit::sim {
 namespace {
@@ -150,7 +151,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (status.ok() && evaluate) {
       // The model's evaluation share (core/model/model.cc), with every candidate's probability
       // for the truth.
-      Rng coin(StableHash(SimEventId(t), spec.seed ^ 0x65766c2d636f696eULL));
+      Rng coin(StableHash(SimEventId(t), spec.seed ^ kEvaluationStream));
       explored = MixUniformShare(spec.evaluation_epsilon, rule, slate_size, coin, decide_rng,
                                  &scored, &every_probability);
     }

@@ -15,10 +15,11 @@
 namespace graphbandit {
 namespace {
 
-// 6: hyper-parameters with the community variance; 5: with the pending refit; 4: with the
-// staged observations (batches); 3: with the hyper-parameters block; 2: without (the configured
-// values apply).
-constexpr uint8_t kStateVersion = 8;
+// 9: the off-policy sums with their weight bounds and reward ranges; 8: with the off-policy
+// sums; 7: with the named features' hashed dimensions and frozen scales; 6: hyper-parameters
+// with the community variance; 5: with the pending refit; 4: with the staged observations
+// (batches); 3: with the hyper-parameters block; 2: without (the configured values apply).
+constexpr uint8_t kStateVersion = 9;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -633,7 +634,8 @@ std::string LearnedState::Save(uint64_t seq, std::string buffer) const {
   out.PutVarint64(static_cast<uint32_t>(arm_slots_));
   PutScaling(*context_scaling_, &out);
   PutScaling(*arm_scaling_, &out);
-  // Version 8: the off-policy estimates' sums.
+  // Version 8: the off-policy estimates' sums (version 9: with their weight bounds and
+  // reward ranges).
   evaluator_.Save(&out);
   return out.Release();  // the ledger follows (core/model/ledger_records.h)
 }
@@ -828,7 +830,9 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
         "model named-feature inputs (features)",
         options_.name));
   }
-  if (version >= 8 && !evaluator_.Load(&in)) return bad("off-policy estimates");
+  if (version >= 8 && !evaluator_.Load(&in, /*with_bounds=*/version >= 9)) {
+    return bad("off-policy estimates");
+  }
   if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
     // Values the configuration fixes win over the snapshot's (the configuration may have
     // changed since): rebuild with them, as a logged fit would.

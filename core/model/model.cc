@@ -14,6 +14,7 @@
 #include "core/learner/learner_factory.h"
 #include "core/model/ledger_records.h"
 #include "core/policy/decision_step.h"
+#include "core/policy/evaluation.h"
 #include "core/policy/selection.h"
 
 namespace graphbandit {
@@ -21,9 +22,6 @@ namespace graphbandit {
 constexpr double FreshnessStats::kBounds[];
 
 namespace {
-
-// Seeds the evaluation share's coin apart from the policy's own stream.
-constexpr uint64_t kEvaluationStream = 0x65766c2d636f696eULL;
 
 // Cluster mode: the prefix of this opening's record ids (see Model::record_prefix_).
 std::string RecordPrefix(const Replication& replication) {

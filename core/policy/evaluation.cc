@@ -5,6 +5,8 @@
 #include <numeric>
 #include <optional>
 
+#include "core/policy/selection.h"
+
 namespace graphbandit {
 
 absl::string_view EvaluatedPolicyName(EvaluatedPolicy policy) {
@@ -50,37 +52,13 @@ class RuleInclusion {
     if (rule_.rule == SelectionRule::kSampledParameter) return scored_.propensities(c);
     const Eigen::VectorXd& mean = scored_.mean;
     if (!random_) {
-      // A deterministic top-k with a uniform tie-break (SelectSlate's UCB).
-      const Eigen::VectorXd score = mean + spread_;
-      std::vector<double> sorted(score.data(), score.data() + score.size());
-      std::nth_element(sorted.begin(), sorted.begin() + (k_ - 1), sorted.end(),
-                       std::greater<double>());
-      const double boundary = sorted[k_ - 1];
-      if (score(c) > boundary) return 1.0;
-      if (score(c) < boundary) return 0.0;
-      int above = 0, tied = 0;
-      for (Eigen::Index j = 0; j < score.size(); ++j) {
-        above += score(j) > boundary ? 1 : 0;
-        tied += score(j) == boundary ? 1 : 0;
-      }
-      return static_cast<double>(k_ - above) / static_cast<double>(tied);
+      // SelectSlate's UCB: a deterministic top-k with a uniform tie-break.
+      if (!top_k_.has_value()) top_k_.emplace(mean + spread_, k_);
+      return (*top_k_)(c);
     }
     if (k_ == 1) return ProbabilityOfMaximum(c, mean, spread_);
-    if (!hits_.has_value()) {
-      // Thompson top-k inclusion, estimated as SelectSlate estimates it for its own choices.
-      const Eigen::Index n = mean.size();
-      hits_ = Eigen::VectorXd::Zero(n);
-      Eigen::VectorXd draw(n);
-      std::vector<int> index(n);
-      for (int d = 0; d < kSlateProbabilityDraws; ++d) {
-        for (Eigen::Index j = 0; j < n; ++j) draw(j) = mean(j) + spread_(j) * rng_.Normal();
-        std::iota(index.begin(), index.end(), 0);
-        std::nth_element(index.begin(), index.begin() + (k_ - 1), index.end(),
-                         [&draw](int a, int b) { return draw(a) > draw(b); });
-        for (int r = 0; r < k_; ++r) (*hits_)(index[r]) += 1.0;
-      }
-      *hits_ /= static_cast<double>(kSlateProbabilityDraws);
-    }
+    // A Thompson slate, estimated as SelectSlate estimates it for its own choices.
+    if (!hits_.has_value()) hits_ = ThompsonSlateInclusion(mean, spread_, k_, rng_);
     return (*hits_)(c);
   }
 
@@ -93,6 +71,7 @@ class RuleInclusion {
   Rng& rng_;
   Eigen::VectorXd spread_;
   bool random_ = false;
+  std::optional<TopKInclusion> top_k_;
   std::optional<Eigen::VectorXd> hits_;
 };
 
@@ -160,7 +139,10 @@ EvaluationRecord MakeEvaluationRecord(const Eigen::VectorXd& mean, int chosen, d
   return record;
 }
 
-void EstimatorSums::Add(double weight, double reward, double dr_term) {
+void EstimatorSums::Add(double weight, double reward, double dr_term, double bound) {
+  reward_min = n == 0 ? reward : std::min(reward_min, reward);
+  reward_max = n == 0 ? reward : std::max(reward_max, reward);
+  weight_bound = std::max(weight_bound, bound);
   ++n;
   const double wr = weight * reward;
   ips += wr;
@@ -176,6 +158,8 @@ void EstimatorSums::Add(double weight, double reward, double dr_term) {
 namespace {
 
 constexpr double kZ95 = 1.959963984540054;  // the standard normal's 97.5% quantile
+
+double Square(double x) { return x * x; }
 
 // Mean and 95% interval of n terms from their sum and sum of squares.
 ValueInterval MeanInterval(int64_t n, double sum, double sum2) {
@@ -195,21 +179,43 @@ PolicyValue EstimatorSums::Value(EvaluatedPolicy policy) const {
   value.effective_sample_size = w2 > 0.0 ? w * w / w2 : 0.0;
   value.valid = n >= 2 && w > 0.0 && value.effective_sample_size >= kMinEffectiveSampleSize;
   if (!value.valid) return value;
-  value.ips = MeanInterval(n, ips, ips2);
   value.dr = MeanInterval(n, dr, dr2);
+  // IPS and SNIPS: each bound with one extra decision of weight up to `weight_bound` and the
+  // most adverse reward seen (see the header). Its IPS term is the most adverse of w r over
+  // those: at most every term for the lower bound, at least every term for the upper. A weight
+  // bound of 0 (sums loaded from a version-8 snapshot, not yet added to) adds nothing.
+  // Either bound is the plain one where that is the more cautious (one more term can narrow
+  // an interval: it changes the divisor and the spread too).
+  const double wb = weight_bound;
+  const bool extra = wb > 0.0;
+  const double low = extra ? std::min(0.0, wb * reward_min) : 0.0;
+  const double high = extra ? std::max(0.0, wb * reward_max) : 0.0;
+  const int64_t m = extra ? n + 1 : n;
+  value.ips = MeanInterval(n, ips, ips2);
+  value.ips.lower = std::min(value.ips.lower, MeanInterval(m, ips + low, ips2 + Square(low)).lower);
+  value.ips.upper =
+      std::max(value.ips.upper, MeanInterval(m, ips + high, ips2 + Square(high)).upper);
   // SNIPS = sum w r / sum w; by the delta method its variance is
   // sum w^2 (r - SNIPS)^2 / (sum w)^2.
-  const double v = ips / w;
-  const double spread = std::max(0.0, w2r2 - 2.0 * v * w2r + v * v * w2);
-  const double half = kZ95 * std::sqrt(spread) / w;
-  value.snips = {v, v - half, v + half};
+  auto snips = [&](double extra_w, double extra_r) {
+    const double sw = w + extra_w;
+    const double v = (ips + extra_w * extra_r) / sw;
+    const double spread =
+        std::max(0.0, w2r2 - 2.0 * v * w2r + v * v * w2 + Square(extra_w * (extra_r - v)));
+    return ValueInterval{v, v - kZ95 * std::sqrt(spread) / sw, v + kZ95 * std::sqrt(spread) / sw};
+  };
+  value.snips = snips(0.0, 0.0);
+  value.snips.lower = std::min(value.snips.lower, snips(wb, reward_min).lower);
+  value.snips.upper = std::max(value.snips.upper, snips(wb, reward_max).upper);
   return value;
 }
 
 namespace {
 
 bool AllFinite(const EstimatorSums& s) {
-  for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2}) {
+  // The bounds' extra decision too: its term and the square of its term.
+  const double extra = s.weight_bound * std::max(std::abs(s.reward_min), std::abs(s.reward_max));
+  for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2, extra * extra}) {
     if (!std::isfinite(x)) return false;
   }
   return true;
@@ -219,11 +225,17 @@ bool AllFinite(const EstimatorSums& s) {
 
 void PolicyEvaluator::Add(const EvaluationRecord& record, double reward) {
   std::array<EstimatorSums, kEvaluatedPolicies> next = sums_;
-  next[0].Add(1.0, reward, reward);
+  next[0].Add(1.0, reward, reward, 0.0);  // its estimate is the plain mean
   for (size_t t = 0; t < record.targets.size() && t < kOffPolicyTargets; ++t) {
     const EvaluationRecord::Target& target = record.targets[t];
     const double weight = target.probability / record.propensity;
-    next[t + 1].Add(weight, reward, target.direct + weight * (reward - record.predicted));
+    // The target's largest probability on this decision: 1 / K for uniform; at most 1 for the
+    // deterministic ones (greedy and baseline).
+    const double largest = t + 1 == static_cast<size_t>(EvaluatedPolicy::kUniform)
+                               ? 1.0 / static_cast<double>(record.candidates)
+                               : 1.0;
+    next[t + 1].Add(weight, reward, target.direct + weight * (reward - record.predicted),
+                    largest / record.propensity);
   }
   for (const EstimatorSums& s : next) {
     if (!AllFinite(s)) return;
@@ -234,7 +246,7 @@ void PolicyEvaluator::Add(const EvaluationRecord& record, double reward) {
 
 void PolicyEvaluator::AddOnPolicy(double reward) {
   EstimatorSums next = sums_[0];
-  next.Add(1.0, reward, reward);
+  next.Add(1.0, reward, reward, 0.0);
   if (AllFinite(next)) sums_[0] = next;
 }
 
@@ -251,11 +263,14 @@ void PolicyEvaluator::Save(storage::Encoder* out) const {
   out->PutVarint64(kEvaluatedPolicies);
   for (const EstimatorSums& s : sums_) {
     out->PutVarint64(static_cast<uint64_t>(s.n));
-    for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2}) out->PutDouble(x);
+    for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2, s.weight_bound,
+                     s.reward_min, s.reward_max}) {
+      out->PutDouble(x);
+    }
   }
 }
 
-bool PolicyEvaluator::Load(storage::Decoder* in) {
+bool PolicyEvaluator::Load(storage::Decoder* in, bool with_bounds) {
   uint64_t explored = 0, count = 0;
   if (!in->GetVarint64(&explored) || explored > INT64_MAX || !in->GetVarint64(&count) ||
       count != kEvaluatedPolicies) {
@@ -268,6 +283,18 @@ bool PolicyEvaluator::Load(storage::Decoder* in) {
     for (double* x : {&s.ips, &s.ips2, &s.dr, &s.dr2, &s.w, &s.w2, &s.w2r, &s.w2r2}) {
       if (!in->GetDouble(x) || !std::isfinite(*x)) return false;
     }
+    if (with_bounds) {
+      for (double* x : {&s.weight_bound, &s.reward_min, &s.reward_max}) {
+        if (!in->GetDouble(x) || !std::isfinite(*x)) return false;
+      }
+      if (s.weight_bound < 0.0 || s.reward_min > s.reward_max) return false;
+    } else {
+      // Unknown: no extra decision until the decisions that follow set them; the reward
+      // range starts at the mean reward. (So after such a load the IPS and SNIPS bounds are
+      // not what a replay of the whole log would give; the estimates are.)
+      s.weight_bound = 0.0;
+      s.reward_min = s.reward_max = s.w > 0.0 ? s.ips / s.w : 0.0;
+    }
   }
   explored_ = static_cast<int64_t>(explored);
   return true;
@@ -278,7 +305,9 @@ bool PolicyEvaluator::operator==(const PolicyEvaluator& o) const {
   for (int p = 0; p < kEvaluatedPolicies; ++p) {
     const EstimatorSums &a = sums_[p], &b = o.sums_[p];
     if (a.n != b.n || a.ips != b.ips || a.ips2 != b.ips2 || a.dr != b.dr || a.dr2 != b.dr2 ||
-        a.w != b.w || a.w2 != b.w2 || a.w2r != b.w2r || a.w2r2 != b.w2r2) {
+        a.w != b.w || a.w2 != b.w2 || a.w2r != b.w2r || a.w2r2 != b.w2r2 ||
+        a.weight_bound != b.weight_bound || a.reward_min != b.reward_min ||
+        a.reward_max != b.reward_max) {
       return false;
     }
   }

@@ -1,10 +1,12 @@
 // Evaluation exploration and the off-policy estimators: the mixture's probabilities against
 // how often each candidate is actually chosen, the running sums against the estimators computed
-// from scratch, unbiasedness on a problem whose truth is known, and the codings.
+// from scratch, unbiasedness and interval coverage on problems whose truth is known, and the
+// codings.
 #include "core/policy/evaluation.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace graphbandit {
@@ -257,51 +259,83 @@ TEST(EvaluationTest, SumsMatchTheEstimatorsComputedFromScratch) {
   const std::vector<PolicyValue> values = evaluator.Values();
   ASSERT_EQ(values.size(), 4u);
   const double n = static_cast<double>(records.size());
+  constexpr double kZ = 1.959963984540054;
+  // Mean and normal 95% interval of the terms.
+  auto normal = [](const std::vector<double>& x) {
+    const double m = static_cast<double>(x.size());
+    double mean = 0.0, var = 0.0;
+    for (double v : x) mean += v / m;
+    for (double v : x) var += (v - mean) * (v - mean) / (m - 1);
+    const double half = kZ * std::sqrt(var / m);
+    return ValueInterval{mean, mean - half, mean + half};
+  };
+  // SNIPS and its delta-method interval.
+  auto snips = [](const std::vector<double>& w, const std::vector<double>& r) {
+    double sw = 0.0, swr = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      sw += w[i];
+      swr += w[i] * r[i];
+    }
+    const double v = swr / sw;
+    double spread = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) spread += w[i] * w[i] * (r[i] - v) * (r[i] - v);
+    const double half = kZ * std::sqrt(spread) / sw;
+    return ValueInterval{v, v - half, v + half};
+  };
+  auto expect_near = [](const ValueInterval& got, double estimate, double lower, double upper) {
+    EXPECT_NEAR(got.estimate, estimate, 1e-12);
+    EXPECT_NEAR(got.lower, lower, 1e-12);
+    EXPECT_NEAR(got.upper, upper, 1e-12);
+  };
+  const double low = *std::min_element(rewards.begin(), rewards.end());
+  const double high = *std::max_element(rewards.begin(), rewards.end());
   for (int t = 0; t < 3; ++t) {
     std::vector<double> ips, dr, w;
+    double bound = 0.0;  // the largest weight the target could have had
     for (size_t i = 0; i < records.size(); ++i) {
       const auto& target = records[i].targets[t];
       const double weight = target.probability / records[i].propensity;
       w.push_back(weight);
       ips.push_back(weight * rewards[i]);
       dr.push_back(target.direct + weight * (rewards[i] - records[i].predicted));
+      const double largest = t == 0 ? 1.0 / records[i].candidates : 1.0;
+      bound = std::max(bound, largest / records[i].propensity);
     }
-    auto check = [&](const std::vector<double>& x, const ValueInterval& got) {
-      double mean = 0.0, var = 0.0;
-      for (double v : x) mean += v / n;
-      for (double v : x) var += (v - mean) * (v - mean) / (n - 1);
-      const double half = 1.959963984540054 * std::sqrt(var / n);
-      EXPECT_NEAR(got.estimate, mean, 1e-12);
-      EXPECT_NEAR(got.lower, mean - half, 1e-12);
-      EXPECT_NEAR(got.upper, mean + half, 1e-12);
-    };
     const PolicyValue& v = values[t + 1];
     EXPECT_EQ(v.decisions, 500);
     EXPECT_TRUE(v.valid);
-    check(ips, v.ips);
-    check(dr, v.dr);
-    double sw = 0.0, swr = 0.0, sw2 = 0.0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      sw += w[i];
-      swr += w[i] * rewards[i];
-      sw2 += w[i] * w[i];
+    expect_near(v.dr, normal(dr).estimate, normal(dr).lower, normal(dr).upper);
+    // IPS and SNIPS: each bound with one more decision of weight `bound` and the lowest (for
+    // the lower bound) or highest reward.
+    std::vector<double> ips_low = ips, ips_high = ips, w_extra = w, r_low = rewards,
+                        r_high = rewards;
+    ips_low.push_back(std::min(0.0, bound * low));  // the most adverse w r of the extra decision
+    ips_high.push_back(std::max(0.0, bound * high));
+    w_extra.push_back(bound);
+    r_low.push_back(low);
+    r_high.push_back(high);
+    // (the more cautious of that and the plain interval)
+    const ValueInterval plain_ips = normal(ips), plain_snips = snips(w, rewards);
+    expect_near(v.ips, plain_ips.estimate, std::min(plain_ips.lower, normal(ips_low).lower),
+                std::max(plain_ips.upper, normal(ips_high).upper));
+    expect_near(v.snips, plain_snips.estimate,
+                std::min(plain_snips.lower, snips(w_extra, r_low).lower),
+                std::max(plain_snips.upper, snips(w_extra, r_high).upper));
+    EXPECT_LT(v.ips.lower, normal(ips).lower);
+    EXPECT_GT(v.ips.upper, normal(ips).upper);
+    double sw = 0.0, sw2 = 0.0;
+    for (double x : w) {
+      sw += x;
+      sw2 += x * x;
     }
-    const double snips = swr / sw;
-    double spread = 0.0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      spread += w[i] * w[i] * (rewards[i] - snips) * (rewards[i] - snips);
-    }
-    EXPECT_NEAR(v.snips.estimate, snips, 1e-12);
-    EXPECT_NEAR(v.snips.upper - v.snips.estimate, 1.959963984540054 * std::sqrt(spread) / sw,
-                1e-12);
     EXPECT_NEAR(v.effective_sample_size, sw * sw / sw2, 1e-9);
   }
-  // Deployed: weight 1, all three are the mean reward.
-  double mean_reward = 0.0;
-  for (double r : rewards) mean_reward += r / n;
-  EXPECT_NEAR(values[0].ips.estimate, mean_reward, 1e-12);
-  EXPECT_NEAR(values[0].snips.estimate, mean_reward, 1e-12);
-  EXPECT_NEAR(values[0].dr.estimate, mean_reward, 1e-12);
+  // Deployed: weight 1, all three are the mean reward with their plain intervals.
+  const ValueInterval mean_reward = normal(rewards);
+  const ValueInterval snips_reward = snips(std::vector<double>(rewards.size(), 1.0), rewards);
+  expect_near(values[0].ips, mean_reward.estimate, mean_reward.lower, mean_reward.upper);
+  expect_near(values[0].dr, mean_reward.estimate, mean_reward.lower, mean_reward.upper);
+  expect_near(values[0].snips, mean_reward.estimate, snips_reward.lower, snips_reward.upper);
   EXPECT_NEAR(values[0].effective_sample_size, n, 1e-9);
 }
 
@@ -342,6 +376,115 @@ TEST(EvaluationTest, EstimatesAreUnbiasedOnAKnownProblem) {
     }
   }
   EXPECT_GT(evaluator.explored(), 0.25 * decisions);
+}
+
+// A target that agrees with the logging policy on most decisions and departs from it on a few,
+// where only the uniform share can log its arm (weight K / epsilon = 50): about one such
+// decision per run. The plain normal interval of IPS misses the truth in far more than 5% of
+// runs (a run that has seen none of those decisions has a low estimate and a small variance);
+// with the extra decision of the largest weight, IPS and SNIPS cover it in at least 90%, and DR
+// does with a reward model that is right where the target departs.
+TEST(EvaluationTest, IntervalsCoverATargetWhoseLargeWeightsAreRare) {
+  const int k = 10, decisions = 1000, runs = 200;
+  const double epsilon = 0.2;
+  Rng rng(5);
+  int covered[3] = {0, 0, 0}, plain_ips_covered = 0;
+  for (int run = 0; run < runs; ++run) {
+    PolicyEvaluator evaluator;
+    std::vector<double> terms;
+    double truth = 0.0;
+    for (int i = 0; i < decisions; ++i) {
+      // The logging rule plays candidate 0, which pays 1 on average. The target (greedy: the
+      // largest prediction) plays 0 too, but on 5% of decisions candidate 1, which then pays 2.
+      const bool departs = rng.Uniform() < 0.05;
+      Eigen::VectorXd predicted = Eigen::VectorXd::Zero(k);
+      predicted(0) = 1.0;
+      if (departs) predicted(1) = 2.0;
+      const bool explore = rng.Uniform() < epsilon;
+      const int chosen = explore ? static_cast<int>(rng.UniformInt(k)) : 0;
+      const double p = (chosen == 0 ? 1 - epsilon : 0.0) + epsilon / k;
+      const double mean = chosen == 0 ? 1.0 : (chosen == 1 && departs ? 2.0 : 0.0);
+      const double reward = mean + 0.5 * rng.Normal();
+      evaluator.Add(MakeEvaluationRecord(predicted, chosen, p, explore, -1, true), reward);
+      const int target = departs ? 1 : 0;
+      terms.push_back((chosen == target ? 1.0 / p : 0.0) * reward);
+      truth += (departs ? 2.0 : 1.0) / decisions;
+    }
+    const PolicyValue greedy = evaluator.Values()[2];
+    ASSERT_TRUE(greedy.valid);
+    int e = 0;
+    for (const ValueInterval* v : {&greedy.ips, &greedy.snips, &greedy.dr}) {
+      covered[e++] += v->lower <= truth && truth <= v->upper;
+    }
+    double mean = 0.0, var = 0.0;
+    for (double x : terms) mean += x / decisions;
+    for (double x : terms) var += (x - mean) * (x - mean) / (decisions - 1);
+    const double half = 1.959963984540054 * std::sqrt(var / decisions);
+    EXPECT_NEAR(greedy.ips.estimate, mean, 1e-9);
+    plain_ips_covered += mean - half <= truth && truth <= mean + half;
+  }
+  for (int e = 0; e < 3; ++e) EXPECT_GE(covered[e], 0.9 * runs) << e;
+  EXPECT_LT(plain_ips_covered, 0.85 * runs);  // what the extra decision mends
+}
+
+// With rewards of 0 and 1 (the extra decision's IPS term is then 0 for the lower bound, which
+// one more term can move up), the bounds are still never narrower than the plain ones.
+TEST(EvaluationTest, BoundsAreNeverNarrowerThanThePlainOnes) {
+  Rng rng(9);
+  Eigen::VectorXd mean = Eigen::VectorXd::Zero(5);
+  mean(2) = 1.0;  // greedy and baseline: candidate 2
+  PolicyEvaluator evaluator;
+  std::vector<double> ips;
+  for (int i = 0; i < 400; ++i) {
+    const int chosen = static_cast<int>(rng.UniformInt(5));
+    const double p = chosen == 2 ? 0.1 : 0.225;
+    const double reward = rng.Uniform() < 0.3 ? 1.0 : 0.0;
+    evaluator.Add(MakeEvaluationRecord(mean, chosen, p, true, 2, true), reward);
+    ips.push_back(chosen == 2 ? reward / p : 0.0);
+  }
+  double m = 0.0, var = 0.0;
+  for (double x : ips) m += x / ips.size();
+  for (double x : ips) var += (x - m) * (x - m) / (ips.size() - 1);
+  const double half = 1.959963984540054 * std::sqrt(var / ips.size());
+  const PolicyValue baseline = evaluator.Values()[3];
+  ASSERT_TRUE(baseline.valid);
+  EXPECT_NEAR(baseline.ips.estimate, m, 1e-12);
+  EXPECT_LE(baseline.ips.lower, m - half + 1e-12);
+  EXPECT_GT(baseline.ips.upper, m + half);  // 1 / 0.1 * 1 is above every term's mean
+  for (const PolicyValue& v : evaluator.Values()) {
+    if (!v.valid) continue;
+    for (const ValueInterval* i : {&v.ips, &v.snips, &v.dr}) {
+      EXPECT_LE(i->lower, i->estimate);
+      EXPECT_GE(i->upper, i->estimate);
+    }
+  }
+}
+
+// A version-8 snapshot's sums (without weight bounds and reward ranges) still load.
+TEST(EvaluationTest, SumsWithoutBoundsLoad) {
+  storage::Encoder old;
+  old.PutVarint64(0);                   // explored
+  old.PutVarint64(kEvaluatedPolicies);  // targets
+  for (int p = 0; p < kEvaluatedPolicies; ++p) {
+    old.PutVarint64(20);
+    // sum w r, its square, DR's sum and square, sum w, w^2, w^2 r, w^2 r^2: 20 rewards of 0.5
+    // with weight 1.
+    for (double x : {10.0, 5.0, 10.0, 5.0, 20.0, 20.0, 10.0, 5.0}) old.PutDouble(x);
+  }
+  const std::string bytes = old.Release();
+  storage::Decoder strict(bytes);
+  PolicyEvaluator evaluator;
+  EXPECT_FALSE(evaluator.Load(&strict));  // the current coding wants the bounds
+  storage::Decoder in(bytes);
+  ASSERT_TRUE(evaluator.Load(&in, /*with_bounds=*/false));
+  EXPECT_TRUE(in.done());
+  const std::vector<PolicyValue> values = evaluator.Values();
+  ASSERT_TRUE(values[2].valid);
+  EXPECT_DOUBLE_EQ(values[2].ips.estimate, 0.5);
+  EXPECT_DOUBLE_EQ(values[2].snips.estimate, 0.5);
+  // Every reward was 0.5: no spread, and no extra decision until a decision sets the bounds.
+  EXPECT_DOUBLE_EQ(values[2].ips.lower, 0.5);
+  EXPECT_DOUBLE_EQ(values[2].snips.upper, 0.5);
 }
 
 TEST(EvaluationTest, CodingsRoundTripAndRefuseMalformedInput) {
