@@ -42,8 +42,9 @@ namespace {
 
 struct Cell {
   int runs = 0;
-  int covered = 0;
-  double width = 0.0;
+  int estimated = 0;   // runs with an estimate (enough effective decisions)
+  int covered = 0;     // runs whose interval held the truth (none without an estimate)
+  double width = 0.0;  // summed over the runs with an estimate
   double error = 0.0;
 };
 
@@ -141,6 +142,8 @@ int Main(int argc, char** argv) {
         Cell& cell = cells[key];
         ++cell.runs;
         cell.covered += covered ? 1 : 0;
+        if (!v.valid) continue;
+        ++cell.estimated;
         cell.width += interval->upper - interval->lower;
         cell.error += std::abs(interval->estimate - truth);
       }
@@ -165,17 +168,24 @@ int Main(int argc, char** argv) {
   md << "Reproduce: `build/sim/graphbandit-ope-coverage --tasks=" << absl::GetFlag(FLAGS_tasks)
      << " --seeds=" << seeds << " --rounds=" << rounds << " --epsilon=" << epsilon
      << " --out=" << dir << "`\n\n";
-  md << "| task | policy | estimator | coverage | mean width | mean abs. error |\n";
-  md << "|---|---|---|---|---|---|\n";
+  md << "A run without an estimate (fewer than 10 effective decisions behind it) counts as not "
+        "covered; width and error are means over the runs with an estimate.\n\n";
+  md << "| task | policy | estimator | coverage | runs with an estimate | mean width | mean abs. "
+        "error |\n";
+  md << "|---|---|---|---|---|---|---|\n";
   int below = 0;
   for (const std::string& key : order) {
     const Cell& cell = cells[key];
     const std::vector<std::string> parts = absl::StrSplit(key, '|');
     const double coverage = static_cast<double>(cell.covered) / cell.runs;
     below += coverage < 0.9 ? 1 : 0;
-    md << absl::StrFormat("| %s | %s | %s | %d/%d (%.0f%%) | %.4f | %.4f |\n", parts[0], parts[1],
-                          parts[2], cell.covered, cell.runs, 100.0 * coverage,
-                          cell.width / cell.runs, cell.error / cell.runs);
+    const std::string width =
+        cell.estimated > 0 ? absl::StrFormat("%.4f", cell.width / cell.estimated) : "-";
+    const std::string error =
+        cell.estimated > 0 ? absl::StrFormat("%.4f", cell.error / cell.estimated) : "-";
+    md << absl::StrFormat("| %s | %s | %s | %d/%d (%.0f%%) | %d | %s | %s |\n", parts[0], parts[1],
+                          parts[2], cell.covered, cell.runs, 100.0 * coverage, cell.estimated,
+                          width, error);
   }
   md << absl::StrFormat("\nCells below 90%% coverage: %d of %d. Failed runs: %d.\n", below,
                         order.size(), failed);
