@@ -8,6 +8,9 @@
 //                      of them (core/linalg/variance_form.h: the triangular product and the
 //                      kernel, not counting the O(C m) dot products); the table prints that
 //                      rate too, as "executed".
+//   BM_ScoreExplained/m/C  the same scoring (single precision where allowed) and then the best
+//                      candidate's mean explained (SelectArmRequest.explain): compare with
+//                      BM_Score/m/C/1 of the same run.
 //   BM_EigenProduct    an Eigen product of the same shape, (m x m) (m x C): 2 C m^2 flops.
 //   BM_Update/m        one reward learned by the same state at a full dictionary (the rank-one
 //                      update of M's factor, the variance form's correction, KORS's leverage
@@ -174,6 +177,27 @@ void BM_Score(benchmark::State& state) {
   state.counters["dictionary"] = static_cast<double>(learner.dictionary_size());
   state.counters["FLOPS"] =
       benchmark::Counter(ScoreFlops(m, c), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// SelectArmRequest.explain's extra work beside BM_Score's: the published state scores C
+// candidates (in single precision where allowed, as served) and then explains the best one's
+// mean (core/learner/mean_explanation.h: the arm kernel against the m dictionary points, the
+// user factors, the top 5 points and users), as a decision of one arm does.
+void BM_ScoreExplained(benchmark::State& state) {
+  const int m = static_cast<int>(state.range(0)), c = static_cast<int>(state.range(1));
+  const NystromPosterior& learner = CachedState(m, /*single=*/true);
+  const std::shared_ptr<const Scorer> scorer = learner.Freeze();
+  const Eigen::MatrixXd points = Candidates(c, 5);
+  Eigen::VectorXd mean, stddev;
+  MeanExplanation parts;
+  for (auto _ : state) {
+    scorer->Score(7, points, &mean, &stddev);
+    Eigen::Index best = 0;
+    (mean + stddev).maxCoeff(&best);
+    scorer->ExplainMean(7, points.col(best), 5, &parts);
+    benchmark::DoNotOptimize(parts.own);
+  }
+  state.counters["dictionary"] = static_cast<double>(learner.dictionary_size());
 }
 
 // What the writer does for one batch of k rewards: a full dictionary of m points,
@@ -421,6 +445,7 @@ BENCHMARK(BM_Score)
     ->Args({4096, 50, 0})
     ->Args({4096, 50, 1})
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ScoreExplained)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EigenProduct)->ArgsProduct({kSizes, kCandidates})->Unit(benchmark::kMicrosecond);
 // At m <= 1,024, one whole cycle of the form's exact rebuild (every 32 m updates), so that its
 // share is counted; at m = 4,096 (a cycle of 131,072 updates) 64 batches, without it.

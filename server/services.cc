@@ -150,6 +150,27 @@ class RewardTicket {
   std::atomic<int>* count_;
 };
 
+void SetExplanation(const ArmExplanation& in, v1::Explanation* out) {
+  out->set_shared(in.shared);
+  out->set_own(in.own);
+  out->set_neighbours(in.neighbours);
+  out->set_exploration_bonus(in.exploration_bonus);
+  for (const ArmExplanation::User& user : in.top_users) {
+    v1::Explanation::User* u = out->add_top_users();
+    u->set_user_id(user.user_id);
+    u->set_user_factor(user.user_factor);
+    u->set_points(user.points);
+    u->set_contribution(user.contribution);
+  }
+  for (const ArmExplanation::Point& point : in.top_points) {
+    v1::Explanation::PastDecision* p = out->add_top_decisions();
+    p->set_user_id(point.user_id);
+    p->set_user_factor(point.user_factor);
+    p->set_similarity(point.similarity);
+    p->set_contribution(point.contribution);
+  }
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* BanditServiceImpl::OnPool(grpc::CallbackServerContext* context,
@@ -289,6 +310,7 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
   }
   decision_request.event_id = request->event_id();
   decision_request.min_model_version = request->min_model_version();
+  decision_request.explain = request->explain();
 
   absl::StatusOr<Decision> decision = engine_->SelectArm(decision_request, Deadline(context));
   if (!decision.ok()) return rpc.Finish(ToGrpcStatus(decision.status()));
@@ -307,6 +329,7 @@ grpc::Status BanditServiceImpl::DoSelectArm(grpc::ServerContextBase* context,
     out->set_score(arm.score);
     if (arm.probability.has_value()) out->set_selection_probability(*arm.probability);
     out->set_explored(decision->explored);
+    if (arm.explanation != nullptr) SetExplanation(*arm.explanation, out->mutable_explanation());
   }
   return rpc.Finish(grpc::Status::OK);
 }

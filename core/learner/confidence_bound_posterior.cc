@@ -117,6 +117,11 @@ class ConfidenceBoundPosterior::FrozenScorer final : public Scorer {
     *mean = means[0];
     *stddev = upper - means[0];
   }
+  // The mean is the first posterior's.
+  bool ExplainMean(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point, int top,
+                   MeanExplanation* out) const override {
+    return scorers_[0]->ExplainMean(user, point, top, out);
+  }
 
  private:
   ConfidenceBoundOptions options_;

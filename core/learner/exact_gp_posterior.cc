@@ -49,6 +49,13 @@ class ExactGpPosterior::FrozenScorer final : public Scorer {
     ScoreExact(kernel_, history_x_, history_users_, chol_, alpha_, user, points, mean, stddev,
                prior_mean_);
   }
+  // Every retained observation is a representer point, weighted by alpha.
+  bool ExplainMean(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point, int top,
+                   MeanExplanation* out) const override {
+    *out = ExplainRepresenterMean(kernel_, history_x_, history_users_, alpha_, prior_mean_, user,
+                                  point, top);
+    return true;
+  }
 
  private:
   MultiUserKernel kernel_;

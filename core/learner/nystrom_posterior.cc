@@ -80,6 +80,13 @@ class NystromPosterior::FrozenScorer final : public Scorer {
     ScoreWithVarianceForm(kernel_, basis_->x, basis_->squared_norms, basis_->users, form_, weights_,
                           prior_mean_, user, points, mean, stddev);
   }
+  // The dictionary points in the regression are the representer points.
+  bool ExplainMean(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point, int top,
+                   MeanExplanation* out) const override {
+    *out = ExplainRepresenterMean(kernel_, basis_->x, basis_->users, weights_, prior_mean_, user,
+                                  point, top);
+    return true;
+  }
 
  private:
   MultiUserKernel kernel_;

@@ -20,6 +20,7 @@
 #include "core/graph/user_graph.h"
 #include "core/graph/user_kernel.h"
 #include "core/kernel/arm_kernel.h"
+#include "core/learner/mean_explanation.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -123,6 +124,15 @@ class Scorer {
       Mean(users[i], points.col(i), &one);
       (*mean)(i) = one(0);
     }
+  }
+
+  // Splits the posterior mean at one point into what the user's own rewards, other users'
+  // (through the user kernel) and the prior contribute, with the `top` points and users that
+  // weigh most (core/learner/mean_explanation.h). The parts add up to Score's mean up to
+  // rounding. Scorers whose mean is not a sum over past decisions return false.
+  virtual bool ExplainMean(int32_t /*user*/, const Eigen::Ref<const Eigen::VectorXd>& /*point*/,
+                           int /*top*/, MeanExplanation* /*out*/) const {
+    return false;
   }
 
   // Policies that draw a whole parameter vector per decision (SemiGraphTS and its linear

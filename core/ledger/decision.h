@@ -16,6 +16,29 @@
 
 namespace graphbandit {
 
+// DecisionRequest.explain: where a chosen arm's mean and score come from
+// (core/learner/mean_explanation.h). shared + own + neighbours = mean, up to rounding.
+struct ArmExplanation {
+  double shared = 0.0;             // the prior mean plus the drifting baseline: every user's part
+  double own = 0.0;                // from the user's own past rewards
+  double neighbours = 0.0;         // from other users' rewards, through the graph's user kernel
+  double exploration_bonus = 0.0;  // score - mean
+  struct User {
+    std::string user_id;
+    double user_factor = 0.0;  // the user kernel's entry linking them
+    int64_t points = 0;        // their past decisions among the representer points
+    double contribution = 0.0;
+  };
+  struct Point {
+    std::string user_id;
+    double user_factor = 0.0;
+    double similarity = 0.0;  // the arm kernel between that decision's features and this one's
+    double contribution = 0.0;
+  };
+  std::vector<User> top_users;    // largest |contribution| first
+  std::vector<Point> top_points;  // the same, for single past decisions
+};
+
 struct ChosenArm {
   int candidate_index = 0;
   std::string arm_id;
@@ -23,6 +46,8 @@ struct ChosenArm {
   double stddev = 0.0;
   double score = 0.0;
   std::optional<double> probability;
+  // Only when the request asked (DecisionRequest::explain); answered, never stored or logged.
+  std::shared_ptr<const ArmExplanation> explanation;
 };
 
 // Every candidate of a decision whose policy learns from all of them (SEMI_GRAPH_TS, SEMI_TS):
@@ -77,6 +102,9 @@ struct DecisionRequest {
   uint64_t min_model_version = 0;
   // Also rank the candidates not chosen (Decision::others), e.g. for a full ranking.
   bool rank_all = false;
+  // Explain each chosen arm (ChosenArm::explanation). Not part of the request's identity: a
+  // retry returns the stored decision, which has no explanation.
+  bool explain = false;
   // The request speaks named features only (the Personalizer API), even when it carries none:
   // a model's first such request gives it named inputs.
   bool named_form = false;

@@ -12,6 +12,7 @@
 #include "core/base/thread_priority.h"
 #include "core/graph/edge_list.h"
 #include "core/learner/learner_factory.h"
+#include "core/model/explanations.h"
 #include "core/model/ledger_records.h"
 #include "core/policy/decision_step.h"
 #include "core/policy/evaluation.h"
@@ -494,8 +495,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   rule.propensity_draws = options_.propensity_draws;
   Rng rng(StableHash(event_id, options_.seed));
   ScoredSlate scored;
-  if (absl::Status s = DecideSlate(*view->scorer, registry_->Find(request.user_id), points, rule,
-                                   request.slate_size, rng, /*probabilities=*/true, &scored);
+  const int32_t user = registry_->Find(request.user_id);
+  if (absl::Status s = DecideSlate(*view->scorer, user, points, rule, request.slate_size, rng,
+                                   /*probabilities=*/true, &scored);
       !s.ok()) {
     return s;
   }
@@ -533,6 +535,11 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     arm.score = choice.score;
     arm.probability = choice.probability;
     decision.arms.push_back(std::move(arm));
+  }
+  if (request.explain) {
+    absl::Status s = ExplainArms(*view->scorer, *registry_, user, points, rule.baseline,
+                                 options_.name, decision.policy, &decision.arms);
+    if (!s.ok()) return s;
   }
   if (request.rank_all) {
     std::vector<bool> chosen(request.candidates.size(), false);
@@ -652,6 +659,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   }
   auto entry = EntryOf(op, options_);
   entry->decision = *decision;
+  for (ChosenArm& arm : entry->decision.arms) arm.explanation.reset();  // answered, not kept
   if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) {
     return log_failed(seq.status()) ? unlogged() : seq.status();
   }

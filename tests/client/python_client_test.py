@@ -260,6 +260,14 @@ class InteropTest(unittest.TestCase):
         self.assertGreater(learned.model_version, probe.model_version)
         after = c.select(users[0], arms, [0.0], min_model_version=learned.model_version)
         self.assertGreaterEqual(after.model_version, learned.model_version)
+        # An explanation: its parts add up to the mean.
+        explained = c.select(users[0], arms, [0.0], explain=True)
+        arm = explained.arms[0]
+        self.assertTrue(arm.HasField("explanation"))
+        parts = arm.explanation
+        self.assertAlmostEqual(parts.shared + parts.own + parts.neighbours, arm.mean, delta=1e-9)
+        self.assertAlmostEqual(parts.exploration_bonus, arm.score - arm.mean, delta=1e-12)
+        self.assertGreater(len(parts.top_decisions), 0)
 
     def test_3_errors_carry_the_status_code(self):
         # Requests of the shape test_2 fixed for the default model (1 context value, 5 arm

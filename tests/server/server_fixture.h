@@ -89,6 +89,29 @@ class ServerTest : public ::testing::Test {
     return request;
   }
 
+  // `rounds` decisions for alice, rewarded 1 for arm "b" and 0 otherwise (none asks for an
+  // explanation, and none has one); then an edge between her and a new user, "newcomer".
+  void TeachAliceThenBefriend(int rounds, v1::AddEdgesResponse* added) {
+    for (int round = 0; round < rounds; ++round) {
+      v1::SelectArmResponse decision;
+      ASSERT_TRUE(Select(ThreeArms("alice"), &decision).ok());
+      EXPECT_FALSE(decision.arms(0).has_explanation());
+      v1::ReportRewardRequest report;
+      report.set_event_id(decision.event_id());
+      report.set_reward(decision.arms(0).arm_id() == "b" ? 1.0 : 0.0);
+      v1::ReportRewardResponse outcome;
+      ASSERT_TRUE(Reward(report, &outcome).ok());
+    }
+    grpc::ClientContext context;
+    WithDeadline(&context);
+    v1::AddEdgesRequest edges;
+    v1::Edge* edge = edges.add_edges();
+    edge->set_user_a("newcomer");
+    edge->set_user_b("alice");
+    edge->set_weight(1.0);
+    ASSERT_TRUE(admin_->AddEdges(&context, edges, added).ok());
+  }
+
   // GET /metrics over a plain socket.
   std::string ScrapeMetrics() {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);

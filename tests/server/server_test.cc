@@ -463,24 +463,8 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
 }
 
 TEST_F(ServerTest, AdminCallsAndColdStartThroughAFriend) {
-  for (int round = 0; round < 40; ++round) {
-    v1::SelectArmResponse decision;
-    ASSERT_TRUE(Select(ThreeArms("alice"), &decision).ok());
-    v1::ReportRewardRequest report;
-    report.set_event_id(decision.event_id());
-    report.set_reward(decision.arms(0).arm_id() == "b" ? 1.0 : 0.0);
-    v1::ReportRewardResponse outcome;
-    ASSERT_TRUE(Reward(report, &outcome).ok());
-  }
-  grpc::ClientContext context;
-  WithDeadline(&context);
-  v1::AddEdgesRequest edges;
-  v1::Edge* edge = edges.add_edges();
-  edge->set_user_a("newcomer");
-  edge->set_user_b("alice");
-  edge->set_weight(1.0);
   v1::AddEdgesResponse added;
-  ASSERT_TRUE(admin_->AddEdges(&context, edges, &added).ok());
+  ASSERT_NO_FATAL_FAILURE(TeachAliceThenBefriend(40, &added));
   EXPECT_EQ(added.added(), 1u);
   EXPECT_EQ(added.users_added(), 1u);
   EXPECT_EQ(added.edges(), 1u);
@@ -496,6 +480,64 @@ TEST_F(ServerTest, AdminCallsAndColdStartThroughAFriend) {
   ASSERT_EQ(models.models_size(), 1);
   EXPECT_EQ(models.default_model(), "default");
   EXPECT_EQ(Describe().graph_components(), 1u);
+}
+
+// SelectArmRequest.explain: the parts add up to the mean, a newcomer's mean comes from its
+// friend, a retry has no explanation, and a policy that cannot explain refuses before deciding.
+TEST_F(ServerTest, ExplanationsAddUpAndNameWhoWeighs) {
+  v1::AddEdgesResponse added;
+  ASSERT_NO_FATAL_FAILURE(TeachAliceThenBefriend(30, &added));
+  auto expect_adds_up = [](const v1::RankedArm& arm) {
+    ASSERT_TRUE(arm.has_explanation());
+    const v1::Explanation& e = arm.explanation();
+    EXPECT_NEAR(e.shared() + e.own() + e.neighbours(), arm.mean(), 1e-9);
+    EXPECT_NEAR(e.exploration_bonus(), arm.score() - arm.mean(), 1e-12);
+    EXPECT_GT(e.exploration_bonus(), 0.0);
+    EXPECT_LE(e.top_users_size(), 5);
+    EXPECT_LE(e.top_decisions_size(), 5);
+  };
+  v1::SelectArmRequest request = ThreeArms("newcomer");
+  request.set_explain(true);
+  request.set_event_id("explained-1");
+  v1::SelectArmResponse response;
+  ASSERT_TRUE(Select(request, &response).ok());
+  expect_adds_up(response.arms(0));
+  const v1::Explanation& newcomer = response.arms(0).explanation();
+  EXPECT_EQ(newcomer.own(), 0.0) << "no reward of its own yet";
+  EXPECT_GT(newcomer.neighbours(), 0.1) << "alice's rewards, through the edge";
+  ASSERT_EQ(newcomer.top_users_size(), 1);
+  EXPECT_EQ(newcomer.top_users(0).user_id(), "alice");
+  EXPECT_GT(newcomer.top_users(0).user_factor(), 0.0);
+  ASSERT_GE(newcomer.top_decisions_size(), 1);
+  EXPECT_EQ(newcomer.top_decisions(0).user_id(), "alice");
+  EXPECT_GT(newcomer.top_decisions(0).similarity(), 0.0);
+  // A retry returns the stored decision, which keeps no explanation.
+  v1::SelectArmResponse retry;
+  ASSERT_TRUE(Select(request, &retry).ok());
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_FALSE(retry.arms(0).has_explanation());
+  // Every arm of a slate, for a user with rewards of its own.
+  request = ThreeArms("alice");
+  request.set_explain(true);
+  request.set_slate_size(2);
+  ASSERT_TRUE(Select(request, &response).ok());
+  ASSERT_EQ(response.arms_size(), 2);
+  for (const v1::RankedArm& arm : response.arms()) expect_adds_up(arm);
+  EXPECT_NE(response.arms(0).explanation().own(), 0.0);
+
+  ModelOptions linear;
+  linear.name = "default";
+  linear.policy = PolicyKind::kLinUcbPerUser;
+  StartServer({linear}, /*with_metrics=*/false);
+  request = ThreeArms("alice");
+  request.set_explain(true);
+  request.set_event_id("explained-2");
+  const grpc::Status refused = Select(request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("cannot be explained"));
+  request.set_explain(false);
+  ASSERT_TRUE(Select(request, &response).ok());
+  EXPECT_FALSE(response.replayed()) << "the refused request decided nothing";
 }
 
 TEST_F(ServerTest, HealthReflectionAndMetrics) {

@@ -267,7 +267,7 @@ class Client:
     # ---- BanditService -------------------------------------------------------------------
 
     def select(self, user_id, candidates, context=(), k=1, *, event_id="", model=None,
-               min_model_version=0, timeout=None):
+               min_model_version=0, baseline_arm="", explain=False, timeout=None):
         """Chooses ``k`` of ``candidates`` for ``user_id``; returns a SelectArmResponse.
 
         ``candidates``: ``{arm_id: features}``, a list of ``(arm_id, features)`` pairs, or a
@@ -281,6 +281,10 @@ class Client:
         ``timeout``). The response's ``event_id`` is what :meth:`reward` needs;
         ``response.arms[0].arm_id`` is the top choice; ``response.logged`` is False when the
         model could not record the decision (its reward would be UNKNOWN_EVENT).
+        ``baseline_arm``: the id of the candidate the application would show without the model
+        (the off-policy estimates' ``baseline``). ``explain``: each returned arm then carries an
+        ``explanation`` (its mean split into ``shared``, ``own`` and ``neighbours``, the
+        exploration bonus, and the users and past decisions that weigh most).
         """
         dense, named = context, None
         if isinstance(context, Mapping):
@@ -290,7 +294,7 @@ class Client:
         request = bandit_pb2.SelectArmRequest(
             model=self._model(model), user_id=user_id, context=list(dense),
             candidates=_arms(candidates), slate_size=k, event_id=event_id,
-            min_model_version=min_model_version,
+            min_model_version=min_model_version, baseline_arm=baseline_arm, explain=explain,
             context_features=named_features(named) if named is not None else [])
         return self._call("SelectArm", self._bandit.SelectArm, request, self._bandit_metadata,
                           timeout, request.model)
