@@ -235,6 +235,46 @@ class ModelCollector : public prometheus::Collectable {
     families.push_back(std::move(value));
     families.push_back(std::move(evaluated));
     families.push_back(std::move(ess));
+    // Learning health (core/model/learning_health.h): one series per check.
+    prometheus::MetricFamily healthy{
+        "graphbandit_learning_healthy",
+        "1 when the model passes the learning check (keeps_up, signal, dictionary, fits, "
+        "reward_trend), 0 when not: DescribeModel's learning says what is wrong.",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily snr{
+        "graphbandit_signal_to_noise",
+        "Prior variance of the reward function over the noise variance, for the "
+        "hyper-parameters in use (kernel policies).",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily recent{"graphbandit_recent_reward",
+                                    "Mean of the rewards learned lately (half-life 1,000 rewards).",
+                                    prometheus::MetricType::Gauge,
+                                    {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      for (const LearningHealth::Check& check : stats[i].learning.checks) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"check", check.name}, {"model", names[i]}};
+        metric.gauge.value = check.ok ? 1.0 : 0.0;
+        healthy.metric.push_back(std::move(metric));
+      }
+      if (stats[i].view.hyperparameters.has_value()) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"model", names[i]}};
+        metric.gauge.value = stats[i].view.hyperparameters->signal_to_noise;
+        snr.metric.push_back(std::move(metric));
+      }
+      if (stats[i].view.recent_weight > 0.0) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"model", names[i]}};
+        metric.gauge.value = stats[i].view.recent_reward;
+        recent.metric.push_back(std::move(metric));
+      }
+    }
+    families.push_back(std::move(healthy));
+    families.push_back(std::move(snr));
+    families.push_back(std::move(recent));
     // Records recovery could not use at the last start, by kind: lost to damage in the middle
     // of the log, or intact but dropped because their decision was lost (or a repeat).
     for (const auto& [name, help, pick] :

@@ -467,6 +467,23 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   }
   response->set_dictionary_points_refused(
       static_cast<uint64_t>(stats.view.dictionary_points_refused));
+  v1::LearningHealth* learning = response->mutable_learning();
+  learning->set_healthy(stats.learning.healthy());
+  for (const LearningHealth::Check& check : stats.learning.checks) {
+    v1::LearningHealth::Check* out = learning->add_checks();
+    out->set_name(check.name);
+    out->set_ok(check.ok);
+    out->set_problem(check.problem);
+  }
+  learning->set_queued_operations(static_cast<uint64_t>(stats.queued_operations));
+  learning->set_max_queued_operations(static_cast<uint64_t>(model->max_queued()));
+  learning->set_recent_reward(stats.view.recent_reward);
+  learning->set_recent_weight(stats.view.recent_weight);
+  if (stats.view.hyperparameters.has_value()) {
+    learning->set_signal_to_noise(stats.view.hyperparameters->signal_to_noise);
+  }
+  learning->set_dictionary_full(stats.learning.dictionary_full);
+  learning->set_last_fit(std::string(FitOutcomeName(stats.last_fit)));
   if (stats.view.hyperparameters.has_value()) {
     const HyperparameterView& hv = *stats.view.hyperparameters;
     const ModelOptions& options = model->options();

@@ -101,6 +101,9 @@ struct FitSpec {
   bool fit_community_variance = false;
   bool fit_prior_mean = true;
   int max_evaluations = 80;
+  // A fit needs at least this many observations per free parameter (the profiled prior mean
+  // counts as one), else it fails with FailedPrecondition (nothing to fit yet). 0: no minimum.
+  int min_points_per_parameter = 0;
   double prior_log_sd = 3.0;
   // When set and it becomes true, the fit stops early and fails with Cancelled.
   const std::atomic<bool>* cancel = nullptr;
@@ -133,7 +136,8 @@ struct FitUsers {
 
 // Maximises the log marginal likelihood from `start` (and from data-derived values; the better
 // optimum wins). Fails with InvalidArgument on inconsistent inputs and FailedPrecondition with
-// fewer than 2 observations, rewards without variance or every observation at one input.
+// fewer than 2 observations (or fewer than spec.min_points_per_parameter per free parameter),
+// rewards without variance or every observation at one input.
 absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& start, const FitSpec& spec);
 

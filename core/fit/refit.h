@@ -60,6 +60,9 @@ inline constexpr double kServedMinSecondsBetweenFits = 30.0;
 // The configuration's default of fit_cpu_share (proto/model_config.cc).
 inline constexpr double kServedFitCpuShare = 0.25;
 
+// RefitOptions::min_points_per_parameter's default.
+inline constexpr int kMinPointsPerParameter = 10;
+
 struct RefitOptions {
   bool enabled = false;
   // Free parameters (false: the configured value is kept).
@@ -82,6 +85,11 @@ struct RefitOptions {
   int64_t max_interval = 4000;
   int max_points = 800;
   int max_evaluations = 80;
+  // A fit waits until it has this many observations per free parameter (FitSpec): with fewer,
+  // maximising the likelihood over a dozen parameters fits the noise of a few dozen rewards
+  // (seen: per-dimension length-scales that made unrelated arms look alike, after which the
+  // policy kept one arm for good). Not in the configuration.
+  int min_points_per_parameter = kMinPointsPerParameter;
   double min_change = 0.05;
   // Fitted values replace the current ones only when, on the fit's own observations, they
   // raise the log likelihood by at least this many nats per free parameter (FitImproves).

@@ -131,8 +131,11 @@ void FitScheduler::FinishFit(const LearnedState& state, FitWorker::Outcome outco
     MutexLock lock(&stats_mu_);
     if (outcome.result.status().code() == absl::StatusCode::kFailedPrecondition) {
       ++stats_.skipped;  // nothing to fit yet, e.g. every reward equal
+      stats_.last = FitOutcome::kSkipped;
     } else if (outcome.result.status().code() != absl::StatusCode::kCancelled) {
       ++stats_.failed;
+      stats_.last = FitOutcome::kFailed;
+      stats_.last_error = std::string(outcome.result.status().message());
       LogWarning(absl::StrFormat("model \"%s\": hyper-parameter fit failed: %s", options_.name,
                                  outcome.result.status().message()));
     }
@@ -145,8 +148,10 @@ void FitScheduler::FinishFit(const LearnedState& state, FitWorker::Outcome outco
     if (!FitImproves(fit, options_.refit) ||
         !MateriallyDifferent(state.hyperparameters(), fit.values, options_.refit.min_change)) {
       ++stats_.unchanged;
+      stats_.last = FitOutcome::kUnchanged;
       return;
     }
+    stats_.last = FitOutcome::kApplied;
   }
   HyperparametersOp op;
   op.values = fit.values;

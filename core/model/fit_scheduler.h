@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -19,6 +20,7 @@
 #include "core/base/sync.h"
 #include "core/fit/fit_worker.h"
 #include "core/model/learned_state.h"
+#include "core/model/learning_health.h"
 #include "core/model/model_ops.h"
 #include "core/model/model_options.h"
 
@@ -46,7 +48,9 @@ class FitScheduler {
     int64_t unchanged = 0;
     int64_t skipped = 0;
     int64_t failed = 0;
-    double seconds = 0.0;  // summed over finished fits
+    double seconds = 0.0;                 // summed over finished fits
+    FitOutcome last = FitOutcome::kNone;  // of the last fit that finished (not cancelled)
+    std::string last_error;               // the last failure's message
   };
 
   // `fit_ready` is called on the fit worker's thread when an outcome is waiting (the model

@@ -308,6 +308,7 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
       }
       if (learned.ok()) {
         ++rewards_learned_;
+        recent_.Add(observe->reward);
       } else {
         status = learned;
       }
@@ -368,6 +369,7 @@ absl::Status LearnedState::LearnStaged(int64_t count) {
     SyncRefit();
     if (learned.ok()) {
       rewards_learned_ += n;
+      for (double reward : rewards) recent_.Add(reward);
     } else if (status.ok()) {
       status = learned;
     }
@@ -554,6 +556,13 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
       h.last_fit_points = last_fit_points_;
       h.last_fit_log_likelihood = last_fit_log_likelihood_;
       h.coarsenings = coarsenings_;
+      // Recomputed only when the values or the user kernel change (a sampled sum over users).
+      if (snr_kernel_.lock() != user_kernel_ || !(snr_values_ == hyper_)) {
+        snr_ = SignalToNoise(hyper_, *user_kernel_, registry_->size());
+        snr_kernel_ = user_kernel_;
+        snr_values_ = hyper_;
+      }
+      h.signal_to_noise = snr_;
       view->hyperparameters = std::move(h);
     }
     if (options_.exploration_width != ExplorationWidth::kStddev) {
@@ -570,6 +579,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   view->rewards_learned = rewards_learned_;
   view->rewards_staged = staged();
   view->baseline = baseline_.value();
+  view->recent_reward = recent_.mean();
+  view->recent_weight = recent_.weight();
   view->policy_values = evaluator_.Values();
   view->decisions_explored = evaluator_.explored();
   view->edges = graph_.num_edges();

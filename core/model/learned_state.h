@@ -37,6 +37,7 @@
 #include "core/kernel/arm_kernel.h"
 #include "core/learner/baseline_tracker.h"
 #include "core/learner/posterior.h"
+#include "core/model/learning_health.h"
 #include "core/model/model_ops.h"
 #include "core/model/model_options.h"
 #include "core/model/model_view.h"
@@ -167,6 +168,13 @@ class LearnedState {
   int32_t last_fit_points_ = 0;
   double last_fit_log_likelihood_ = 0.0;
   BaselineTracker baseline_;
+  // The rewards learned lately (core/model/learning_health.h); not in snapshots: after a restart
+  // it starts again from the rewards replayed.
+  RecentRewards recent_;
+  // SignalToNoise of hyper_ under the user kernel it was computed for (BuildView).
+  mutable std::weak_ptr<const UserKernel> snr_kernel_;
+  mutable Hyperparameters snr_values_;
+  mutable double snr_ = 0.0;
   // The off-policy estimates, fed by every reward of a decision with an evaluation record.
   PolicyEvaluator evaluator_;
   // Staged observations (batches), oldest first: the learner's point, user and reward.

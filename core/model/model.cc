@@ -858,6 +858,24 @@ ModelStats Model::Stats() const {
   stats.fits_skipped = fits.skipped;
   stats.fits_failed = fits.failed;
   stats.fit_seconds = fits.seconds;
+  stats.last_fit = fits.last;
+  LearningInputs learning;
+  learning.queued_operations = stats.queued_operations;
+  learning.max_queued = max_queued();
+  if (stats.view.hyperparameters.has_value()) {
+    learning.signal_to_noise = stats.view.hyperparameters->signal_to_noise;
+  }
+  if (options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs) {
+    learning.max_dictionary_size = options_.max_dictionary_size;
+  }
+  learning.dictionary_size = stats.view.dictionary_size;
+  learning.dictionary_points_refused = stats.view.dictionary_points_refused;
+  learning.last_fit = fits.last;
+  learning.last_fit_error = fits.last_error;
+  learning.recent_reward = stats.view.recent_reward;
+  learning.recent_weight = stats.view.recent_weight;
+  learning.policy_values = stats.view.policy_values;
+  stats.learning = AssessLearning(learning);
   return stats;
 }
 

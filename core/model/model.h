@@ -185,6 +185,9 @@ struct ModelStats {
   // applied and the next starts): a model with none in flight and nothing queued has settled;
   // a fit in flight may still change it.
   int fits_in_flight = 0;
+  FitOutcome last_fit = FitOutcome::kNone;  // since the model was opened
+  // Whether the model is learning (core/model/learning_health.h).
+  LearningHealth learning;
 };
 
 class Model : private FitScheduler::Host {

@@ -24,6 +24,7 @@ struct HyperparameterView {
   int64_t last_fit_rewards = 0;
   int32_t last_fit_points = 0;
   double last_fit_log_likelihood = 0.0;
+  double signal_to_noise = 0.0;  // of these values (core/model/learning_health.h)
 };
 
 // What decisions read: immutable once published.
@@ -53,6 +54,10 @@ struct ModelView {
   double exploration_width = 1.0;
   // The drifting baseline added to every mean (core/learner/baseline_tracker.h; 0 when off).
   double baseline = 0.0;
+  // The rewards learned lately: their exponentially weighted mean and the weight it rests on
+  // (core/model/learning_health.h, RecentRewards).
+  double recent_reward = 0.0;
+  double recent_weight = 0.0;
   std::optional<HyperparameterView> hyperparameters;  // kernel policies, dimensions fixed
   // Off-policy estimates over the decisions learned so far (core/policy/evaluation.h), one per
   // EvaluatedPolicy in order, and how many of those decisions the uniform share drew.

@@ -399,7 +399,13 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
   ModelOptions options;
   options.name = "default";
   options.evaluation_epsilon = 0.5;
-  StartServer({options}, /*with_metrics=*/true);
+  // A model whose fixed values call every reward noise: its "signal" check fails.
+  ModelOptions deaf;
+  deaf.name = "deaf";
+  deaf.kernel_variance = 1e-4;
+  deaf.ridge = 1.0;
+  deaf.refit.enabled = false;
+  StartServer({options, deaf}, /*with_metrics=*/true);
   v1::SelectArmRequest request = ThreeArms();
   request.set_baseline_arm("nope");
   v1::SelectArmResponse response;
@@ -460,6 +466,33 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
                                  "model=\"default\",policy=\"greedy\"}"));
   EXPECT_THAT(metrics, HasSubstr("graphbandit_policy_value_decisions{model=\"default\","
                                  "policy=\"uniform\"} 200"));
+
+  // Learning health: every check passes for the model that learned candidate 2, whose recent
+  // rewards lie above what the baseline (candidate 1, reward 0) earns.
+  const v1::LearningHealth& learning = description.learning();
+  EXPECT_TRUE(learning.healthy());
+  ASSERT_EQ(learning.checks_size(), 5);
+  EXPECT_EQ(learning.checks(4).name(), "reward_trend");
+  EXPECT_GT(learning.recent_weight(), 150.0);
+  EXPECT_GT(learning.recent_reward(), 0.3);
+  EXPECT_LT(learning.recent_reward(), 1.0);
+  ASSERT_TRUE(learning.has_signal_to_noise());
+  EXPECT_GT(learning.signal_to_noise(), 0.05);
+  EXPECT_NE(learning.last_fit(), "failed");
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_learning_healthy{check=\"signal\","
+                                 "model=\"default\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("graphbandit_signal_to_noise{model=\"default\"}"));
+  v1::SelectArmRequest deaf_request = ThreeArms();
+  deaf_request.set_model("deaf");
+  ASSERT_TRUE(Select(deaf_request, &response).ok());
+  const v1::LearningHealth deaf_learning = Describe("deaf").learning();
+  EXPECT_FALSE(deaf_learning.healthy());
+  ASSERT_EQ(deaf_learning.checks_size(), 5);
+  EXPECT_EQ(deaf_learning.checks(1).name(), "signal");
+  EXPECT_FALSE(deaf_learning.checks(1).ok());
+  EXPECT_THAT(deaf_learning.checks(1).problem(), HasSubstr("almost no signal"));
+  EXPECT_THAT(ScrapeMetrics(), HasSubstr("graphbandit_learning_healthy{check=\"signal\","
+                                         "model=\"deaf\"} 0"));
 }
 
 TEST_F(ServerTest, AdminCallsAndColdStartThroughAFriend) {

@@ -147,6 +147,19 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
   bad.noise_variance = -1.0;
   EXPECT_EQ(FitHyperparameters(RandomData(20, 2, 8, rng), users, bad, spec).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Too few observations per free parameter: refused until there are enough.
+  FitSpec demanding = spec;
+  demanding.min_points_per_parameter = 10;
+  FitData some = RandomData(60, 2, 8, rng);
+  absl::StatusOr<FitResult> early = FitHyperparameters(some, users, start, demanding);
+  ASSERT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(early.status().message()),
+              ::testing::HasSubstr("60 observations are too few"));
+  const absl::StatusOr<FitResult> plain = FitHyperparameters(some, users, start, spec);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_GT(10 * plain->free_parameters, 60) << "the test needs a refusal at 60";
+  demanding.min_points_per_parameter = 60 / plain->free_parameters;
+  EXPECT_TRUE(FitHyperparameters(some, users, start, demanding).ok());
   std::atomic<bool> cancel{true};
   FitSpec cancelled = spec;
   cancelled.cancel = &cancel;

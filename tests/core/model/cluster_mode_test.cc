@@ -24,6 +24,8 @@ namespace {
 ModelOptions ClusterModel() {
   ModelOptions options;
   options.reward_window = absl::Seconds(30);
+  // Fits run within the tests' few dozen rewards: every node must apply the same ones.
+  options.refit.min_points_per_parameter = 0;
   return options;
 }
 

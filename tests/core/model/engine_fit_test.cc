@@ -185,6 +185,7 @@ TEST(EngineTest, ConfiguredValuesWinOverFittedOnesAfterARestart) {
   TempDir dir;
   ModelOptions options;
   options.refit.first_fit = 10;
+  options.refit.min_points_per_parameter = 0;  // a fit on the first few rewards, as before
   {
     auto engine = OpenEngine({options}, dir.path());
     Model* model = *engine->FindModel("");

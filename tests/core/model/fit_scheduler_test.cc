@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<LearnedState>> TwoFeatureState(const ModelOptions
 TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
   ModelOptions options;
   options.refit.first_fit = 20;
+  options.refit.min_points_per_parameter = 0;  // the schedule, not the minimum, is tested
   options.refit.max_points = 200;
   // Every fit is judged not worth applying, so that the next one starts in the same decision.
   options.refit.min_gain_per_parameter = 1e9;
@@ -112,6 +113,7 @@ TEST(FitSchedulerTest, AFitLandingWhenTheNextIsDueKeepsOneInFlightThroughout) {
 TEST(FitSchedulerTest, TheClockHoldsFitsBackOnlyOnceTheModelIsNoLongerYoung) {
   ModelOptions options;
   options.refit.first_fit = 20;
+  options.refit.min_points_per_parameter = 0;  // the schedule, not the minimum, is tested
   options.refit.max_points = 200;
   options.refit.max_interval = 60;
   options.refit.min_seconds_between = 3600;
@@ -155,6 +157,7 @@ TEST(FitSchedulerTest, TheClockHoldsFitsBackOnlyOnceTheModelIsNoLongerYoung) {
 TEST(FitSchedulerTest, AfterAnAppliedFitTheClockHoldsTheNextBack) {
   ModelOptions options;
   options.refit.first_fit = 20;
+  options.refit.min_points_per_parameter = 0;  // the schedule, not the minimum, is tested
   options.refit.max_points = 200;
   options.refit.min_seconds_between = 3600;
   options.refit.min_change = 0.0;  // every fit is applied
