@@ -217,6 +217,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.prior_mean = c.has_prior_mean() ? c.prior_mean() : d.prior_mean;
   o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
   o.evaluation_epsilon = c.evaluation().epsilon();
+  o.explain_names_users = c.evaluation().explain_names_users();
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
@@ -328,6 +329,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.set_exploration(o.exploration);
   c.set_baseline_half_life(o.baseline_half_life);
   c.mutable_evaluation()->set_epsilon(o.evaluation_epsilon);
+  c.mutable_evaluation()->set_explain_names_users(o.explain_names_users);
   c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
   if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
       o.exploration_width == ExplorationWidth::kBayesUcb) {

@@ -238,8 +238,8 @@ class ModelCollector : public prometheus::Collectable {
     // Learning health (core/model/learning_health.h): one series per check.
     prometheus::MetricFamily healthy{
         "graphbandit_learning_healthy",
-        "1 when the model passes the learning check (keeps_up, signal, dictionary, fits, "
-        "reward_trend), 0 when not: DescribeModel's learning says what is wrong.",
+        "1 when the model passes the learning check (keeps_up, signal, fits, reward_trend), 0 "
+        "when not: DescribeModel's learning says what is wrong.",
         prometheus::MetricType::Gauge,
         {}};
     prometheus::MetricFamily snr{

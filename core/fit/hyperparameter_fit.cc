@@ -195,11 +195,12 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   FitResult result;
   result.points = n;
   result.free_parameters = static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
-  if (static_cast<int64_t>(n) <
-      static_cast<int64_t>(spec.min_points_per_parameter) * result.free_parameters) {
+  int64_t needed = static_cast<int64_t>(spec.min_points_per_parameter) * result.free_parameters;
+  if (spec.max_points > 0) needed = std::min<int64_t>(needed, spec.max_points);
+  if (n < needed) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%d observations are too few to fit %d parameters (at least %d each)", n,
-                        result.free_parameters, spec.min_points_per_parameter));
+        absl::StrFormat("%d observations are too few to fit %d parameters (%d needed)", n,
+                        result.free_parameters, needed));
   }
   {
     // The values in use as they are, prior mean included: a fit that mainly corrects a stale

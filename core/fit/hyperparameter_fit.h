@@ -102,8 +102,10 @@ struct FitSpec {
   bool fit_prior_mean = true;
   int max_evaluations = 80;
   // A fit needs at least this many observations per free parameter (the profiled prior mean
-  // counts as one), else it fails with FailedPrecondition (nothing to fit yet). 0: no minimum.
+  // counts as one), or max_points of them when that is fewer, else it fails with
+  // FailedPrecondition (nothing to fit yet). 0: no minimum.
   int min_points_per_parameter = 0;
+  int max_points = 0;  // the most observations a fit is given (0: no limit)
   double prior_log_sd = 3.0;
   // When set and it becomes true, the fit stops early and fails with Cancelled.
   const std::atomic<bool>* cancel = nullptr;

@@ -59,6 +59,7 @@ int64_t NextFitAfter(int64_t at, const RefitOptions& options) {
 FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   FitSpec spec;
   spec.min_points_per_parameter = options.min_points_per_parameter;
+  spec.max_points = options.max_points;
   spec.kernel = shape.kernel;
   const int dim = shape.context_dim + shape.arm_dim;
   const bool per_dimension = options.per_dimension && dim <= kMaxPerDimensionLengthscales;

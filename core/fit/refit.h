@@ -85,7 +85,8 @@ struct RefitOptions {
   int64_t max_interval = 4000;
   int max_points = 800;
   int max_evaluations = 80;
-  // A fit waits until it has this many observations per free parameter (FitSpec): with fewer,
+  // A fit waits until it has this many observations per free parameter, or max_points (FitSpec):
+  // with fewer,
   // maximising the likelihood over a dozen parameters fits the noise of a few dozen rewards
   // (seen: per-dimension length-scales that made unrelated arms look alike, after which the
   // policy kept one arm for good). Not in the configuration.

@@ -46,18 +46,19 @@ MeanExplanation ExplainRepresenterMean(const MultiUserKernel& kernel,
     const double term = factors(j) * similarity(j, 0) * weights(j);
     const int32_t owner = basis_users[static_cast<size_t>(j)];
     (owner == user ? out.own : out.neighbours) += term;
-    if (term == 0.0) continue;
-    points.push_back({j, owner, factors(j), similarity(j, 0), term});
     MeanExplanation::User& sum = users[owner];
     sum.user = owner;
     sum.user_factor = factors(j);
     ++sum.points;
     sum.contribution += term;
+    if (term != 0.0) points.push_back({j, owner, factors(j), similarity(j, 0), term});
   }
   KeepLargest(&points, top, [](const MeanExplanation::Point& p) { return p.index; });
   out.top_points = std::move(points);
   out.top_users.reserve(users.size());
-  for (auto& [id, sum] : users) out.top_users.push_back(sum);
+  for (auto& [id, sum] : users) {
+    if (sum.contribution != 0.0) out.top_users.push_back(sum);
+  }
   KeepLargest(&out.top_users, top, [](const MeanExplanation::User& u) { return u.user; });
   return out;
 }

@@ -7,10 +7,13 @@
 // over representer points z_j = (x_j, u_j) with weights w_j: the Nystrom dictionary with
 // w = M^-1 Gamma (EK-UCB's projected regression, core/learner/nystrom_posterior.h), or every
 // retained observation with alpha = (K + lambda I)^-1 (y - m0) for the exact GP. Each z_j is a
-// past rewarded decision of user u_j, so each term belongs to a user: the terms of u's own points
-// are what u's rewards taught, those of other users' points what reaches u through the user
-// kernel G (the graph), and m0 what every user shares. The three parts add up to the mean exactly
-// in exact arithmetic, and to within rounding of the O(m) sums in floating point.
+// past rewarded decision of user u_j, so each term belongs to a user: the terms of u's own points,
+// those of other users' points (which reach u through the user kernel G, the graph), and m0,
+// which every user shares. The three parts add up to the mean exactly in exact arithmetic, and
+// to within rounding of the O(m) sums in floating point. This is a split by representer point,
+// not by reward: each weight w_j mixes every observation's reward, and which user's points a
+// Nystrom dictionary holds depends on its KORS draws (a user with rewards but no dictionary
+// point of their own has own = 0: their rewards reach the mean through others' points).
 #ifndef GRAPHBANDIT_CORE_LEARNER_MEAN_EXPLANATION_H_
 #define GRAPHBANDIT_CORE_LEARNER_MEAN_EXPLANATION_H_
 
@@ -48,8 +51,9 @@ struct MeanExplanation {
 };
 
 // Explains mean(point, user) = prior_mean + sum_j K((point, user), z_j) weights_j over the first
-// weights.size() columns of basis_x (and users). `user` may be kUnknownUser (then every factor
-// is zero: the mean is the prior's). REQUIRES basis_x.cols() >= weights.size() <= users.size().
+// weights.size() columns of basis_x (and users). `user` may be kUnknownUser (its factors are
+// the user kernel's column for it: zero for the Green's function, so that the mean is the
+// prior's). REQUIRES basis_x.cols() >= weights.size() <= users.size().
 MeanExplanation ExplainRepresenterMean(const MultiUserKernel& kernel,
                                        const Eigen::Ref<const Eigen::MatrixXd>& basis_x,
                                        const std::vector<int32_t>& basis_users,

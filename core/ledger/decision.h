@@ -20,13 +20,13 @@ namespace graphbandit {
 // (core/learner/mean_explanation.h). shared + own + neighbours = mean, up to rounding.
 struct ArmExplanation {
   double shared = 0.0;             // the prior mean plus the drifting baseline: every user's part
-  double own = 0.0;                // from the user's own past rewards
-  double neighbours = 0.0;         // from other users' rewards, through the graph's user kernel
+  double own = 0.0;                // terms of the user's own past decisions the model keeps
+  double neighbours = 0.0;         // terms of other users' kept decisions, through the user kernel
   double exploration_bonus = 0.0;  // score - mean
   struct User {
-    std::string user_id;
+    std::string user_id;       // empty for another user unless explain_names_users
     double user_factor = 0.0;  // the user kernel's entry linking them
-    int64_t points = 0;        // their past decisions among the representer points
+    int64_t points = 0;        // their kept decisions that reach this user
     double contribution = 0.0;
   };
   struct Point {

@@ -20,12 +20,17 @@ namespace graphbandit {
 inline constexpr int kExplainedTop = 5;
 
 // Sets the explanation of every arm in `arms` (chosen among the columns of `points` for
-// `user`, whose means include `baseline`, the drifting baseline). FAILED_PRECONDITION, with no
-// arm changed, when the scorer cannot split its mean (a policy whose mean is not a sum over
-// past decisions: the linear and semi-parametric ones).
+// `user`, whose means include `baseline`, the drifting baseline). Other users are named only
+// with `name_users` (ModelConfig.evaluation.explain_names_users); else their user_id is empty.
+// FAILED_PRECONDITION, with no arm changed, when the scorer cannot split its mean (a policy
+// whose mean is not a sum over past decisions: see ModelOptions::explains()).
 absl::Status ExplainArms(const Scorer& scorer, const UserRegistry& registry, int32_t user,
-                         const Eigen::MatrixXd& points, double baseline, absl::string_view model,
-                         absl::string_view policy, std::vector<ChosenArm>* arms);
+                         const Eigen::MatrixXd& points, double baseline, bool name_users,
+                         absl::string_view model, absl::string_view policy,
+                         std::vector<ChosenArm>* arms);
+
+// What a model whose policy cannot explain answers an explain request with.
+absl::Status CannotExplain(absl::string_view model, absl::string_view policy);
 
 }  // namespace graphbandit
 

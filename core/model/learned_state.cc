@@ -556,10 +556,14 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
       h.last_fit_points = last_fit_points_;
       h.last_fit_log_likelihood = last_fit_log_likelihood_;
       h.coarsenings = coarsenings_;
-      // Recomputed only when the values or the user kernel change (a sampled sum over users).
-      if (snr_kernel_.lock() != user_kernel_ || !(snr_values_ == hyper_)) {
-        snr_ = SignalToNoise(hyper_, *user_kernel_, registry_->size());
+      // Recomputed only when the values or the user kernel change, or the users grew by a
+      // tenth (a sum over sampled users' columns of the user kernel).
+      const int32_t users = registry_->size();
+      const bool grown = users > 0 && (snr_users_ <= 0 || 10 * (users - snr_users_) > snr_users_);
+      if (snr_kernel_.lock() != user_kernel_ || !(snr_values_ == hyper_) || grown) {
+        snr_ = SignalToNoise(hyper_, *user_kernel_, users);
         snr_kernel_ = user_kernel_;
+        snr_users_ = users;
         snr_values_ = hyper_;
       }
       h.signal_to_noise = snr_;

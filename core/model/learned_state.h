@@ -174,6 +174,7 @@ class LearnedState {
   // SignalToNoise of hyper_ under the user kernel it was computed for (BuildView).
   mutable std::weak_ptr<const UserKernel> snr_kernel_;
   mutable Hyperparameters snr_values_;
+  mutable int32_t snr_users_ = -1;
   mutable double snr_ = 0.0;
   // The off-policy estimates, fed by every reward of a decision with an evaluation record.
   PolicyEvaluator evaluator_;

@@ -19,15 +19,16 @@ double SignalToNoise(const Hyperparameters& values, const UserKernel& kernel, in
   if (users <= 0) {
     diagonal = kernel.ColumnOf(kUnknownUser).Diagonal();
   } else {
-    const int32_t sampled = std::min<int32_t>(users, 64);
+    const int32_t sampled = std::min<int32_t>(users, kSignalToNoiseUsers);
     for (int32_t k = 0; k < sampled; ++k) {
       const int32_t u = static_cast<int32_t>(static_cast<int64_t>(k) * users / sampled);
       diagonal += kernel.ColumnOf(u).Diagonal();
     }
     diagonal /= sampled;
   }
-  const double user_part = diagonal + values.user_variance + values.community_variance;
-  return user_part * (values.signal_variance + values.offset_variance) / values.noise_variance;
+  // The user kernel's diagonal already holds the community part w S(u, u).
+  return (diagonal + values.user_variance) * (values.signal_variance + values.offset_variance) /
+         values.noise_variance;
 }
 
 absl::string_view FitOutcomeName(FitOutcome outcome) {
@@ -54,7 +55,8 @@ LearningHealth AssessLearning(const LearningInputs& in) {
   const bool behind = in.max_queued > 0 && 2 * in.queued_operations >= in.max_queued;
   add("keeps_up", !behind,
       absl::StrFormat("%d operations wait for the writer (back-pressure starts at %d): rewards "
-                      "arrive faster than the model learns them (PERFORMANCE.md has what one "
+                      "and decisions arrive faster than the model logs and learns them "
+                      "(PERFORMANCE.md has what one "
                       "node learns per second)",
                       in.queued_operations, in.max_queued));
   const bool no_signal =
@@ -62,16 +64,11 @@ LearningHealth AssessLearning(const LearningInputs& in) {
   add("signal", !no_signal,
       absl::StrFormat("the hyper-parameters in use see almost no signal in the rewards "
                       "(signal-to-noise %.3g, below %g): the model is too sure to explore; check "
-                      "that the rewards depend on the features, or set the signal variance",
+                      "that the rewards depend on the features, or fix the kernel's variance "
+                      "(ModelConfig.arm_kernel.variance)",
                       in.signal_to_noise.value_or(0.0), kMinSignalToNoise));
   health.dictionary_full =
       in.max_dictionary_size > 0 && in.dictionary_size >= in.max_dictionary_size;
-  const bool full = health.dictionary_full && in.dictionary_points_refused > 0;
-  add("dictionary", !full,
-      absl::StrFormat("the dictionary is at its cap (%d points) and has refused %d points: new "
-                      "users and items are learned only through the points it has; raise "
-                      "nystrom.max_dictionary_size",
-                      in.max_dictionary_size, in.dictionary_points_refused));
   add("fits", in.last_fit != FitOutcome::kFailed,
       absl::StrFormat("the last hyper-parameter fit failed (%s): the model keeps its values",
                       in.last_fit_error));

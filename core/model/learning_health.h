@@ -6,12 +6,14 @@
 //  * signal:       the hyper-parameters in use see a signal in the rewards (fitted
 //                  signal-to-noise at least kMinSignalToNoise): a fit that calls the rewards
 //                  noise leaves the model too sure of itself to explore;
-//  * dictionary:   the Nystrom dictionary is not at its cap refusing points (the model would
-//                  then learn new users and items only through the points it has);
 //  * fits:         the last hyper-parameter fit did not fail;
 //  * reward_trend: the recent rewards are not below what always showing the baseline arm, or a
 //                  uniformly random one, is estimated to earn (the lower bound of their doubly
-//                  robust 95% interval; known only with ModelConfig.evaluation on).
+//                  robust 95% interval; judged only with ModelConfig.evaluation on, and the
+//                  recent rewards include those of the share's uniform draws).
+// Beside them, whether the Nystrom dictionary is full: information, not a check (a full
+// dictionary refusing points is how the model bounds its cost; README, "When the dictionary
+// is full").
 #ifndef GRAPHBANDIT_CORE_MODEL_LEARNING_HEALTH_H_
 #define GRAPHBANDIT_CORE_MODEL_LEARNING_HEALTH_H_
 
@@ -47,9 +49,12 @@ class RecentRewards {
 };
 
 // The prior variance of the reward function over the noise variance, for the values in use:
-// (mean over users of the user kernel's diagonal + eta + w) * (s2 + b2) / lambda, the users
-// sampled evenly (at most 64 of `users`; the unknown user's diagonal when there are none). For
-// the linear arm kernel s2 counts as the variance of a unit-length input.
+// (mean over users of the user kernel's diagonal, its community part included, + eta) *
+// (s2 + b2) / lambda, the users sampled evenly (at most kSignalToNoiseUsers of `users`; the
+// unknown user's diagonal when there are none). Not counted: the linear part c2 <s, s'>, whose
+// variance depends on the input. For the linear arm kernel s2 counts as the variance of a
+// unit-length input.
+inline constexpr int32_t kSignalToNoiseUsers = 16;
 double SignalToNoise(const Hyperparameters& values, const UserKernel& kernel, int32_t users);
 
 enum class FitOutcome { kNone, kApplied, kUnchanged, kSkipped, kFailed };
@@ -61,7 +66,6 @@ struct LearningInputs {
   std::optional<double> signal_to_noise;  // kernel policies with hyper-parameters in use
   int64_t dictionary_size = 0;
   int64_t max_dictionary_size = 0;  // 0: not a Nystrom policy
-  int64_t dictionary_points_refused = 0;
   FitOutcome last_fit = FitOutcome::kNone;
   std::string last_fit_error;
   double recent_reward = 0.0;
@@ -76,7 +80,7 @@ struct LearningHealth {
     std::string problem;  // what is wrong and what to do, when not ok
   };
   std::vector<Check> checks;     // in the order above, every one present
-  bool dictionary_full = false;  // at max_dictionary_size (refusing points or not yet)
+  bool dictionary_full = false;  // at max_dictionary_size
   bool healthy() const {
     for (const Check& c : checks) {
       if (!c.ok) return false;

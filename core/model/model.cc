@@ -537,8 +537,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     decision.arms.push_back(std::move(arm));
   }
   if (request.explain) {
-    absl::Status s = ExplainArms(*view->scorer, *registry_, user, points, rule.baseline,
-                                 options_.name, decision.policy, &decision.arms);
+    absl::Status s =
+        ExplainArms(*view->scorer, *registry_, user, points, rule.baseline,
+                    options_.explain_names_users, options_.name, decision.policy, &decision.arms);
     if (!s.ok()) return s;
   }
   if (request.rank_all) {
@@ -595,6 +596,10 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
           "report rewards or let them expire",
           options_.name, options_.max_decisions));
     }
+  }
+  // Refused before anything is decided (or the dimensions fixed by a first request).
+  if (sent.explain && !options_.explains()) {
+    return CannotExplain(options_.name, PolicyName(options_.policy));
   }
   PaceDecision(deadline);
   // Named features become dense input here; from now on only that is used (and logged).
@@ -866,10 +871,9 @@ ModelStats Model::Stats() const {
     learning.signal_to_noise = stats.view.hyperparameters->signal_to_noise;
   }
   if (options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs) {
-    learning.max_dictionary_size = options_.max_dictionary_size;
+    learning.max_dictionary_size = options_.max_dictionary_size;  // the Nystrom policies
   }
   learning.dictionary_size = stats.view.dictionary_size;
-  learning.dictionary_points_refused = stats.view.dictionary_points_refused;
   learning.last_fit = fits.last;
   learning.last_fit_error = fits.last_error;
   learning.recent_reward = stats.view.recent_reward;

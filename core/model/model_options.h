@@ -132,6 +132,15 @@ struct ModelOptions {
   double baseline_half_life = kDefaultBaselineHalfLife;
   // Share of decisions drawn uniformly from the candidates (core/policy/evaluation.h); 0: none.
   double evaluation_epsilon = 0.0;
+  // SelectArmRequest.explain names other users (core/model/explanations.h); off: their ids are
+  // withheld.
+  bool explain_names_users = false;
+  // Whether this policy's decisions can be explained (a kernel policy whose mean is a sum over
+  // past decisions: EK_UCB, EK_TS, GP_UCB, GP_TS).
+  bool explains() const {
+    return policy == PolicyKind::kEkUcb || policy == PolicyKind::kEkTs ||
+           policy == PolicyKind::kGpUcb || policy == PolicyKind::kGpTs;
+  }
   // Hyper-parameter fitting (kernel policies only; see refits_hyperparameters()).
   RefitOptions refit = DefaultRefit();
 

@@ -471,8 +471,8 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
   // rewards lie above what the baseline (candidate 1, reward 0) earns.
   const v1::LearningHealth& learning = description.learning();
   EXPECT_TRUE(learning.healthy());
-  ASSERT_EQ(learning.checks_size(), 5);
-  EXPECT_EQ(learning.checks(4).name(), "reward_trend");
+  ASSERT_EQ(learning.checks_size(), 4);
+  EXPECT_EQ(learning.checks(3).name(), "reward_trend");
   EXPECT_GT(learning.recent_weight(), 150.0);
   EXPECT_GT(learning.recent_reward(), 0.3);
   EXPECT_LT(learning.recent_reward(), 1.0);
@@ -487,7 +487,7 @@ TEST_F(ServerTest, EvaluationShareAndPolicyValues) {
   ASSERT_TRUE(Select(deaf_request, &response).ok());
   const v1::LearningHealth deaf_learning = Describe("deaf").learning();
   EXPECT_FALSE(deaf_learning.healthy());
-  ASSERT_EQ(deaf_learning.checks_size(), 5);
+  ASSERT_EQ(deaf_learning.checks_size(), 4);
   EXPECT_EQ(deaf_learning.checks(1).name(), "signal");
   EXPECT_FALSE(deaf_learning.checks(1).ok());
   EXPECT_THAT(deaf_learning.checks(1).problem(), HasSubstr("almost no signal"));
@@ -538,11 +538,13 @@ TEST_F(ServerTest, ExplanationsAddUpAndNameWhoWeighs) {
   const v1::Explanation& newcomer = response.arms(0).explanation();
   EXPECT_EQ(newcomer.own(), 0.0) << "no reward of its own yet";
   EXPECT_GT(newcomer.neighbours(), 0.1) << "alice's rewards, through the edge";
+  // Other users are not named by default (ModelConfig.evaluation.explain_names_users).
   ASSERT_EQ(newcomer.top_users_size(), 1);
-  EXPECT_EQ(newcomer.top_users(0).user_id(), "alice");
+  EXPECT_EQ(newcomer.top_users(0).user_id(), "");
   EXPECT_GT(newcomer.top_users(0).user_factor(), 0.0);
+  EXPECT_GT(newcomer.top_users(0).points(), 0);
   ASSERT_GE(newcomer.top_decisions_size(), 1);
-  EXPECT_EQ(newcomer.top_decisions(0).user_id(), "alice");
+  EXPECT_EQ(newcomer.top_decisions(0).user_id(), "");
   EXPECT_GT(newcomer.top_decisions(0).similarity(), 0.0);
   // A retry returns the stored decision, which keeps no explanation.
   v1::SelectArmResponse retry;
@@ -557,6 +559,23 @@ TEST_F(ServerTest, ExplanationsAddUpAndNameWhoWeighs) {
   ASSERT_EQ(response.arms_size(), 2);
   for (const v1::RankedArm& arm : response.arms()) expect_adds_up(arm);
   EXPECT_NE(response.arms(0).explanation().own(), 0.0);
+  ASSERT_GE(response.arms(0).explanation().top_users_size(), 1);
+  EXPECT_EQ(response.arms(0).explanation().top_users(0).user_id(), "alice") << "her own id";
+
+  // With explain_names_users, the newcomer hears from alice by name.
+  ModelOptions named;
+  named.name = "default";
+  named.explain_names_users = true;
+  StartServer({named}, /*with_metrics=*/false);
+  ASSERT_NO_FATAL_FAILURE(TeachAliceThenBefriend(30, &added));
+  request = ThreeArms("newcomer");
+  request.set_explain(true);
+  ASSERT_TRUE(Select(request, &response).ok());
+  expect_adds_up(response.arms(0));
+  ASSERT_EQ(response.arms(0).explanation().top_users_size(), 1);
+  EXPECT_EQ(response.arms(0).explanation().top_users(0).user_id(), "alice");
+  ASSERT_GE(response.arms(0).explanation().top_decisions_size(), 1);
+  EXPECT_EQ(response.arms(0).explanation().top_decisions(0).user_id(), "alice");
 
   ModelOptions linear;
   linear.name = "default";
@@ -568,6 +587,7 @@ TEST_F(ServerTest, ExplanationsAddUpAndNameWhoWeighs) {
   const grpc::Status refused = Select(request, &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr("cannot be explained"));
+  EXPECT_FALSE(Describe().dimensions_fixed()) << "refused before the request fixed anything";
   request.set_explain(false);
   ASSERT_TRUE(Select(request, &response).ok());
   EXPECT_FALSE(response.replayed()) << "the refused request decided nothing";

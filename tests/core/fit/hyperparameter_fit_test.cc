@@ -155,6 +155,9 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
   ASSERT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(early.status().message()),
               ::testing::HasSubstr("60 observations are too few"));
+  demanding.max_points = 60;  // what the fit is given at most: enough
+  EXPECT_TRUE(FitHyperparameters(some, users, start, demanding).ok());
+  demanding.max_points = 0;
   const absl::StatusOr<FitResult> plain = FitHyperparameters(some, users, start, spec);
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_GT(10 * plain->free_parameters, 60) << "the test needs a refusal at 60";

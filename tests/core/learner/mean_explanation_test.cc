@@ -87,20 +87,17 @@ Naive NaiveParts(const Problem& p, double eta, int32_t user, const Eigen::Vector
 
 void ExpectAddsUp(const Scorer& scorer, int32_t user, const Eigen::VectorXd& q) {
   MeanExplanation parts;
-  ASSERT_TRUE(scorer.ExplainMean(user, q, 5, &parts));
+  ASSERT_TRUE(scorer.ExplainMean(user, q, kUsers + 1, &parts));  // every user listed
   Eigen::VectorXd mean, stddev;
   scorer.Score(user, q, &mean, &stddev);
   EXPECT_NEAR(parts.shared + parts.own + parts.neighbours, mean(0), 1e-9) << "user " << user;
-  EXPECT_EQ(parts.shared, kPriorMean);
   // The users' sums are the parts, and the lists are ordered by weight.
   double users_own = 0.0, users_others = 0.0;
   for (const MeanExplanation::User& u : parts.top_users) {
     (u.user == user ? users_own : users_others) += u.contribution;
   }
-  if (parts.top_users.size() < 5) {
-    EXPECT_NEAR(users_own, parts.own, 1e-12);
-    EXPECT_NEAR(users_others, parts.neighbours, 1e-12);
-  }
+  EXPECT_NEAR(users_own, parts.own, 1e-12);
+  EXPECT_NEAR(users_others, parts.neighbours, 1e-12);
   for (size_t i = 1; i < parts.top_points.size(); ++i) {
     EXPECT_GE(std::abs(parts.top_points[i - 1].contribution),
               std::abs(parts.top_points[i].contribution));
@@ -188,7 +185,8 @@ TEST(MeanExplanationTest, NystromPartsAddUpAndEqualTheExactGpsWithAFullDictionar
     ASSERT_TRUE(nystrom.Observe(p.users[i], p.x.col(i), p.y(i)).ok());
     ASSERT_TRUE(gp.Observe(p.users[i], p.x.col(i), p.y(i)).ok());
   }
-  ASSERT_LT(small.dictionary_size(), 31);
+  ASSERT_GT(small.dictionary_size(), 1);
+  ASSERT_LT(small.dictionary_size(), p.x.cols()) << "KORS kept only some points";
   ASSERT_EQ(nystrom.dictionary_size(), p.x.cols());
   Rng rng(13);
   for (int32_t user : {0, 3, kNoData, kIsolated, 7, kUnknownUser}) {
