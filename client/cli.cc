@@ -67,9 +67,10 @@ Usage: graphbandit-cli [--target=HOST:PORT] [--deadline_ms=N] COMMAND [ARGS]
 Commands:
   METHOD [JSON | -]
       Calls one RPC: SelectArm, ReportReward (graphbandit.v1.BanditService), AddUsers,
-      AddEdges, RemoveEdges, DescribeModel, ListModels (graphbandit.v1.AdminService); the
-      fully qualified form SERVICE/METHOD is accepted too. JSON is the request message in the
-      proto3 JSON mapping (proto/graphbandit/v1/bandit.proto; snake_case or camelCase names).
+      AddEdges, RemoveEdges, DescribeModel, ListModels, SetServingMode
+      (graphbandit.v1.AdminService); the fully qualified form SERVICE/METHOD is accepted too.
+      JSON is the request message in the proto3 JSON mapping
+      (proto/graphbandit/v1/bandit.proto; snake_case or camelCase names).
       Without JSON, or with '-', the request is read from stdin (empty input means {}; with no
       argument and a terminal on stdin, {} is sent). The response is printed as JSON.
         graphbandit-cli SelectArm '{"user_id":"alice","candidates":[{"id":"a","features":[1,0]},{"id":"b","features":[0,1]}]}'
@@ -163,6 +164,7 @@ const std::vector<Method>& Methods() {
       MakeMethod<AdminService>("RemoveEdges", &AdminService::Stub::RemoveEdges),
       MakeMethod<AdminService>("DescribeModel", &AdminService::Stub::DescribeModel),
       MakeMethod<AdminService>("ListModels", &AdminService::Stub::ListModels),
+      MakeMethod<AdminService>("SetServingMode", &AdminService::Stub::SetServingMode),
   };
   return *methods;
 }

@@ -218,6 +218,11 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.baseline_half_life = c.has_baseline_half_life() ? c.baseline_half_life() : d.baseline_half_life;
   o.evaluation_epsilon = c.evaluation().epsilon();
   o.explain_names_users = c.evaluation().explain_names_users();
+  o.apprentice_start = c.apprentice().start();
+  o.apprentice.margin = c.apprentice().margin();
+  o.apprentice.min_decisions = c.apprentice().has_min_decisions()
+                                   ? static_cast<int64_t>(c.apprentice().min_decisions())
+                                   : d.apprentice.min_decisions;
   o.kors_mu = c.nystrom().kors_mu();  // 0 means "the ridge"
   o.kors_epsilon = Or(c.nystrom().kors_epsilon(), d.kors_epsilon);
   o.kors_gamma = Or(c.nystrom().kors_gamma(), d.kors_gamma);
@@ -330,6 +335,10 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.set_baseline_half_life(o.baseline_half_life);
   c.mutable_evaluation()->set_epsilon(o.evaluation_epsilon);
   c.mutable_evaluation()->set_explain_names_users(o.explain_names_users);
+  c.mutable_apprentice()->set_start(o.apprentice_start);
+  c.mutable_apprentice()->set_margin(o.apprentice.margin);
+  c.mutable_apprentice()->set_min_decisions(
+      static_cast<uint32_t>(std::min<int64_t>(o.apprentice.min_decisions, UINT32_MAX)));
   c.set_exploration_width(ToProto(kExplorationWidths, o.exploration_width));
   if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
       o.exploration_width == ExplorationWidth::kBayesUcb) {

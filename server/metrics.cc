@@ -275,6 +275,47 @@ class ModelCollector : public prometheus::Collectable {
     families.push_back(std::move(healthy));
     families.push_back(std::move(snr));
     families.push_back(std::move(recent));
+    // Apprentice mode (core/policy/apprentice.h): the mode, and the lift over the baseline it
+    // is judged by.
+    prometheus::MetricFamily apprentice{
+        "graphbandit_apprentice",
+        "1 while the model is an apprentice (serving the request's baseline arm), 0 while it "
+        "serves itself.",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily lift{
+        "graphbandit_apprentice_lift",
+        "The model's own policy's estimated lift in mean reward over the baseline arm during its "
+        "apprenticeship (doubly robust, paired), with its 95% interval (bound: estimate, lower, "
+        "upper).",
+        prometheus::MetricType::Gauge,
+        {}};
+    prometheus::MetricFamily lift_decisions{
+        "graphbandit_apprentice_lift_decisions",
+        "Rewarded decisions of the apprenticeship the lift is estimated from.",
+        prometheus::MetricType::Gauge,
+        {}};
+    for (size_t i = 0; i < names.size(); ++i) {
+      const ModelView& view = stats[i].view;
+      auto add = [&](prometheus::MetricFamily& family, double x,
+                     std::vector<prometheus::ClientMetric::Label> labels) {
+        prometheus::ClientMetric metric;
+        metric.label = std::move(labels);
+        metric.label.push_back({"model", names[i]});
+        metric.gauge.value = x;
+        family.metric.push_back(std::move(metric));
+      };
+      add(apprentice, view.apprentice ? 1.0 : 0.0, {});
+      add(lift_decisions, static_cast<double>(view.lift.decisions), {});
+      if (view.lift.valid) {
+        add(lift, view.lift.lift.estimate, {{"bound", "estimate"}});
+        add(lift, view.lift.lift.lower, {{"bound", "lower"}});
+        add(lift, view.lift.lift.upper, {{"bound", "upper"}});
+      }
+    }
+    families.push_back(std::move(apprentice));
+    families.push_back(std::move(lift));
+    families.push_back(std::move(lift_decisions));
     // Records recovery could not use at the last start, by kind: lost to damage in the middle
     // of the log, or intact but dropped because their decision was lost (or a repeat).
     for (const auto& [name, help, pick] :

@@ -171,6 +171,29 @@ void SetExplanation(const ArmExplanation& in, v1::Explanation* out) {
   }
 }
 
+void DescribeApprentice(const ModelView& view, v1::ApprenticeSummary* out) {
+  out->set_apprentice(view.apprentice);
+  out->set_decisions(static_cast<uint64_t>(view.lift.decisions));
+  if (view.lift.valid) {
+    out->mutable_lift()->set_estimate(view.lift.lift.estimate);
+    out->mutable_lift()->set_lower(view.lift.lift.lower);
+    out->mutable_lift()->set_upper(view.lift.lift.upper);
+  }
+  out->set_margin(view.apprentice_rule.margin);
+  out->set_next_check(view.apprentice ? static_cast<uint64_t>(view.lift.next_check) : 0);
+  if (view.last_switch.has_value()) {
+    const SwitchRecord& last = *view.last_switch;
+    v1::SwitchEvent* event = out->mutable_last_switch();
+    event->set_reason(last.reason == ServingSwitch::kLift    ? v1::SwitchEvent::LIFT
+                      : last.reason == ServingSwitch::kAdmin ? v1::SwitchEvent::ADMIN
+                                                             : v1::SwitchEvent::START);
+    event->set_to_apprentice(last.apprentice);
+    event->set_decisions(static_cast<uint64_t>(last.decisions));
+    event->set_lift(last.lift);
+    event->set_lower(last.lower);
+  }
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* BanditServiceImpl::OnPool(grpc::CallbackServerContext* context,
@@ -467,6 +490,7 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   }
   response->set_dictionary_points_refused(
       static_cast<uint64_t>(stats.view.dictionary_points_refused));
+  DescribeApprentice(stats.view, response->mutable_apprentice());
   v1::LearningHealth* learning = response->mutable_learning();
   learning->set_healthy(stats.learning.healthy());
   for (const LearningHealth::Check& check : stats.learning.checks) {
@@ -520,6 +544,26 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
       h->add_fixed(name);
     }
   }
+  return rpc.Finish(grpc::Status::OK);
+}
+
+grpc::Status AdminServiceImpl::SetServingMode(grpc::ServerContext* context,
+                                              const v1::SetServingModeRequest* request,
+                                              v1::SetServingModeResponse* response) {
+  RpcRecorder rpc(metrics_, "SetServingMode");
+  Model* model = nullptr;
+  grpc::Status admitted = AdmitToModel(token_, *context, *engine_, request->model(), &model);
+  if (!admitted.ok()) return rpc.Finish(admitted);
+  if (request->mode() != v1::SetServingModeRequest::APPRENTICE &&
+      request->mode() != v1::SetServingModeRequest::SERVING) {
+    return rpc.Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "mode must be APPRENTICE or SERVING"));
+  }
+  absl::StatusOr<EdgeEditResult> result = model->SetServingMode(
+      request->mode() == v1::SetServingModeRequest::APPRENTICE, Deadline(context));
+  if (!result.ok()) return rpc.Finish(ToGrpcStatus(result.status()));
+  response->set_changed(result->changed == 1);
+  DescribeApprentice(*model->View(), response->mutable_apprentice());
   return rpc.Finish(grpc::Status::OK);
 }
 

@@ -74,6 +74,9 @@ class AdminServiceImpl final : public v1::AdminService::Service {
                              v1::ModelDescription* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
+  grpc::Status SetServingMode(grpc::ServerContext* context,
+                              const v1::SetServingModeRequest* request,
+                              v1::SetServingModeResponse* response) override;
 
  private:
   Engine* engine_;

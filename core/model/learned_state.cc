@@ -15,11 +15,12 @@
 namespace graphbandit {
 namespace {
 
-// 9: the off-policy sums with their weight bounds and reward ranges; 8: with the off-policy
-// sums; 7: with the named features' hashed dimensions and frozen scales; 6: hyper-parameters
-// with the community variance; 5: with the pending refit; 4: with the staged observations
-// (batches); 3: with the hyper-parameters block; 2: without (the configured values apply).
-constexpr uint8_t kStateVersion = 9;
+// 10: with the apprenticeship (core/policy/apprentice.h); 9: the off-policy sums with their weight
+// bounds and reward ranges; 8: with the off-policy sums; 7: with the named features' hashed
+// dimensions and frozen scales; 6: hyper-parameters with the community variance; 5: with the
+// pending refit; 4: with the staged observations (batches); 3: with the hyper-parameters block; 2:
+// without (the configured values apply).
+constexpr uint8_t kStateVersion = 10;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -164,6 +165,12 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
     ApplyScaling(*scaling);  // the learner is not involved
     return absl::OkStatus();
   }
+  if (const auto* mode = std::get_if<ServingModeOp>(&op)) {
+    const bool changed = apprenticeship_.Set(mode->apprentice, mode->reason, mode->rule);
+    result->changed = changed ? 1 : 0;
+    result->unchanged = changed ? 0 : 1;
+    return absl::OkStatus();
+  }
   if (!std::holds_alternative<DecideOp>(op)) ++learner_changes_;
   if (const auto* learn = std::get_if<LearnOp>(&op)) {
     return LearnStaged(
@@ -267,6 +274,7 @@ absl::Status LearnedState::ApplyOp(const ModelOp& op, EdgeEditResult* result) {
       if (std::isfinite(observe->reward)) {
         if (observe->evaluation != nullptr) {
           evaluator_.Add(*observe->evaluation, observe->reward);
+          apprenticeship_.Add(*observe->evaluation, observe->reward);
         } else {
           evaluator_.AddOnPolicy(observe->reward);
         }
@@ -587,6 +595,10 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   view->recent_weight = recent_.weight();
   view->policy_values = evaluator_.Values();
   view->decisions_explored = evaluator_.explored();
+  view->apprentice = apprenticeship_.apprentice();
+  view->apprentice_rule = apprenticeship_.rule();
+  view->lift = apprenticeship_.Lift();
+  view->last_switch = apprenticeship_.last_switch();
   view->edges = graph_.num_edges();
   view->graph_users = registry_->size();
   // Users registered since the last rebuild have no edges: each is a component of its own.
@@ -652,7 +664,8 @@ std::string LearnedState::Save(uint64_t seq, std::string buffer) const {
   // Version 8: the off-policy estimates' sums (version 9: with their weight bounds and
   // reward ranges).
   evaluator_.Save(&out);
-  return out.Release();  // the ledger follows (core/model/ledger_records.h)
+  apprenticeship_.Save(&out);  // version 10
+  return out.Release();        // the ledger follows (core/model/ledger_records.h)
 }
 
 absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
@@ -848,6 +861,8 @@ absl::Status LearnedState::Load(storage::Decoder* in_ptr) {
   if (version >= 8 && !evaluator_.Load(&in, /*with_bounds=*/version >= 9)) {
     return bad("off-policy estimates");
   }
+  // Before version 10 there was no apprentice mode: such a model serves itself.
+  if (version >= 10 && !apprenticeship_.Load(&in)) return bad("apprenticeship");
   if (learner_ != nullptr && learner_->SupportsRefit() && version >= 3) {
     // Values the configuration fixes win over the snapshot's (the configuration may have
     // changed since): rebuild with them, as a logged fit would.

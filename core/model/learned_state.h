@@ -178,6 +178,8 @@ class LearnedState {
   mutable double snr_ = 0.0;
   // The off-policy estimates, fed by every reward of a decision with an evaluation record.
   PolicyEvaluator evaluator_;
+  // Apprentice or serving, and the lift that decides (core/policy/apprentice.h).
+  Apprenticeship apprenticeship_;
   // Staged observations (batches), oldest first: the learner's point, user and reward.
   struct Staged {
     int32_t user = 0;

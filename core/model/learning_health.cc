@@ -78,6 +78,7 @@ LearningHealth AssessLearning(const LearningInputs& in) {
     for (const PolicyValue& v : in.policy_values) {
       if (!v.valid) continue;
       if (v.policy != EvaluatedPolicy::kBaseline && v.policy != EvaluatedPolicy::kUniform) continue;
+      if (v.policy == EvaluatedPolicy::kBaseline && in.apprentice) continue;
       if (in.recent_reward < v.dr.lower) {
         below = absl::StrFormat(
             "the recent mean reward, %.4g, is below what %s earns (%.4g, 95%% "

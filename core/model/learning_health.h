@@ -71,6 +71,8 @@ struct LearningInputs {
   double recent_reward = 0.0;
   double recent_weight = 0.0;
   std::vector<PolicyValue> policy_values;
+  // An apprentice serves the baseline: its rewards are not compared with the baseline's.
+  bool apprentice = false;
 };
 
 struct LearningHealth {

@@ -152,6 +152,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const ModelOptions& options,
     if (absl::Status s = model->CatchUp(); !s.ok()) return s;
   }
   if (absl::Status s = model->ApplyEdgeListFile(); !s.ok()) return s;
+  if (absl::Status s = model->StartApprenticeship(); !s.ok()) return s;
   return model;
 }
 
@@ -502,9 +503,26 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     return s;
   }
   // The evaluation share (core/policy/evaluation.h), on a stream of its own: without it the
-  // decision is exactly the policy's.
+  // decision is exactly the policy's. An apprentice serves the baseline instead, with the same
+  // share, and notes what its own rule would have chosen (core/policy/apprentice.h).
   bool explored = false;
-  if (options_.evaluation_epsilon > 0.0) {
+  Eigen::VectorXd own_rule;
+  if (view->apprentice) {
+    if (options_.samples_parameters()) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "model \"%s\" is an apprentice, which policy %s cannot be (its learner needs the "
+          "probabilities of its own draws); switch it with AdminService.SetServingMode(SERVING)",
+          options_.name, PolicyName(options_.policy)));
+    }
+    // What its own rule would have chosen, for the lift (single-arm decisions with the share).
+    if (options_.evaluation_epsilon > 0.0 && request.slate_size == 1) {
+      Rng unused(0);
+      MixUniformShare(0.0, rule, 1, unused, rng, &scored, &own_rule);
+    }
+    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    explored = ServeBaseline(options_.evaluation_epsilon, request.baseline, request.slate_size,
+                             coin, &scored);
+  } else if (options_.evaluation_epsilon > 0.0) {
     Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
     explored =
         MixUniformShare(options_.evaluation_epsilon, rule, request.slate_size, coin, rng, &scored);
@@ -522,9 +540,10 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   // deployed policy's value comes from its rewards alone.
   if (options_.evaluation_epsilon > 0.0 && slate.size() == 1 && slate[0].probability.has_value() &&
       *slate[0].probability > 0.0) {
-    decision.evaluation = std::make_shared<const EvaluationRecord>(
-        MakeEvaluationRecord(mean, slate[0].candidate, *slate[0].probability, explored,
-                             request.baseline, options_.evaluation_epsilon > 0.0));
+    EvaluationRecord record = MakeEvaluationRecord(mean, slate[0].candidate, *slate[0].probability,
+                                                   explored, request.baseline, true);
+    if (own_rule.size() > 0) AddModelTarget(mean, own_rule, slate[0].candidate, &record);
+    decision.evaluation = std::make_shared<const EvaluationRecord>(std::move(record));
   }
   for (const RankedChoice& choice : slate) {
     ChosenArm arm;
@@ -812,6 +831,48 @@ absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
   return SubmitAndWait(RemoveEdgesOp{std::move(pairs)}, deadline);
 }
 
+absl::StatusOr<EdgeEditResult> Model::SetServingMode(bool apprentice, absl::Time deadline) {
+  if (apprentice && !(options_.evaluation_epsilon > 0.0)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\" cannot be an apprentice without evaluation.epsilon > 0: its lift over the "
+        "baseline is estimated from the decisions that share draws uniformly",
+        options_.name));
+  }
+  if (apprentice && options_.samples_parameters()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\" cannot be an apprentice: policy %s learns from the probabilities its own "
+        "draws chose arms with",
+        options_.name, PolicyName(options_.policy)));
+  }
+  ServingModeOp op;
+  op.apprentice = apprentice;
+  op.reason = ServingSwitch::kAdmin;
+  op.rule = options_.apprentice;
+  return SubmitAndWait(op, deadline);
+}
+
+absl::Status Model::StartApprenticeship() {
+  std::shared_ptr<const ModelView> view = View();
+  if (view->apprentice && !(options_.evaluation_epsilon > 0.0)) {
+    LogWarning(absl::StrFormat(
+        "model \"%s\" is an apprentice but has no evaluation share (evaluation.epsilon 0): it "
+        "serves the baseline arm and cannot estimate its lift; set evaluation.epsilon, or switch "
+        "it with AdminService.SetServingMode(SERVING)",
+        options_.name));
+  }
+  // Only a model that has learned nothing and never switched: the configuration says how a new
+  // model starts, and the log says it from then on (a kStart switch after any other is void).
+  if (!options_.apprentice_start || view->last_switch.has_value() ||
+      view->rewards_learned + view->rewards_staged > 0) {
+    return absl::OkStatus();
+  }
+  ServingModeOp op;
+  op.apprentice = true;
+  op.reason = ServingSwitch::kStart;
+  op.rule = options_.apprentice;
+  return SubmitAndWait(op, absl::InfiniteFuture()).status();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Views, statistics, waiting, snapshots on request, shutdown.
 
@@ -879,6 +940,7 @@ ModelStats Model::Stats() const {
   learning.recent_reward = stats.view.recent_reward;
   learning.recent_weight = stats.view.recent_weight;
   learning.policy_values = stats.view.policy_values;
+  learning.apprentice = stats.view.apprentice;
   stats.learning = AssessLearning(learning);
   return stats;
 }

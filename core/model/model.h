@@ -261,6 +261,12 @@ class Model : private FitScheduler::Host {
                                           absl::Time deadline = absl::InfiniteFuture());
   absl::StatusOr<EdgeEditResult> RemoveEdges(std::vector<std::pair<std::string, std::string>> pairs,
                                              absl::Time deadline = absl::InfiniteFuture());
+  // Switches the model between apprentice mode and serving itself (core/policy/apprentice.h);
+  // logged, and returns after it is applied and durable. `changed` is 1 when the mode changed.
+  // FAILED_PRECONDITION when the model cannot be an apprentice (no evaluation share, or a
+  // policy that samples whole parameter vectors).
+  absl::StatusOr<EdgeEditResult> SetServingMode(bool apprentice,
+                                                absl::Time deadline = absl::InfiniteFuture());
 
   std::shared_ptr<const ModelView> View() const ABSL_LOCKS_EXCLUDED(view_mu_);
   ModelStats Stats() const;
@@ -339,6 +345,9 @@ class Model : private FitScheduler::Host {
   void StartThreads();
   // The configured edge list, as one logged edit of the edges missing or weighted differently.
   absl::Status ApplyEdgeListFile();
+  // Logs the switch that makes a new model an apprentice (ModelOptions::apprentice_start), and
+  // warns about an apprentice that cannot estimate its lift.
+  absl::Status StartApprenticeship();
 
   // ---- submission side (model.cc, model_rewards.cc) ----
   Dimensions CurrentDimensions() const ABSL_LOCKS_EXCLUDED(queue_mu_);

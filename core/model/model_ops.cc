@@ -221,6 +221,12 @@ struct EncodeVisitor {
       out->PutVarint64(static_cast<uint64_t>(e.scale.count));
     }
   }
+  void operator()(const ServingModeOp& op) const {
+    out->PutU8(op.apprentice ? 1 : 0);
+    out->PutU8(static_cast<uint8_t>(op.reason));
+    out->PutDouble(op.rule.margin);
+    out->PutVarint64(static_cast<uint64_t>(op.rule.min_decisions));
+  }
 };
 
 absl::Status Malformed(OpType type) {
@@ -494,6 +500,23 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
         e.scale.count = static_cast<int64_t>(seen);
       }
       if (!in.done()) return Malformed(type);
+      return op;
+    }
+    case OpType::kServingMode: {
+      uint8_t apprentice = 0, reason = 0;
+      uint64_t min_decisions = 0;
+      ServingModeOp op;
+      if (!in.GetU8(&apprentice) || apprentice > 1 || !in.GetU8(&reason) ||
+          (reason != static_cast<uint8_t>(ServingSwitch::kAdmin) &&
+           reason != static_cast<uint8_t>(ServingSwitch::kStart)) ||
+          !in.GetDouble(&op.rule.margin) || !std::isfinite(op.rule.margin) ||
+          !in.GetVarint64(&min_decisions) || min_decisions < 2 || min_decisions > INT64_MAX ||
+          !in.done()) {
+        return Malformed(type);
+      }
+      op.apprentice = apprentice == 1;
+      op.reason = static_cast<ServingSwitch>(reason);
+      op.rule.min_decisions = static_cast<int64_t>(min_decisions);
       return op;
     }
   }

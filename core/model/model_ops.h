@@ -17,6 +17,7 @@
 #include "core/features/named_features.h"
 #include "core/fit/hyperparameter_fit.h"
 #include "core/ledger/decision.h"
+#include "core/policy/apprentice.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -157,9 +158,19 @@ struct FeatureScalingOp {
   std::vector<Entry> entries;
 };
 
-using ModelOp =
-    std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp, DecideOp,
-                 RewardOp, CloseOp, HyperparametersOp, LearnOp, FeatureScalingOp, ActivateOp>;
+// A switch between apprentice and serving (core/policy/apprentice.h): an admin call
+// (AdminService.SetServingMode) or, once, a new model that its configuration starts as an
+// apprentice. A switch to apprentice carries the rule it is judged by. A switch the lift decides
+// is not logged: replaying the rewards repeats it at the same reward.
+struct ServingModeOp {
+  bool apprentice = false;
+  ServingSwitch reason = ServingSwitch::kAdmin;  // kAdmin or kStart
+  ApprenticeRule rule;
+};
+
+using ModelOp = std::variant<FixDimensionsOp, AddUsersOp, SetEdgesOp, RemoveEdgesOp, ObserveOp,
+                             DecideOp, RewardOp, CloseOp, HyperparametersOp, LearnOp,
+                             FeatureScalingOp, ActivateOp, ServingModeOp>;
 
 // Log record types (never reuse a number; 0 is invalid in the log format).
 enum class OpType : uint8_t {
@@ -175,6 +186,7 @@ enum class OpType : uint8_t {
   kLearn = 10,
   kFeatureScaling = 11,
   kActivate = 12,
+  kServingMode = 13,
 };
 
 // The observations an operation teaches the learner (rewards learned now), or empty.

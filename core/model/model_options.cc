@@ -171,6 +171,26 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
         "model \"%s\": evaluation.epsilon must be in [0, 1) (a share of decisions), got %g", o.name,
         o.evaluation_epsilon));
   }
+  if (o.apprentice_start) {
+    if (!(o.evaluation_epsilon > 0.0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": apprentice.start needs evaluation.epsilon > 0: the lift over the "
+          "baseline is estimated from the decisions that share draws uniformly",
+          o.name));
+    }
+    if (o.samples_parameters()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": apprentice mode is not available with policy %s, whose learner learns "
+          "from the probabilities its own draws chose arms with",
+          o.name, PolicyName(o.policy)));
+    }
+  }
+  if (!std::isfinite(o.apprentice.margin) || o.apprentice.min_decisions < 2) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model \"%s\": apprentice.margin must be finite and apprentice.min_decisions at least 2 "
+        "(got %g and %d)",
+        o.name, o.apprentice.margin, o.apprentice.min_decisions));
+  }
   if (o.exploration_width == ExplorationWidth::kGpUcbTheorem ||
       o.exploration_width == ExplorationWidth::kBayesUcb) {
     const char* width =

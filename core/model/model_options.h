@@ -21,6 +21,7 @@
 #include "core/learner/confidence_bound_posterior.h"
 #include "core/learner/lk_gp_options.h"
 #include "core/ledger/decision_ledger.h"
+#include "core/policy/apprentice.h"
 #include "core/policy/selection.h"
 
 namespace graphbandit {
@@ -135,6 +136,14 @@ struct ModelOptions {
   // SelectArmRequest.explain names other users (core/model/explanations.h); off: their ids are
   // withheld.
   bool explain_names_users = false;
+  // Apprentice mode (core/policy/apprentice.h): whether a model without state starts as one, and
+  // when it switches by itself.
+  bool apprentice_start = false;
+  ApprenticeRule apprentice;
+  // Whether this configuration lets the model be an apprentice: its lift is estimated from the
+  // evaluation share, and a policy that samples whole parameter vectors learns from the
+  // probabilities of its own draws.
+  bool apprentice_possible() const { return evaluation_epsilon > 0.0 && !samples_parameters(); }
   // Whether this policy's decisions can be explained (a kernel policy whose mean is a sum over
   // past decisions: EK_UCB, EK_TS, GP_UCB, GP_TS).
   bool explains() const {

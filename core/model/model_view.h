@@ -11,6 +11,7 @@
 #include "core/fit/hyperparameter_fit.h"
 #include "core/kernel/arm_kernel.h"
 #include "core/learner/posterior.h"
+#include "core/policy/apprentice.h"
 #include "core/policy/evaluation.h"
 
 namespace graphbandit {
@@ -63,6 +64,12 @@ struct ModelView {
   // EvaluatedPolicy in order, and how many of those decisions the uniform share drew.
   std::vector<PolicyValue> policy_values;
   int64_t decisions_explored = 0;
+  // Apprentice mode (core/policy/apprentice.h): serving the baseline arm, the lift estimate and
+  // the last switch.
+  bool apprentice = false;
+  ApprenticeRule apprentice_rule;  // the rule the apprenticeship is judged by
+  LiftEstimate lift;
+  std::optional<SwitchRecord> last_switch;
 };
 
 struct EdgeEditResult {

@@ -237,8 +237,36 @@ void Model::ApplyUpTo(uint64_t seq) {
 
 void Model::Publish(uint64_t version) {
   std::shared_ptr<const ModelView> view = state_->BuildView(version);
-  MutexLock lock(&view_mu_);
-  view_ = std::move(view);
+  std::shared_ptr<const ModelView> before;
+  {
+    MutexLock lock(&view_mu_);
+    before = std::exchange(view_, view);
+  }
+  // A switch between apprentice and serving is told once, when it is published.
+  if (before != nullptr && view->last_switch.has_value() &&
+      !(view->last_switch == before->last_switch)) {
+    const SwitchRecord& last = *view->last_switch;
+    switch (last.reason) {
+      case ServingSwitch::kLift:
+        LogWarning(absl::StrFormat(
+            "model \"%s\": the apprentice serves itself from here on: after %d rewarded "
+            "decisions its estimated lift over the baseline is %.6g, lower bound %.6g > margin "
+            "%.6g",
+            options_.name, last.decisions, last.lift, last.lower, before->apprentice_rule.margin));
+        break;
+      case ServingSwitch::kAdmin:
+        LogWarning(absl::StrFormat(
+            "model \"%s\": an admin call switched it to %s", options_.name,
+            last.apprentice ? "apprentice mode (serving the baseline arm)" : "serving itself"));
+        break;
+      case ServingSwitch::kStart:
+        LogWarning(
+            absl::StrFormat("model \"%s\" starts as an apprentice: it serves the baseline "
+                            "arm until its lift over it is shown",
+                            options_.name));
+        break;
+    }
+  }
 }
 
 void Model::MarkDecided() {

@@ -106,6 +106,8 @@ std::string KindName(uint8_t type) {
       return "feature_scaling";
     case OpType::kActivate:
       return "activate";
+    case OpType::kServingMode:
+      return "serving_mode";
   }
   return "unknown";
 }

@@ -139,6 +139,39 @@ EvaluationRecord MakeEvaluationRecord(const Eigen::VectorXd& mean, int chosen, d
   return record;
 }
 
+void AddModelTarget(const Eigen::VectorXd& mean, const Eigen::VectorXd& rule, int chosen,
+                    EvaluationRecord* record) {
+  record->targets.push_back({std::clamp(rule(chosen), 0.0, 1.0), rule.dot(mean)});
+}
+
+bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored) {
+  const int n = static_cast<int>(scored->mean.size());
+  const int b = baseline >= 0 && baseline < n ? baseline : 0;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::rotate(order.begin(), order.begin() + b, order.begin() + b + 1);  // b first, then the rest
+  std::vector<bool> in_baseline(n, false);
+  for (int r = 0; r < slate_size; ++r) in_baseline[order[r]] = true;
+  const bool explore = epsilon > 0.0 && coin.Uniform() < epsilon;
+  if (explore) {
+    std::iota(order.begin(), order.end(), 0);
+    for (int r = 0; r < slate_size; ++r) {
+      const int pick = r + static_cast<int>(coin.UniformInt(static_cast<uint64_t>(n - r)));
+      std::swap(order[r], order[pick]);
+    }
+  }
+  const double share = epsilon * static_cast<double>(slate_size) / static_cast<double>(n);
+  std::vector<RankedChoice> slate(slate_size);
+  for (int r = 0; r < slate_size; ++r) {
+    const int c = order[r];
+    slate[r].candidate = c;
+    slate[r].score = scored->mean(c);
+    slate[r].probability = std::min(1.0, (1.0 - epsilon) * (in_baseline[c] ? 1.0 : 0.0) + share);
+  }
+  scored->slate = std::move(slate);
+  return explore;
+}
+
 void EstimatorSums::Add(double weight, double reward, double dr_term, double bound) {
   reward_min = n == 0 ? reward : std::min(reward_min, reward);
   reward_max = n == 0 ? reward : std::max(reward_max, reward);
@@ -333,7 +366,8 @@ bool GetEvaluationRecord(storage::Decoder* in, EvaluationRecord* record) {
       !in->GetDouble(&record->propensity) || !(record->propensity > 0.0) ||
       !(record->propensity <= 1.0) || !in->GetDouble(&record->predicted) ||
       !std::isfinite(record->predicted) || !in->GetU8(&explored) || explored > 1 ||
-      !in->GetVarint64(&targets) || (targets != 0 && targets != kOffPolicyTargets)) {
+      !in->GetVarint64(&targets) ||
+      (targets != 0 && targets != kOffPolicyTargets && targets != kOffPolicyTargets + 1)) {
     return false;
   }
   record->candidates = static_cast<int32_t>(candidates);

@@ -70,12 +70,16 @@ struct EvaluationRecord {
   double predicted = 0.0;   // q(a_i): the reward model's prediction at the logged arm
   bool explored = false;    // drawn by the uniform share
   // Per off-policy target (kUniform onwards, in order): pi(a_i) and sum_a pi(a) q(a). Empty when
-  // the decision was logged without evaluation exploration.
+  // the decision was logged without evaluation exploration. An apprentice's decisions
+  // (core/policy/apprentice.h) add one more, kModelTarget: the model's own policy, its rule
+  // without the share.
   struct Target {
     double probability = 0.0;
     double direct = 0.0;
   };
   std::vector<Target> targets;
+  static constexpr size_t kBaselineTarget = 2;
+  static constexpr size_t kModelTarget = 3;
 
   bool operator==(const EvaluationRecord& o) const;
 };
@@ -98,11 +102,23 @@ inline constexpr uint64_t kEvaluationStream = 0x65766c2d636f696eULL;  // "evl-co
 bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, Rng& coin,
                      Rng& rule_rng, ScoredSlate* scored, Eigen::VectorXd* every = nullptr);
 
+// An apprentice's decision (core/policy/apprentice.h): the slate is the baseline arm (or else
+// the first candidate) followed by the other candidates in request order, replaced with
+// probability `epsilon` by `slate_size` candidates drawn uniformly as MixUniformShare draws
+// them. Each returned arm's probability is its probability under that mixture, its score its
+// posterior mean. `scored` holds the rule's decision on entry (its means are kept); returns
+// whether the slate was drawn uniformly. REQUIRES 0 <= epsilon < 1, 1 <= slate_size <= K.
+bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored);
+
 // The record of a single-arm decision: `chosen` (a candidate index) was logged with
 // `propensity`; `mean` holds every candidate's prediction; `baseline` the baseline candidate or
 // -1 (then the first). `off_policy`: fill the targets (the decision had evaluation exploration).
 EvaluationRecord MakeEvaluationRecord(const Eigen::VectorXd& mean, int chosen, double propensity,
                                       bool explored, int baseline, bool off_policy);
+// Appends kModelTarget to a record with the off-policy targets: `rule` holds every candidate's
+// probability under the model's own rule (MixUniformShare's `every` at epsilon 0).
+void AddModelTarget(const Eigen::VectorXd& mean, const Eigen::VectorXd& rule, int chosen,
+                    EvaluationRecord* record);
 
 struct ValueInterval {
   double estimate = 0.0;

@@ -324,6 +324,17 @@ class InteropTest(unittest.TestCase):
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
         self.assertIn("NOT_FOUND", str(e.exception))
 
+        # Apprentice mode needs the evaluation share, which the default model does not have.
+        with self.assertRaises(GraphbanditError) as e:
+            c.set_serving_mode("apprentice")
+        self.assertEqual(e.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("evaluation.epsilon", e.exception.message)
+        served = c.set_serving_mode("serving")
+        self.assertFalse(served.changed)
+        self.assertFalse(served.apprentice.apprentice)
+        with self.assertRaises(ValueError):
+            c.set_serving_mode("boss")
+
 
 # ---- TLS, mutual TLS and bearer tokens ----------------------------------------------------
 

@@ -48,7 +48,7 @@ constexpr PolicyKind kPolicies[] = {PolicyKind::kEkUcb, PolicyKind::kGpUcb,
 
 // Every record type the log knows (model_ops.h), and none beyond: an unknown type is refused
 // before decoding, so drawing past the last one would only exercise that refusal.
-constexpr int kLastOpType = static_cast<int>(OpType::kActivate);
+constexpr int kLastOpType = static_cast<int>(OpType::kServingMode);
 
 // Records with sequence numbers from `first` on, mostly consecutive, sometimes repeated or
 // skipping some (lost records), so that recovery's sequence checks meet them (the unit tests

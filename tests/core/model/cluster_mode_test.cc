@@ -317,6 +317,54 @@ TEST(ClusterModeTest, ExpiryAndLatenessAreTheSameOnEveryNode) {
   EXPECT_EQ(a->ExpireDue(t0 + absl::Seconds(60)), 0);  // nothing left: nothing published
 }
 
+// Apprentice mode on two nodes: the start is logged once (the second node finds it), both
+// serve the baseline, the switch by the lift happens at the same reward on both, and an admin
+// switch on one reaches the other; a node that joins later replays all of it.
+TEST(ClusterModeTest, ApprenticeSwitchesAreTheSameOnEveryNode) {
+  auto log = std::make_shared<MemorySharedLog>();
+  ModelOptions options = ClusterModel();
+  options.evaluation_epsilon = 0.3;
+  options.apprentice_start = true;
+  options.apprentice.min_decisions = 30;
+  auto a = OpenNode("a", log, "", options), b = OpenNode("b", log, "", options);
+  ASSERT_TRUE(a && b);
+  Settle({a.get(), b.get()}, *log);
+  EXPECT_EQ(RecordsOfType(*log, 0, OpType::kServingMode), 1);
+  for (Engine* node : {a.get(), b.get()}) ASSERT_TRUE(TheModel(*node).View()->apprentice);
+  // Arm "b" (index 1) earns 1, the others 0; the baseline is "a".
+  Rng noise(9);
+  for (int round = 0; round < 600 && TheModel(*a).View()->apprentice; ++round) {
+    Engine& node = round % 2 == 0 ? *a : *b;
+    OwnedRequest request = ThreeArms(absl::StrCat("user", round % 4));
+    request.baseline = 0;
+    auto decision = node.SelectArm(request.View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    const double reward =
+        (decision->arms[0].candidate_index == 1 ? 1.0 : 0.0) + 0.1 * noise.Normal();
+    ASSERT_TRUE(node.ReportReward({decision->event_id, reward, {}, ""}).ok());
+    Settle({a.get(), b.get()}, *log);
+  }
+  ASSERT_FALSE(TheModel(*a).View()->apprentice);
+  const std::optional<SwitchRecord> switched = TheModel(*a).View()->last_switch;
+  ASSERT_EQ(switched->reason, ServingSwitch::kLift);
+  EXPECT_FALSE(TheModel(*b).View()->apprentice);
+  EXPECT_EQ(TheModel(*b).View()->last_switch, switched);
+  auto c = OpenNode("c", log, "", options);  // replays the whole shared log
+  ASSERT_TRUE(c);
+  Settle({a.get(), b.get(), c.get()}, *log);
+  EXPECT_EQ(TheModel(*c).View()->last_switch, switched);
+  EXPECT_EQ(RecordsOfType(*log, 0, OpType::kServingMode), 1);  // c logged no start
+  // An admin switch on b reaches every node.
+  auto back = TheModel(*b).SetServingMode(true);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->changed, 1);
+  Settle({a.get(), b.get(), c.get()}, *log);
+  for (Engine* node : {a.get(), b.get(), c.get()}) {
+    EXPECT_TRUE(TheModel(*node).View()->apprentice);
+    EXPECT_EQ(TheModel(*node).View()->last_switch->reason, ServingSwitch::kAdmin);
+  }
+}
+
 TEST(ClusterModeTest, ADeferredDecisionIsLearnedOnceActivatedOnAnyNode) {
   auto log = std::make_shared<MemorySharedLog>();
   ModelOptions options = ClusterModel();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,68 @@ TEST(EvaluationModelTest, RecordsRoundTripThroughTheLogCoding) {
   ASSERT_NE(learned[0].evaluation, nullptr);
   EXPECT_TRUE(*learned[0].evaluation == *decide.evaluation);
   EXPECT_EQ(learned[0].candidates, nullptr);
+}
+
+// Apprentice mode (core/policy/apprentice.h) at the model: the new model logs its start, serves
+// the baseline (item1) until its lift over it shows, and switches; replaying the log alone
+// switches at the same reward, by the rule logged with the start even when the configuration
+// has changed since; a model with state is not made an apprentice by a later configuration.
+TEST(EvaluationModelTest, ApprenticeSwitchIsReplayedAtTheSameReward) {
+  ModelOptions options = Evaluated(0.3);
+  options.apprentice_start = true;
+  options.apprentice.min_decisions = 50;
+  TempDir dir, crash;
+  std::optional<SwitchRecord> switched;
+  int rounds = 0;
+  {
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    ASSERT_TRUE(model->View()->apprentice);
+    ASSERT_EQ(model->View()->last_switch->reason, ServingSwitch::kStart);
+    Rng noise(5);
+    for (; rounds < 3000 && model->View()->apprentice; ++rounds) {
+      auto decision = engine->SelectArm(Items(rounds).View());
+      ASSERT_TRUE(decision.ok()) << decision.status();
+      const int arm = ArmIndex(decision->arms[0].arm_id);
+      if (!decision->explored) {
+        ASSERT_EQ(arm, 1) << "round " << rounds;
+      }
+      ASSERT_TRUE(
+          engine->ReportReward({decision->event_id, Expected(arm) + 0.1 * noise.Normal(), {}, ""})
+              .ok());
+      model->WaitForWriter();
+    }
+    ASSERT_FALSE(model->View()->apprentice) << "no switch in " << rounds << " rounds";
+    switched = model->View()->last_switch;
+    ASSERT_EQ(switched->reason, ServingSwitch::kLift);
+    EXPECT_GE(switched->decisions, 50);
+    EXPECT_GT(switched->lower, 0.0);
+    CrashCopy(dir.path(), crash.path() + "/copy");
+  }
+  // The log alone, under a configuration that would never switch and would not start one.
+  ModelOptions changed = options;
+  changed.apprentice_start = false;
+  changed.apprentice.margin = 100.0;
+  changed.apprentice.min_decisions = 1000000;
+  EngineOptions reopen;
+  reopen.models = {changed};
+  reopen.state_dir = crash.path() + "/copy";
+  auto replayed = Engine::Open(reopen);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  Model* model = *(*replayed)->FindModel("");
+  EXPECT_EQ(model->recovery().snapshot_seq, 0u);
+  EXPECT_FALSE(model->View()->apprentice);
+  EXPECT_EQ(model->View()->last_switch, switched);
+  EXPECT_EQ(model->View()->apprentice_rule.min_decisions, 50);
+  // A model with rewards that never was an apprentice is not made one by its configuration.
+  TempDir serving;
+  {
+    auto engine = OpenEngine({Evaluated(0.3)}, serving.path());
+    Play(*engine, 0, 20, 20, nullptr, nullptr);
+  }
+  auto engine = OpenEngine({options}, serving.path());
+  EXPECT_FALSE((*engine->FindModel(""))->View()->apprentice);
+  EXPECT_FALSE((*engine->FindModel(""))->View()->last_switch.has_value());
 }
 
 }  // namespace

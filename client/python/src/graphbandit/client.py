@@ -350,6 +350,17 @@ class Client:
         return self._call("RemoveEdges", self._admin.RemoveEdges, request,
                           self._admin_metadata, timeout, request.model)
 
+    def set_serving_mode(self, mode, *, model=None, timeout=None):
+        """Switches a model to ``"apprentice"`` (serve the baseline arm while it learns) or
+        ``"serving"`` (serve its own policy); returns a SetServingModeResponse."""
+        modes = {"apprentice": bandit_pb2.SetServingModeRequest.APPRENTICE,
+                 "serving": bandit_pb2.SetServingModeRequest.SERVING}
+        if mode not in modes:
+            raise ValueError(f"mode must be 'apprentice' or 'serving', got {mode!r}")
+        request = bandit_pb2.SetServingModeRequest(model=self._model(model), mode=modes[mode])
+        return self._call("SetServingMode", self._admin.SetServingMode, request,
+                          self._admin_metadata, timeout, request.model)
+
     def describe_model(self, model=None, *, timeout=None):
         """Returns the ModelDescription (configuration, users, decisions, rewards_learned...)."""
         request = bandit_pb2.DescribeModelRequest(model=self._model(model))
