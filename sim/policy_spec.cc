@@ -85,6 +85,26 @@ double MedianDistance(const Eigen::MatrixXd& points) {
 
 std::string SimEventId(int64_t t) { return absl::StrCat("round-", t); }
 
+DecisionRule DecisionRuleOf(const RunPolicy& policy, int64_t rewards_learned) {
+  DecisionRule rule;
+  rule.rule = policy.rule;
+  rule.exploration = policy.exploration;
+  if (policy.width != ExplorationWidth::kStddev) {
+    WidthInputs inputs;
+    inputs.schedule = policy.index_schedule;
+    inputs.rewards_learned = rewards_learned;
+    if (policy.width == ExplorationWidth::kAmm) {
+      inputs.information_gain = policy.learner->InformationGain();
+      inputs.mean_norm_squared = policy.learner->MeanNormSquared();
+    }
+    rule.width = ExplorationWidthFor(policy.width, inputs);
+  }
+  rule.baseline = policy.baseline.value();
+  rule.propensity = policy.propensity;
+  rule.propensity_draws = policy.propensity_draws;
+  return rule;
+}
+
 namespace {
 
 // The user graph of a run: the environment's users and edges (one user when pooled).

@@ -19,6 +19,7 @@
 #include "core/learner/baseline_tracker.h"
 #include "core/learner/posterior.h"
 #include "core/model/model_options.h"
+#include "core/policy/decision_step.h"
 #include "core/policy/selection.h"
 #include "sim/environment.h"
 #include "sim/navigation.h"
@@ -105,6 +106,10 @@ struct RunPolicy {
   // Whether learner->dictionary_size() means something (Nystrom learners).
   bool has_dictionary = false;
 };
+
+// The rule a policy decides by after `rewards_learned` rewards: its selection rule, exploration
+// and width (ExplorationWidthFor), and its drifting baseline.
+DecisionRule DecisionRuleOf(const RunPolicy& policy, int64_t rewards_learned);
 
 // The event id the simulator gives round `t` (what a test sends to a model to replay a run).
 std::string SimEventId(int64_t t);

@@ -122,22 +122,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     start_phase();
     // The decision and learning steps the server's model takes (core/policy/decision_step.h).
     CandidatePoints(policy->scaling, round.context.data(), arms, policy->intercept, &points);
-    DecisionRule rule;
-    rule.rule = policy->rule;
-    rule.exploration = policy->exploration;
-    if (policy->width != ExplorationWidth::kStddev) {
-      WidthInputs inputs;
-      inputs.schedule = policy->index_schedule;
-      inputs.rewards_learned = rewards_learned;
-      if (policy->width == ExplorationWidth::kAmm) {
-        inputs.information_gain = policy->learner->InformationGain();
-        inputs.mean_norm_squared = policy->learner->MeanNormSquared();
-      }
-      rule.width = ExplorationWidthFor(policy->width, inputs);
-    }
-    rule.baseline = policy->baseline.value();
-    rule.propensity = policy->propensity;
-    rule.propensity_draws = policy->propensity_draws;
+    const DecisionRule rule = DecisionRuleOf(*policy, rewards_learned);
     // Draws as a model does: a stream per decision, from the model's seed and the event id
     // (unless the policy shares the run's stream).
     std::optional<Rng> decision_rng;

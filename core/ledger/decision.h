@@ -59,6 +59,18 @@ struct DecisionCandidates {
   std::vector<double> probabilities;
 };
 
+// Every candidate of a single-arm decision made with the evaluation share on (ModelConfig
+// .evaluation): its id, its features as the model saw them (dense, named features encoded) and
+// its probability of being chosen by the logging policy (the rule mixed with the uniform share;
+// the chosen candidate's is the probability its reward is weighted by). Logged with the decision
+// only, so that the log alone can be replayed offline and exported (graphbandit-replay); the
+// ledger does not keep it.
+struct LoggedCandidates {
+  std::vector<std::string> ids;
+  std::vector<std::vector<double>> features;
+  std::vector<double> probabilities;
+};
+
 struct Decision {
   std::string event_id;
   std::string model;
@@ -77,6 +89,8 @@ struct Decision {
   // evaluation share on: logged with the decision and with each reward learned from it. Null
   // for slates and without the share.
   std::shared_ptr<const EvaluationRecord> evaluation;
+  // Set with `evaluation` by Model::Decide, moved into the decision's log record (never kept).
+  std::shared_ptr<const LoggedCandidates> logged_candidates;
   // DecisionRequest.rank_all: the candidates not chosen (their indices), by descending posterior
   // mean (ties by index). Answered, not logged: empty for a replayed decision after a restart.
   std::vector<int> others;

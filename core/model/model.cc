@@ -507,6 +507,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   // share, and notes what its own rule would have chosen (core/policy/apprentice.h).
   bool explored = false;
   Eigen::VectorXd own_rule;
+  // Every candidate's probability under the logging policy (single-arm decisions with the share).
+  Eigen::VectorXd every;
+  const bool log_every = options_.evaluation_epsilon > 0.0 && request.slate_size == 1;
   if (view->apprentice) {
     if (options_.samples_parameters()) {
       return absl::FailedPreconditionError(absl::StrFormat(
@@ -521,11 +524,11 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     }
     Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
     explored = ServeBaseline(options_.evaluation_epsilon, request.baseline, request.slate_size,
-                             coin, &scored);
+                             coin, &scored, log_every ? &every : nullptr);
   } else if (options_.evaluation_epsilon > 0.0) {
     Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
-    explored =
-        MixUniformShare(options_.evaluation_epsilon, rule, request.slate_size, coin, rng, &scored);
+    explored = MixUniformShare(options_.evaluation_epsilon, rule, request.slate_size, coin, rng,
+                               &scored, log_every ? &every : nullptr);
   }
   const std::vector<RankedChoice>& slate = scored.slate;
   const Eigen::VectorXd& mean = scored.mean;
@@ -544,6 +547,17 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
                                                    explored, request.baseline, true);
     if (own_rule.size() > 0) AddModelTarget(mean, own_rule, slate[0].candidate, &record);
     decision.evaluation = std::make_shared<const EvaluationRecord>(std::move(record));
+    if (every.size() == static_cast<Eigen::Index>(request.candidates.size())) {
+      auto logged = std::make_shared<LoggedCandidates>();
+      for (size_t i = 0; i < request.candidates.size(); ++i) {
+        logged->ids.emplace_back(request.candidates[i].id);
+        logged->features.emplace_back(request.candidates[i].features.begin(),
+                                      request.candidates[i].features.end());
+        logged->probabilities.push_back(every(static_cast<Eigen::Index>(i)));
+      }
+      logged->probabilities[slate[0].candidate] = *slate[0].probability;
+      decision.logged_candidates = std::move(logged);
+    }
   }
   for (const RankedChoice& choice : slate) {
     ChosenArm arm;
@@ -642,6 +656,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   op.baseline = request.baseline;
   op.explored = decision->explored;
   op.evaluation = decision->evaluation;
+  op.logged = std::move(decision->logged_candidates);  // logged, not kept
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;

@@ -174,6 +174,15 @@ struct EncodeVisitor {
       out->PutU8(op.evaluation != nullptr ? 1 : 0);
       if (op.evaluation != nullptr) PutEvaluationRecord(out, *op.evaluation);
     }
+    if (op.logged != nullptr) {
+      out->PutU8(4);
+      out->PutVarint64(op.logged->ids.size());
+      for (size_t i = 0; i < op.logged->ids.size(); ++i) {
+        out->PutString(op.logged->ids[i]);
+        out->PutDoubles(op.logged->features[i].data(), op.logged->features[i].size());
+        out->PutDouble(op.logged->probabilities[i]);
+      }
+    }
   }
   void operator()(const ActivateOp& op) const {
     out->PutString(op.event_id);
@@ -405,6 +414,24 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
             }
             op.evaluation = std::move(record);
           }
+        } else if (marker == 4) {
+          uint64_t n = 0;
+          if (!in.GetVarint64(&n) || n == 0 || n > in.remaining() || op.arms.size() != 1 ||
+              op.arms[0].candidate_index >= static_cast<int64_t>(n)) {
+            return Malformed(type);
+          }
+          auto logged = std::make_shared<LoggedCandidates>();
+          logged->ids.resize(n);
+          logged->features.resize(n);
+          logged->probabilities.resize(n);
+          for (uint64_t i = 0; i < n; ++i) {
+            if (!in.GetString(&logged->ids[i]) ||
+                !in.GetDoubles(&logged->features[i], kMaxDoubles) ||
+                !in.GetDouble(&logged->probabilities[i])) {
+              return Malformed(type);
+            }
+          }
+          op.logged = std::move(logged);
         } else {
           return Malformed(type);
         }

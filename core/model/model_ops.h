@@ -92,6 +92,9 @@ struct DecideOp {
   int32_t baseline = -1;  // DecisionRequest.baseline (a candidate index), -1 for none
   bool explored = false;  // drawn by the evaluation share (Decision::explored)
   std::shared_ptr<const EvaluationRecord> evaluation;  // Decision::evaluation
+  // Every candidate, with the evaluation record (Decision::logged_candidates); not kept by the
+  // ledger, so a snapshot's ledger entries and a retry's record lack it.
+  std::shared_ptr<const LoggedCandidates> logged;
 };
 
 // A reward report accepted for arm `arm` of a decision. With the FIRST rule it is learned at

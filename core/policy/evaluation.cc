@@ -144,7 +144,8 @@ void AddModelTarget(const Eigen::VectorXd& mean, const Eigen::VectorXd& rule, in
   record->targets.push_back({std::clamp(rule(chosen), 0.0, 1.0), rule.dot(mean)});
 }
 
-bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored) {
+bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored,
+                   Eigen::VectorXd* every) {
   const int n = static_cast<int>(scored->mean.size());
   const int b = baseline >= 0 && baseline < n ? baseline : 0;
   std::vector<int> order(n);
@@ -161,6 +162,12 @@ bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, Scor
     }
   }
   const double share = epsilon * static_cast<double>(slate_size) / static_cast<double>(n);
+  if (every != nullptr) {
+    every->resize(n);
+    for (int c = 0; c < n; ++c) {
+      (*every)(c) = std::min(1.0, (1.0 - epsilon) * (in_baseline[c] ? 1.0 : 0.0) + share);
+    }
+  }
   std::vector<RankedChoice> slate(slate_size);
   for (int r = 0; r < slate_size; ++r) {
     const int c = order[r];

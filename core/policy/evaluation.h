@@ -108,7 +108,9 @@ bool MixUniformShare(double epsilon, const DecisionRule& rule, int slate_size, R
 // them. Each returned arm's probability is its probability under that mixture, its score its
 // posterior mean. `scored` holds the rule's decision on entry (its means are kept); returns
 // whether the slate was drawn uniformly. REQUIRES 0 <= epsilon < 1, 1 <= slate_size <= K.
-bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored);
+// With `every`, also writes every candidate's probability of being in the slate.
+bool ServeBaseline(double epsilon, int baseline, int slate_size, Rng& coin, ScoredSlate* scored,
+                   Eigen::VectorXd* every = nullptr);
 
 // The record of a single-arm decision: `chosen` (a candidate index) was logged with
 // `propensity`; `mean` holds every candidate's prediction; `baseline` the baseline candidate or

@@ -18,7 +18,8 @@ check_usage_error() {  # program, expected substring, args...
 }
 
 for program in server/graphbandit-server client/graphbandit-cli client/graphbandit-loadtest \
-               sim/graphbandit-sim sim/graphbandit-ope-coverage bench/graphbandit-bench; do
+               sim/graphbandit-sim sim/graphbandit-ope-coverage sim/graphbandit-replay \
+               bench/graphbandit-bench; do
   binary="$build/$program"
   name=$(basename "$program")
   for help in --help -h --helpfull; do
@@ -36,6 +37,7 @@ for program in server/graphbandit-server client/graphbandit-cli client/graphband
 done
 check_usage_error "$build/sim/graphbandit-sim" "bad value for --rounds" --rounds=abc
 check_usage_error "$build/sim/graphbandit-ope-coverage" "--epsilon" --epsilon=1
+check_usage_error "$build/sim/graphbandit-replay" "either --state_dir or --dsjson"
 check_usage_error "$build/server/graphbandit-server" "flag --listen needs a value" --listen
 check_usage_error "$build/server/graphbandit-server" "bad value for --max_message_bytes" \
   --max_message_bytes=many

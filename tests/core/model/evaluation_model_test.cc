@@ -235,6 +235,30 @@ TEST(EvaluationModelTest, RecordsRoundTripThroughTheLogCoding) {
   slate.arms.resize(2);
   EXPECT_FALSE(DecodeOp(static_cast<uint8_t>(OpType::kDecide), EncodeOp(ModelOp(slate))).ok());
 
+  // Every candidate, as logged for offline evaluation.
+  auto logged = std::make_shared<LoggedCandidates>();
+  logged->ids = {"a", "b", "c"};
+  logged->features = {{1.0, 2.0}, {3.0, 4.0}, {-5.0, 0.5}};
+  logged->probabilities = {0.1, 0.85, 0.05};
+  DecideOp with_all = decide;
+  with_all.logged = logged;
+  const std::string bytes = EncodeOp(ModelOp(with_all));
+  auto all_back = DecodeOp(static_cast<uint8_t>(OpType::kDecide), bytes);
+  ASSERT_TRUE(all_back.ok()) << all_back.status();
+  const auto& all = std::get<DecideOp>(*all_back);
+  ASSERT_NE(all.logged, nullptr);
+  EXPECT_EQ(all.logged->ids, logged->ids);
+  EXPECT_EQ(all.logged->features, logged->features);
+  EXPECT_EQ(all.logged->probabilities, logged->probabilities);
+  EXPECT_TRUE(*all.evaluation == *decide.evaluation);
+  // Every truncation of the section is refused, as is a chosen index past its candidates.
+  const size_t plain = EncodeOp(ModelOp(decide)).size();
+  for (size_t cut = plain + 1; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeOp(static_cast<uint8_t>(OpType::kDecide), bytes.substr(0, cut)).ok()) << cut;
+  }
+  with_all.arms[0].candidate_index = 3;
+  EXPECT_FALSE(DecodeOp(static_cast<uint8_t>(OpType::kDecide), EncodeOp(ModelOp(with_all))).ok());
+
   RewardOp reward;
   reward.event_id = "e";
   reward.learn.resize(1);
