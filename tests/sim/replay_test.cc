@@ -24,6 +24,7 @@
 #include "sim/logged_history.h"
 #include "sim/offline_replay.h"
 #include "sim/runner.h"
+#include "sim/warm_start.h"
 #include "tests/core/model/engine_test_util.h"
 
 namespace graphbandit::replay {
@@ -453,6 +454,55 @@ TEST(OfflineReplayTest, TheCommandReportsTheSameValues) {
   EXPECT_NE(std::system(both.c_str()), 0);
   EXPECT_NE(ReadAll(dir.path() + "/stderr").find("either --state_dir or --dsjson"),
             std::string::npos);
+}
+
+// A warm start teaches a new model the history through its own API: it then knows the best item
+// before serving anything, keeps it across a restart, and a second import adds nothing.
+TEST(WarmStartTest, ANewModelLearnsTheHistory) {
+  TempDir dir;
+  const LoggedHistory history = UniformLog(600, 13);
+  ASSERT_TRUE(WriteDsjson(history, dir.path() + "/log.dsjson").ok());
+  const std::string state = dir.path() + "/state";
+  const std::string command = absl::StrCat(GRAPHBANDIT_REPLAY_BINARY, " --dsjson=", dir.path(),
+                                           "/log.dsjson --warm_start_state_dir=", state,
+                                           " --warm_start_model=default 2>", dir.path(), "/stderr");
+  ASSERT_EQ(std::system(command.c_str()), 0) << ReadAll(dir.path() + "/stderr");
+  EXPECT_NE(ReadAll(dir.path() + "/stderr").find("learned 600 rewards (0 imported before)"),
+            std::string::npos)
+      << ReadAll(dir.path() + "/stderr");
+  {
+    ModelOptions options;
+    options.name = "default";
+    auto engine = OpenEngine({options}, state);
+    Model* model = *engine->FindModel("");
+    model->WaitForFits();
+    EXPECT_EQ(model->View()->rewards_learned, 600);
+    OwnedRequest r;
+    r.user = "u";
+    for (int a = 0; a < kArms; ++a)
+      r.candidates.push_back({absl::StrCat("item", a), ItemFeatures(a)});
+    r.slate_size = kArms;
+    auto decision = engine->SelectArm(r.View());
+    ASSERT_TRUE(decision.ok()) << decision.status();
+    for (const ChosenArm& arm : decision->arms) {
+      EXPECT_NEAR(arm.mean, Expected(arm.arm_id.back() - '0'), 0.05) << arm.arm_id;
+    }
+  }
+  // In-process, the same import again: every event is known.
+  ModelOptions options;
+  options.name = "default";
+  auto engine = OpenEngine({options}, state);
+  auto again = WarmStart(history, *engine, "default");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->learned, 0);
+  EXPECT_EQ(again->already_known, 600);
+  // A history the model cannot take (other dimensions) fails, naming the event.
+  LoggedHistory wider = UniformLog(1, 14);
+  wider.events[0].event_id = "wider";
+  wider.events[0].features[wider.events[0].chosen].push_back(1.0);
+  auto refused = WarmStart(wider, *engine, "default");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("event wider"), std::string::npos) << refused.status();
 }
 
 }  // namespace
