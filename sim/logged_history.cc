@@ -94,6 +94,7 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
         event.ids = decide->logged->ids;
         event.features = decide->logged->features;
         event.probabilities = decide->logged->probabilities;
+        event.means = decide->logged->means;
         event.chosen = decide->arms[0].candidate_index;
         event.baseline = decide->baseline;
         event.explored = decide->explored;
@@ -223,6 +224,9 @@ std::string ToDsjsonLine(const LoggedEvent& event) {
     AppendQuoted(&line, event.ids[i]);
     line.append(",\"f\":");
     AppendVector(&line, event.features[i]);
+    if (i < static_cast<int>(event.means.size()) && std::isfinite(event.means[i])) {
+      absl::StrAppend(&line, ",\"_q\":", Number(event.means[i]));
+    }
     line.push_back('}');
   }
   line.append("]}");
@@ -412,6 +416,9 @@ absl::Status ParseLine(const std::string& line, Columns* context_columns, Column
     } else {
       event.ids.push_back(absl::StrCat(i + 1));
     }
+    const Value* q = Field(features, "_q");
+    event.means.push_back(q != nullptr && q->kind_case() == Value::kNumberValue ? q->number_value()
+                                                                                : std::nan(""));
     parsed->arms.emplace_back();
     if (absl::Status s = Flatten(features, "", arm_columns, &parsed->arms.back()); !s.ok()) {
       return s;

@@ -21,7 +21,9 @@
 //                       candidate order
 //   c                   the features: `user` (the user id, a categorical feature), namespace `x`
 //                       (the context vector, keys "0", "1", ...), and `_multi`, one object per
-//                       candidate with `id` (the arm id) and namespace `f` (its feature vector)
+//                       candidate with `id` (the arm id), namespace `f` (its feature vector) and
+//                       `_q`, the model's posterior mean there when it decided (the reward model
+//                       of the doubly robust estimates; Vowpal Wabbit ignores it)
 //   p                   each arm's logging probability, in the order of `a`
 //
 // Reading DSJSON accepts any such line Vowpal Wabbit accepts for contextual bandits: a line
@@ -55,11 +57,13 @@ struct LoggedEvent {
   std::vector<std::string> ids;               // every candidate's arm id
   std::vector<std::vector<double>> features;  // every candidate's features
   std::vector<double> probabilities;          // every candidate's logging probability
-  int chosen = 0;                             // the logged arm (a candidate index)
-  int baseline = -1;                          // the request's baseline arm, -1 for none
-  bool explored = false;                      // drawn by the uniform evaluation share
-  double reward = 0.0;                        // the reward the model learned
-  double weight = 1.0;                        // 1 / (1 - pdrop) for a DSJSON event with pdrop
+  // Every candidate's posterior mean when the decision was made (NaN when not known).
+  std::vector<double> means;
+  int chosen = 0;         // the logged arm (a candidate index)
+  int baseline = -1;      // the request's baseline arm, -1 for none
+  bool explored = false;  // drawn by the uniform evaluation share
+  double reward = 0.0;    // the reward the model learned
+  double weight = 1.0;    // 1 / (1 - pdrop) for a DSJSON event with pdrop
 };
 
 struct LoggedHistory {

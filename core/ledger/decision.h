@@ -62,13 +62,16 @@ struct DecisionCandidates {
 // Every candidate of a single-arm decision made with the evaluation share on (ModelConfig
 // .evaluation): its id, its features as the model saw them (dense, named features encoded) and
 // its probability of being chosen by the logging policy (the rule mixed with the uniform share;
-// the chosen candidate's is the probability its reward is weighted by). Logged with the decision
+// the chosen candidate's is the probability its reward is weighted by), and the model's
+// posterior mean there at the time (the reward model of the doubly robust estimates, baseline
+// included), so that the log alone reproduces the off-policy estimates. Logged with the decision
 // only, so that the log alone can be replayed offline and exported (graphbandit-replay); the
 // ledger does not keep it.
 struct LoggedCandidates {
   std::vector<std::string> ids;
   std::vector<std::vector<double>> features;
   std::vector<double> probabilities;
+  std::vector<double> means;
 };
 
 struct Decision {

@@ -554,6 +554,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
         logged->features.emplace_back(request.candidates[i].features.begin(),
                                       request.candidates[i].features.end());
         logged->probabilities.push_back(every(static_cast<Eigen::Index>(i)));
+        logged->means.push_back(mean(static_cast<Eigen::Index>(i)));
       }
       logged->probabilities[slate[0].candidate] = *slate[0].probability;
       decision.logged_candidates = std::move(logged);

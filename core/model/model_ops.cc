@@ -181,6 +181,7 @@ struct EncodeVisitor {
         out->PutString(op.logged->ids[i]);
         out->PutDoubles(op.logged->features[i].data(), op.logged->features[i].size());
         out->PutDouble(op.logged->probabilities[i]);
+        out->PutDouble(op.logged->means[i]);
       }
     }
   }
@@ -424,10 +425,11 @@ absl::StatusOr<ModelOp> DecodeOp(uint8_t raw_type, absl::string_view payload) {
           logged->ids.resize(n);
           logged->features.resize(n);
           logged->probabilities.resize(n);
+          logged->means.resize(n);
           for (uint64_t i = 0; i < n; ++i) {
             if (!in.GetString(&logged->ids[i]) ||
                 !in.GetDoubles(&logged->features[i], kMaxDoubles) ||
-                !in.GetDouble(&logged->probabilities[i])) {
+                !in.GetDouble(&logged->probabilities[i]) || !in.GetDouble(&logged->means[i])) {
               return Malformed(type);
             }
           }

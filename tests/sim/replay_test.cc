@@ -7,6 +7,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -190,6 +191,7 @@ TEST(DsjsonTest, AnExportedLogReadsBackUnchanged) {
     EXPECT_EQ(y.ids, x.ids);
     EXPECT_EQ(y.features, x.features);
     EXPECT_EQ(y.probabilities, x.probabilities);
+    EXPECT_EQ(y.means, x.means);
     EXPECT_EQ(y.chosen, x.chosen);
     EXPECT_EQ(y.baseline, x.baseline);
     EXPECT_EQ(y.explored, x.explored);
@@ -205,6 +207,71 @@ TEST(DsjsonTest, AnExportedLogReadsBackUnchanged) {
   EXPECT_EQ(ReadAll(out), text);
   EXPECT_NE(ReadAll(dir.path() + "/stderr").find("reaches back to the model's first record"),
             std::string::npos);
+}
+
+// The model's live off-policy estimates, recomputed from nothing but the exported lines (read with
+// protobuf's JSON parser): each estimator's value is the same.
+TEST(DsjsonTest, TheExportReproducesTheModelsEstimates) {
+  TempDir dir;
+  Serve(dir.path(), 400, 0.3);
+  auto history = ReadStateDirectory(dir.path(), "default");
+  ASSERT_TRUE(history.ok()) << history.status();
+  std::vector<PolicyValue> live;
+  {
+    ModelOptions options;
+    options.name = "default";
+    options.evaluation_epsilon = 0.3;
+    auto engine = OpenEngine({options}, dir.path());
+    Model* model = *engine->FindModel("");
+    model->WaitForFits();
+    live = model->View()->policy_values;
+  }
+  ASSERT_EQ(live.size(), 4u);  // deployed, uniform, greedy, baseline
+  // Per policy: sums of w r, w, and the DR terms, over n decisions.
+  std::vector<double> ips(4, 0.0), weights(4, 0.0), dr(4, 0.0);
+  int n = 0;
+  for (const LoggedEvent& e : history->events) {
+    google::protobuf::Struct json;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ToDsjsonLine(e), &json).ok());
+    const auto& f = json.fields();
+    const double reward = -f.at("_label_cost").number_value();
+    const double p = f.at("_label_probability").number_value();
+    const int chosen = static_cast<int>(f.at("_labelIndex").number_value());
+    const auto& multi = f.at("c").struct_value().fields().at("_multi").list_value();
+    std::vector<double> q;
+    for (const auto& action : multi.values()) {
+      q.push_back(action.struct_value().fields().at("_q").number_value());
+    }
+    const int k = static_cast<int>(q.size());
+    const double best = *std::max_element(q.begin(), q.end());
+    const int ties = static_cast<int>(std::count(q.begin(), q.end(), best));
+    const int b = f.count("_ba")
+                      ? static_cast<int>(f.at("_ba").list_value().values(0).number_value()) - 1
+                      : 0;
+    double mean_q = 0.0;
+    for (double v : q) mean_q += v / k;
+    // (probability of the logged arm, value of the policy under q) per policy.
+    const std::vector<std::pair<double, double>> targets = {
+        {1.0, 0.0},  // deployed: weight 1, its plain mean
+        {1.0 / k, mean_q},
+        {q[chosen] == best ? 1.0 / ties : 0.0, best},
+        {chosen == b ? 1.0 : 0.0, q[b]}};
+    for (int t = 0; t < 4; ++t) {
+      const double w = t == 0 ? 1.0 : targets[t].first / p;
+      ips[t] += w * reward;
+      weights[t] += w;
+      dr[t] += t == 0 ? reward : targets[t].second + w * (reward - q[chosen]);
+    }
+    ++n;
+  }
+  ASSERT_GT(n, 300);
+  for (int t = 0; t < 4; ++t) {
+    ASSERT_TRUE(live[t].valid) << t;
+    EXPECT_EQ(live[t].decisions, n);
+    EXPECT_NEAR(live[t].ips.estimate, ips[t] / n, 1e-9) << t;
+    EXPECT_NEAR(live[t].snips.estimate, ips[t] / weights[t], 1e-9) << t;
+    EXPECT_NEAR(live[t].dr.estimate, dr[t] / n, 1e-9) << t;
+  }
 }
 
 // Lines from Vowpal Wabbit's public test data (test/train-sets/cb_simple_pdrop.json and the

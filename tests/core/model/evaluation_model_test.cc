@@ -240,6 +240,7 @@ TEST(EvaluationModelTest, RecordsRoundTripThroughTheLogCoding) {
   logged->ids = {"a", "b", "c"};
   logged->features = {{1.0, 2.0}, {3.0, 4.0}, {-5.0, 0.5}};
   logged->probabilities = {0.1, 0.85, 0.05};
+  logged->means = {0.3, -0.25, 1e-3};
   DecideOp with_all = decide;
   with_all.logged = logged;
   const std::string bytes = EncodeOp(ModelOp(with_all));
@@ -250,6 +251,7 @@ TEST(EvaluationModelTest, RecordsRoundTripThroughTheLogCoding) {
   EXPECT_EQ(all.logged->ids, logged->ids);
   EXPECT_EQ(all.logged->features, logged->features);
   EXPECT_EQ(all.logged->probabilities, logged->probabilities);
+  EXPECT_EQ(all.logged->means, logged->means);
   EXPECT_TRUE(*all.evaluation == *decide.evaluation);
   // Every truncation of the section is refused, as is a chosen index past its candidates.
   const size_t plain = EncodeOp(ModelOp(decide)).size();
