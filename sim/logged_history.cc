@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -67,12 +68,19 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
   std::unordered_map<std::string, size_t> by_id;
   std::map<std::pair<std::string, std::string>, double> edges;
   uint64_t last = 0;
+  std::unordered_set<std::string> without_candidates;  // decisions seen that cannot be kept
   for (const auto& [first, segment] : segments) {
     absl::StatusOr<std::unique_ptr<storage::LogReader>> reader = storage::LogReader::Open(segment);
+    if (reader.status().code() == absl::StatusCode::kNotFound) {
+      // Removed after a snapshot since the directory was listed: the log starts later.
+      history.from_start = false;
+      continue;
+    }
     if (!reader.ok()) return reader.status();
     uint8_t type = 0;
     std::string payload;
-    while ((*reader)->Next(&type, &payload) == storage::ReadResult::kRecord) {
+    storage::ReadResult result;
+    while ((result = (*reader)->Next(&type, &payload)) == storage::ReadResult::kRecord) {
       const uint64_t seq = (*reader)->seq();
       if (seq != 0 && seq <= last) continue;  // a repeat (only a damaged log holds one)
       last = std::max(last, seq);
@@ -84,7 +92,14 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
       if (const auto* decide = std::get_if<DecideOp>(&*op)) {
         if (decide->logged == nullptr || decide->arms.size() != 1) {
           ++history.decisions_without_candidates;
+          without_candidates.insert(decide->event_id);
           continue;
+        }
+        const double p = decide->logged->probabilities[decide->arms[0].candidate_index];
+        if (!(p > 0.0 && p <= 1.0)) {
+          return absl::DataLossError(
+              absl::StrFormat("record %d of %s: decision %s was logged with probability %g", seq,
+                              segment, decide->event_id, p));
         }
         LoggedEvent event;
         event.event_id = decide->event_id;
@@ -109,7 +124,7 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
       for (const ObserveOp* observed : ObservationsOf(*op)) {
         auto it = by_id.find(observed->event_id);
         if (it == by_id.end()) {
-          ++history.rewards_without_decision;
+          if (without_candidates.count(observed->event_id) == 0) ++history.rewards_without_decision;
           continue;
         }
         LoggedEvent& event = decided[it->second];
@@ -117,6 +132,9 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
         event.reward = observed->reward;
         rewarded[it->second] = true;
       }
+    }
+    if (result == storage::ReadResult::kCorruption && !(*reader)->io_status().ok()) {
+      return (*reader)->io_status();  // a failed read, not damage: the rest is unread
     }
   }
   history.last_seq = last;
@@ -345,7 +363,9 @@ std::vector<double> Dense(const SparseFeatures& features, size_t size) {
 }
 
 struct ParsedLine {
-  LoggedEvent event;  // without features yet
+  LoggedEvent event;                 // without features yet
+  bool flagged = false;              // the line says whether it was drawn uniformly
+  bool equal_probabilities = false;  // unflagged: every action had the same probability
   SparseFeatures context;
   std::vector<SparseFeatures> arms;
 };
@@ -432,6 +452,9 @@ absl::Status ParseLine(const std::string& line, Columns* context_columns, Column
       if (!Integer(v, &k) || k < 1 || k > n) {
         return absl::InvalidArgumentError(absl::StrFormat("\"a\" names an action not in 1..%d", n));
       }
+      if (std::find(actions.begin(), actions.end(), k) != actions.end()) {
+        return absl::InvalidArgumentError(absl::StrFormat("\"a\" names action %d twice", k));
+      }
       actions.push_back(k);
     }
   }
@@ -453,11 +476,18 @@ absl::Status ParseLine(const std::string& line, Columns* context_columns, Column
   event.probabilities.assign(n, std::nan(""));
   const Value* p = Field(root, "p");
   if (p == nullptr) p = Field(root, "_p");
-  if (p != nullptr && p->kind_case() == Value::kListValue &&
-      p->list_value().values_size() == static_cast<int>(actions.size())) {
+  if (p != nullptr) {
+    if (p->kind_case() != Value::kListValue ||
+        p->list_value().values_size() != static_cast<int>(actions.size())) {
+      return absl::InvalidArgumentError("\"p\" is not a list as long as \"a\"");
+    }
     for (size_t j = 0; j < actions.size(); ++j) {
-      event.probabilities[actions[j] - 1] =
-          p->list_value().values(static_cast<int>(j)).number_value();
+      const Value& v = p->list_value().values(static_cast<int>(j));
+      if (v.kind_case() != Value::kNumberValue || !(v.number_value() >= 0.0) ||
+          v.number_value() > 1.0) {
+        return absl::InvalidArgumentError("\"p\" holds something else than a probability");
+      }
+      event.probabilities[actions[j] - 1] = v.number_value();
     }
   }
   if (const Value* q = Field(root, "_label_probability")) {
@@ -481,11 +511,13 @@ absl::Status ParseLine(const std::string& line, Columns* context_columns, Column
   }
   if (const Value* explored = Field(root, "_explored")) {
     event.explored = explored->bool_value();
+    parsed->flagged = true;
   } else {
-    // No flag (not written by graphbandit): uniformly logged when every action had the same
-    // probability.
-    event.explored = std::all_of(event.probabilities.begin(), event.probabilities.end(),
-                                 [&](double q) { return q == logged; });
+    // No flag (not written by graphbandit): uniform if every line of the file is (see
+    // ParseDsjson).
+    parsed->equal_probabilities =
+        n > 1 && std::all_of(event.probabilities.begin(), event.probabilities.end(),
+                             [&](double q) { return q == logged; });
   }
   if (const Value* pdrop = Field(root, "pdrop")) {
     const double drop = pdrop->number_value();
@@ -529,8 +561,17 @@ absl::StatusOr<LoggedHistory> ParseDsjson(absl::string_view text, absl::string_v
       ++history.lines_skipped;
       continue;
     }
-    if (parsed.event.event_id.empty()) parsed.event.event_id = absl::StrCat(source, ":", number);
+    if (parsed.event.event_id.empty()) parsed.event.event_id = absl::StrCat("line-", number);
     lines.push_back(std::move(parsed));
+  }
+  // Lines that do not say whether the share drew them count as uniform only if every line of
+  // the file was logged uniformly: a uniform line in a non-uniform log may be one whose
+  // context made the policy indifferent, and keeping just those would select contexts.
+  const bool all_uniform = std::all_of(lines.begin(), lines.end(), [](const ParsedLine& l) {
+    return l.flagged || l.equal_probabilities;
+  });
+  for (ParsedLine& line : lines) {
+    if (!line.flagged) line.event.explored = all_uniform && line.equal_probabilities;
   }
   for (ParsedLine& line : lines) {
     line.event.context = Dense(line.context, context_columns.size());

@@ -28,7 +28,11 @@
 //
 // Reading DSJSON accepts any such line Vowpal Wabbit accepts for contextual bandits: a line
 // without `_label_cost` (no reward yet) or with `_skipLearn` is skipped and counted; `pdrop`
-// (the share of events the logger dropped) is kept as the event's weight 1 / (1 - pdrop). The
+// (the share of events the logger dropped) is kept as the event's weight 1 / (1 - pdrop) and
+// written back on export, but the estimates weigh every line alike (right when the drop rate
+// is the same throughout the file, as a sampling rate is). A line without `_explored` counts
+// as drawn uniformly when every line of the file had equal probabilities for all its actions
+// (and more than one). The
 // user is `c.user` when it is a string, else one shared user. Features become dense vectors:
 // each numeric feature (a key in a namespace) one coordinate and each string feature
 // ("key": "value") one indicator coordinate per value seen, the columns numbered in the order
@@ -85,8 +89,9 @@ struct LoggedHistory {
   int64_t decisions_without_reward = 0;
   int64_t rewards_without_decision = 0;
   int64_t lines_skipped = 0;
-  // Graph edits the log refused when they arrived are not in `edges`; neither are edits made
-  // before the log's first record (pass the graph file then).
+  // `edges` holds the graph edits as logged (an edit the model refused when it arrived, if
+  // logged, is in it too); edits made before the log's first record are not (pass the graph
+  // file then).
 };
 
 // Reads model `model`'s log under `state_dir` (the server's --state_dir; the model's directory

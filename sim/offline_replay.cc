@@ -21,6 +21,11 @@
 namespace graphbandit::replay {
 namespace {
 
+// The candidates' own random streams, apart from the server's: with the same seed, a candidate
+// configured like the logging model would otherwise draw the very coins the server drew, and
+// explore exactly where it explored.
+constexpr uint64_t kReplayStream = 0x7265706c61792d31ULL;  // "replay-1"
+
 // The history as the simulator's policies see an environment: its users (numbered in order of
 // first appearance) and graph, and its dimensions. Rounds come from the history, not from here.
 class LoggedEnvironment final : public sim::SimEnvironment {
@@ -96,20 +101,22 @@ absl::Status Pass(const LoggedHistory& history, const LoggedEnvironment& env,
   Eigen::VectorXd every;
   std::vector<const double*> arms;
   for (const LoggedEvent& event : history.events) {
-    if (rejection && !event.explored) continue;
     const int n = static_cast<int>(event.ids.size());
+    // A decision with one candidate was uniform and chosen by every policy alike: it teaches
+    // the rejection replay nothing.
+    if (rejection && (!event.explored || n < 2)) continue;
     arms.resize(n);
     for (int k = 0; k < n; ++k) arms[k] = event.features[k].data();
     const int32_t user = policy.pooled ? 0 : env.UserOf(event.user);
     CandidatePoints(policy.scaling, event.context.data(), arms, policy.intercept, &points);
     const DecisionRule rule = sim::DecisionRuleOf(policy, learned);
-    Rng rng(StableHash(event.event_id, seed));
+    Rng rng(StableHash(event.event_id, seed ^ kReplayStream));
     if (absl::Status s = DecideSlate(*policy.learner, user, points, rule, 1, rng,
                                      /*probabilities=*/true, &scored);
         !s.ok()) {
       return s;
     }
-    Rng coin(StableHash(event.event_id, seed ^ kEvaluationStream));
+    Rng coin(StableHash(event.event_id, seed ^ kReplayStream ^ kEvaluationStream));
     MixUniformShare(epsilon, rule, 1, coin, rng, &scored, &every);
     const int chosen = scored.slate[0].candidate;
     bool learn = true;
@@ -117,8 +124,10 @@ absl::Status Pass(const LoggedHistory& history, const LoggedEnvironment& env,
       ++*uniform;
       learn = chosen == event.chosen;
       if (learn) {
+        // Kept with probability 1 / K: weighted by K, the kept rewards stay unbiased when K
+        // varies (with a fixed K this is their plain mean). No extra decision in the bounds.
         ++*kept;
-        sums->Add(1.0, event.reward, event.reward, 1.0);
+        sums->Add(static_cast<double>(n), event.reward, event.reward, 0.0);
       }
     } else {
       // The candidate's probability of the logged arm over the logging policy's.
@@ -126,7 +135,16 @@ absl::Status Pass(const LoggedHistory& history, const LoggedEnvironment& env,
       const double weight = every(event.chosen) / logging;
       const double direct = every.dot(scored.mean);
       const double dr = direct + weight * (event.reward - scored.mean(event.chosen));
-      sums->Add(weight, event.reward, dr, every.maxCoeff() / logging);
+      // The largest weight this decision could have given: over every arm whose logging
+      // probability is known, else the candidate's largest probability over the logged arm's.
+      double bound = every.maxCoeff() / logging;
+      bool all_known = true;
+      for (int k = 0; k < n; ++k) all_known = all_known && event.probabilities[k] > 0.0;
+      if (all_known) {
+        bound = 0.0;
+        for (int k = 0; k < n; ++k) bound = std::max(bound, every(k) / event.probabilities[k]);
+      }
+      sums->Add(weight, event.reward, dr, bound);
     }
     if (!learn) continue;
     absl::Status s;
@@ -180,7 +198,7 @@ ReplayReport Replay(const LoggedHistory& history, const std::vector<ReplayCandid
       value.error = std::string(s.message());
     } else {
       const PolicyValue kept = replayed.Value(EvaluatedPolicy::kDeployed);
-      if (kept.valid) value.replay = kept.dr;
+      if (kept.valid) value.replay = kept.snips;  // sum K r / sum K over the kept decisions
       value.off_policy = off_policy.Value(EvaluatedPolicy::kDeployed);
     }
     report.candidates.push_back(std::move(value));

@@ -95,6 +95,21 @@ absl::Status RunWarmStart(const LoggedHistory& history, const std::string& state
       return absl::NotFoundError(absl::StrFormat("%s configures no model \"%s\"", path, model));
     }
   }
+  if (options.samples_parameters()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\" cannot be warm-started: its policy learns from every candidate of a "
+        "decision and their probabilities, which a forced one-candidate decision does not give",
+        model));
+  }
+  if (options.aggregation != Aggregation::kFirst) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\" cannot be warm-started: it aggregates rewards over a window "
+        "(rewards.aggregation), and a warm start teaches each logged reward at once (FIRST)",
+        model));
+  }
+  // Imported decisions have one candidate each: they would tell the model's off-policy
+  // estimates nothing about its own traffic, so none is recorded for them.
+  options.evaluation_epsilon = 0.0;
   EngineOptions engine_options;
   engine_options.state_dir = state_dir;
   engine_options.models = {options};
@@ -170,6 +185,12 @@ int Main(int argc, char** argv) {
   } else if (!absl::GetFlag(FLAGS_export_dsjson).empty() ||
              !absl::GetFlag(FLAGS_warm_start_state_dir).empty()) {
     return 0;  // an export or a warm start alone
+  }
+  if (history->events.size() < 2) {
+    std::fputs(DescribeHistory(*history).c_str(), stderr);
+    return Fail(absl::FailedPreconditionError(
+        "fewer than 2 rewarded decisions with every candidate: nothing to evaluate (a model logs "
+        "every candidate only with evaluation { epsilon } above 0, for single-arm decisions)"));
   }
   const ReplayReport report = Replay(*history, candidates, absl::GetFlag(FLAGS_seed));
   std::fputs(FormatTable(report).c_str(), stdout);

@@ -1,11 +1,14 @@
 #include "sim/warm_start.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 
 namespace graphbandit::replay {
 
@@ -19,12 +22,19 @@ absl::StatusOr<WarmStartResult> WarmStart(const LoggedHistory& history, Engine& 
     users.insert(e.user_a);
     users.insert(e.user_b);
   }
-  if (!users.empty()) {
-    const std::vector<std::string> list(users.begin(), users.end());
-    if (auto added = (*target)->AddUsers(list); !added.ok()) return added.status();
+  // In batches well inside a call's limit on graph edits.
+  constexpr size_t kBatch = 10'000;
+  const std::vector<std::string> list(users.begin(), users.end());
+  for (size_t i = 0; i < list.size(); i += kBatch) {
+    const size_t end = std::min(list.size(), i + kBatch);
+    auto added = (*target)->AddUsers(absl::MakeConstSpan(list).subspan(i, end - i));
+    if (!added.ok()) return added.status();
   }
-  if (!history.edges.empty()) {
-    if (auto added = (*target)->AddEdges(history.edges); !added.ok()) return added.status();
+  for (size_t i = 0; i < history.edges.size(); i += kBatch) {
+    const size_t end = std::min(history.edges.size(), i + kBatch);
+    std::vector<EdgeEdit> batch(history.edges.begin() + static_cast<std::ptrdiff_t>(i),
+                                history.edges.begin() + static_cast<std::ptrdiff_t>(end));
+    if (auto added = (*target)->AddEdges(std::move(batch)); !added.ok()) return added.status();
   }
   WarmStartResult result;
   for (const LoggedEvent& e : history.events) {

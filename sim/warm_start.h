@@ -5,7 +5,9 @@
 // hold it as they hold any other decision. The history's graph edges are added first.
 //
 // Re-running an import on the same model skips what it already imported while the model still
-// knows the imported event ids ("warm:" + the logged event id).
+// knows the imported event ids ("warm:" + the logged event id). graphbandit-replay refuses
+// models this cannot teach (policies that learn from all of a decision's candidates, rewards
+// aggregated over a window) and imports with the evaluation share off.
 #ifndef GRAPHBANDIT_SIM_WARM_START_H_
 #define GRAPHBANDIT_SIM_WARM_START_H_
 

@@ -2,6 +2,7 @@
 #ifndef GRAPHBANDIT_CORE_LEDGER_DECISION_H_
 #define GRAPHBANDIT_CORE_LEDGER_DECISION_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -67,6 +68,8 @@ struct DecisionCandidates {
 // included), so that the log alone reproduces the off-policy estimates. Logged with the decision
 // only, so that the log alone can be replayed offline and exported (graphbandit-replay); the
 // ledger does not keep it.
+// A decision whose candidates take more than this many bytes logs the evaluation record alone.
+inline constexpr size_t kMaxLoggedCandidateBytes = 256 << 10;
 struct LoggedCandidates {
   std::vector<std::string> ids;
   std::vector<std::vector<double>> features;

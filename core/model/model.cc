@@ -547,7 +547,13 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
                                                    explored, request.baseline, true);
     if (own_rule.size() > 0) AddModelTarget(mean, own_rule, slate[0].candidate, &record);
     decision.evaluation = std::make_shared<const EvaluationRecord>(std::move(record));
-    if (every.size() == static_cast<Eigen::Index>(request.candidates.size())) {
+    // Every candidate, unless that makes the record too large for a log (a cluster's shared
+    // log takes records of about a megabyte at most); the evaluation record is kept either way.
+    size_t bytes = 0;
+    for (const CandidateRef& c : request.candidates)
+      bytes += 24 + c.id.size() + 8 * c.features.size();
+    if (every.size() == static_cast<Eigen::Index>(request.candidates.size()) &&
+        bytes <= kMaxLoggedCandidateBytes) {
       auto logged = std::make_shared<LoggedCandidates>();
       for (size_t i = 0; i < request.candidates.size(); ++i) {
         logged->ids.emplace_back(request.candidates[i].id);
@@ -556,7 +562,6 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
         logged->probabilities.push_back(every(static_cast<Eigen::Index>(i)));
         logged->means.push_back(mean(static_cast<Eigen::Index>(i)));
       }
-      logged->probabilities[slate[0].candidate] = *slate[0].probability;
       decision.logged_candidates = std::move(logged);
     }
   }

@@ -48,9 +48,12 @@ struct Served {
   std::vector<Decision> decisions;
   std::vector<double> rewards;
 };
-Served Serve(const std::string& state_dir, int rounds, double epsilon) {
+Served Serve(const std::string& state_dir, int rounds, double epsilon,
+             PolicyKind policy = PolicyKind::kEkUcb, bool apprentice = false) {
   ModelOptions options;
   options.name = "default";
+  options.policy = policy;
+  options.apprentice_start = apprentice;
   options.evaluation_epsilon = epsilon;
   options.reward_window = absl::Seconds(600);
   Served served;
@@ -128,6 +131,33 @@ TEST(LoggedHistoryTest, TheLogHoldsEveryCandidateOfEveryDecision) {
   EXPECT_GT(explored, 60);
   EXPECT_LT(explored, 120);
   EXPECT_GT(single, 100);  // ties only until the first rewards are learned
+}
+
+// Thompson sampling's and an apprentice's logged probabilities: the chosen arm's is the one
+// SelectArm answered, and they add up to 1 (Thompson's by numerical integration).
+TEST(LoggedHistoryTest, ThompsonAndApprenticeLogTheirMixtures) {
+  const double epsilon = 0.2;
+  for (const bool apprentice : {false, true}) {
+    TempDir dir;
+    const Served served = Serve(dir.path(), 60, epsilon, PolicyKind::kEkTs, apprentice);
+    auto history = ReadStateDirectory(dir.path(), "default");
+    ASSERT_TRUE(history.ok()) << history.status();
+    ASSERT_EQ(history->events.size(), served.decisions.size());
+    for (size_t t = 0; t < served.decisions.size(); ++t) {
+      const LoggedEvent& e = history->events[t];
+      EXPECT_EQ(e.probabilities[e.chosen], *served.decisions[t].arms[0].probability) << t;
+      double sum = 0.0;
+      for (double p : e.probabilities) sum += p;
+      EXPECT_NEAR(sum, 1.0, apprentice ? 1e-12 : 1e-3) << t;
+      if (apprentice) {
+        // The baseline (item1 on even rounds, else the first item) or a uniform draw.
+        const int b = t % 2 == 0 ? 1 : 0;
+        for (int a = 0; a < kArms; ++a) {
+          EXPECT_NEAR(e.probabilities[a], (a == b ? 1 - epsilon : 0.0) + epsilon / kArms, 1e-12);
+        }
+      }
+    }
+  }
 }
 
 TEST(LoggedHistoryTest, WithoutTheShareNothingIsKeptAndTheCountSaysWhy) {
@@ -389,7 +419,8 @@ class FiveItems final : public sim::SimEnvironment {
   std::vector<sim::Edge> edges_;
 };
 
-LoggedHistory UniformLog(int decisions, uint64_t seed) {
+// `decisions` drawn uniformly from the first K items, K alternating between `k_values`.
+LoggedHistory UniformLog(int decisions, uint64_t seed, std::vector<int> k_values = {kArms}) {
   LoggedHistory history;
   history.source = "simulated";
   Rng rng(seed);
@@ -397,12 +428,13 @@ LoggedHistory UniformLog(int decisions, uint64_t seed) {
     LoggedEvent e;
     e.event_id = absl::StrCat("sim-", t);
     e.user = "u";
-    for (int a = 0; a < kArms; ++a) {
+    const int k = k_values[t % k_values.size()];
+    for (int a = 0; a < k; ++a) {
       e.ids.push_back(absl::StrCat("item", a));
       e.features.push_back(ItemFeatures(a));
-      e.probabilities.push_back(1.0 / kArms);
+      e.probabilities.push_back(1.0 / k);
     }
-    e.chosen = static_cast<int>(rng.UniformInt(kArms));
+    e.chosen = static_cast<int>(rng.UniformInt(static_cast<uint64_t>(k)));
     e.explored = true;
     e.reward = Expected(e.chosen) + 0.1 * rng.Normal();
     history.events.push_back(std::move(e));
@@ -467,6 +499,31 @@ TEST(OfflineReplayTest, ValuesCoverTheKnownTruth) {
   EXPECT_GT(d.off_policy.dr.lower, 0.8);
   EXPECT_LT(d.off_policy.dr.lower, 0.9);
   EXPECT_GT(d.off_policy.ips.lower, u.off_policy.ips.upper);
+}
+
+// A candidate configured like the logging model, its evaluation share included, keeps about 1 in
+// K uniform decisions (its coins are its own, not the server's); and with K varying, the kept
+// rewards are weighed by K, so that uniform random's value is still what it earns.
+TEST(OfflineReplayTest, ReplayIsUnbiasedForSharesAndVaryingCandidateCounts) {
+  ModelOptions sharing;
+  sharing.name = "sharing";
+  sharing.evaluation_epsilon = 0.5;
+  const ReplayReport shared = Replay(UniformLog(3000, 21), {{"sharing", sharing}}, 1);
+  const CandidateValue& s = shared.candidates[0];
+  ASSERT_TRUE(s.error.empty()) << s.error;
+  EXPECT_NEAR(static_cast<double>(s.kept) / s.uniform_decisions, 1.0 / kArms, 0.03);
+
+  ModelOptions uniform;
+  uniform.name = "uniform";
+  uniform.policy = PolicyKind::kRandom;
+  const ReplayReport varying = Replay(UniformLog(6000, 22, {2, 5}), {{"uniform", uniform}}, 1);
+  const CandidateValue& u = varying.candidates[0];
+  ASSERT_TRUE(u.error.empty()) << u.error;
+  // Half the decisions among items 0-1 (mean 0.2), half among items 0-4 (mean 0.5). The plain
+  // mean of the kept rewards would be near (0.5 * 0.2 + 0.2 * 0.5) / 0.7 = 0.286.
+  EXPECT_TRUE(Covers(u.replay, 0.35)) << u.replay.estimate;
+  EXPECT_TRUE(Covers(u.off_policy.ips, 0.35)) << u.off_policy.ips.estimate;
+  EXPECT_TRUE(Covers(u.off_policy.dr, 0.35)) << u.off_policy.dr.estimate;
 }
 
 // The command, on the same log as DSJSON, with the candidates as a server configuration: the
@@ -554,6 +611,23 @@ TEST(WarmStartTest, ANewModelLearnsTheHistory) {
     for (const ChosenArm& arm : decision->arms) {
       EXPECT_NEAR(arm.mean, Expected(arm.arm_id.back() - '0'), 0.05) << arm.arm_id;
     }
+  }
+  // Models a warm start cannot teach are refused, naming why.
+  for (const std::string& config :
+       {std::string("models { name: \"semi\" policy: SEMI_GRAPH_TS }"),
+        std::string("models { name: \"summed\" ledger { aggregation: SUM } }")}) {
+    {
+      std::ofstream out(dir.path() + "/config.textproto");
+      out << config << "\n";
+    }
+    const std::string name = config.find("semi") != std::string::npos ? "semi" : "summed";
+    const std::string refused_command = absl::StrCat(
+        GRAPHBANDIT_REPLAY_BINARY, " --dsjson=", dir.path(),
+        "/log.dsjson --warm_start_state_dir=", dir.path(), "/other --warm_start_model=", name,
+        " --config=", dir.path(), "/config.textproto 2>", dir.path(), "/stderr");
+    EXPECT_NE(std::system(refused_command.c_str()), 0);
+    EXPECT_NE(ReadAll(dir.path() + "/stderr").find("cannot be warm-started"), std::string::npos)
+        << ReadAll(dir.path() + "/stderr");
   }
   // In-process, the same import again: every event is known.
   ModelOptions options;
