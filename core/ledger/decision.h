@@ -67,15 +67,16 @@ struct DecisionCandidates {
 // posterior mean there at the time (the reward model of the doubly robust estimates, baseline
 // included), so that the log alone reproduces the off-policy estimates. Logged with the decision
 // only, so that the log alone can be replayed offline and exported (graphbandit-replay); the
-// ledger does not keep it.
-// A decision whose candidates take more than this many bytes logs the evaluation record alone.
-inline constexpr size_t kMaxLoggedCandidateBytes = 256 << 10;
+// ledger does not keep it. A decision whose candidates take more than kMaxLoggedCandidateBytes
+// logs its evaluation record alone.
 struct LoggedCandidates {
   std::vector<std::string> ids;
   std::vector<std::vector<double>> features;
   std::vector<double> probabilities;
   std::vector<double> means;
 };
+
+inline constexpr size_t kMaxLoggedCandidateBytes = 256 << 10;
 
 struct Decision {
   std::string event_id;

@@ -550,8 +550,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     // Every candidate, unless that makes the record too large for a log (a cluster's shared
     // log takes records of about a megabyte at most); the evaluation record is kept either way.
     size_t bytes = 0;
-    for (const CandidateRef& c : request.candidates)
+    for (const CandidateRef& c : request.candidates) {
       bytes += 24 + c.id.size() + 8 * c.features.size();
+    }
     if (every.size() == static_cast<Eigen::Index>(request.candidates.size()) &&
         bytes <= kMaxLoggedCandidateBytes) {
       auto logged = std::make_shared<LoggedCandidates>();
