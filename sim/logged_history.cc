@@ -156,6 +156,27 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
 
 namespace {
 
+// Shortest text that reads back as the same double (JSON has no infinities or NaN: null).
+std::string Number(double v) {
+  if (!std::isfinite(v)) return "null";
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::string text = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(text.c_str(), nullptr) == v) return text;
+  }
+  return absl::StrFormat("%.17g", v);
+}
+
+void AppendVector(std::string* out, const std::vector<double>& values) {
+  out->push_back('{');
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    absl::StrAppend(out, "\"", i, "\":", Number(values[i]));
+  }
+  out->push_back('}');
+}
+
+}  // namespace
+
 void AppendQuoted(std::string* out, absl::string_view text) {
   out->push_back('"');
   for (const char c : text) {
@@ -185,27 +206,6 @@ void AppendQuoted(std::string* out, absl::string_view text) {
   }
   out->push_back('"');
 }
-
-// Shortest text that reads back as the same double (JSON has no infinities or NaN: null).
-std::string Number(double v) {
-  if (!std::isfinite(v)) return "null";
-  for (int digits = 15; digits <= 17; ++digits) {
-    std::string text = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(text.c_str(), nullptr) == v) return text;
-  }
-  return absl::StrFormat("%.17g", v);
-}
-
-void AppendVector(std::string* out, const std::vector<double>& values) {
-  out->push_back('{');
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out->push_back(',');
-    absl::StrAppend(out, "\"", i, "\":", Number(values[i]));
-  }
-  out->push_back('}');
-}
-
-}  // namespace
 
 std::string ToDsjsonLine(const LoggedEvent& event) {
   const int n = static_cast<int>(event.ids.size());

@@ -256,18 +256,9 @@ std::string FormatTable(const ReplayReport& report) {
 namespace {
 
 std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned>(c));
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "\"";
+  std::string out;
+  AppendQuoted(&out, s);
+  return out;
 }
 
 std::string JsonNumber(double v) {
