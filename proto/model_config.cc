@@ -219,6 +219,7 @@ absl::StatusOr<ModelOptions> ToModelOptions(const v1::ModelConfig& c) {
   o.evaluation_epsilon = c.evaluation().epsilon();
   o.explain_names_users = c.evaluation().explain_names_users();
   o.apprentice_start = c.apprentice().start();
+  o.shadow_of = c.shadow_of();
   o.apprentice.margin = c.apprentice().margin();
   o.apprentice.min_decisions = c.apprentice().has_min_decisions()
                                    ? static_cast<int64_t>(c.apprentice().min_decisions())
@@ -336,6 +337,7 @@ v1::ModelConfig ToModelConfig(const ModelOptions& o) {
   c.mutable_evaluation()->set_epsilon(o.evaluation_epsilon);
   c.mutable_evaluation()->set_explain_names_users(o.explain_names_users);
   c.mutable_apprentice()->set_start(o.apprentice_start);
+  c.set_shadow_of(o.shadow_of);
   c.mutable_apprentice()->set_margin(o.apprentice.margin);
   c.mutable_apprentice()->set_min_decisions(
       static_cast<uint32_t>(std::min<int64_t>(o.apprentice.min_decisions, UINT32_MAX)));

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -209,9 +210,32 @@ class ModelCollector : public prometheus::Collectable {
         "Effective sample size of the importance weights behind a policy's estimates.",
         prometheus::MetricType::Gauge,
         {}};
+    // Each model's estimates, then its challengers' own policies under their names
+    // (core/model/shadow_feed.h); a challenger also reports its own policy under its name.
+    auto index_of = [&names](const std::string& name) {
+      return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    };
     for (size_t i = 0; i < names.size(); ++i) {
+      std::vector<std::pair<std::string, PolicyValue>> values;
       for (const PolicyValue& v : stats[i].view.policy_values) {
-        const std::string policy(EvaluatedPolicyName(v.policy));
+        values.emplace_back(EvaluatedPolicyName(v.policy), v);
+      }
+      std::vector<std::string> challengers;
+      if (!(*engine_->FindModel(names[i]))->options().shadow_of.empty()) {
+        challengers.push_back(names[i]);
+      }
+      for (const ShadowFeed* feed : engine_->Challengers(names[i])) {
+        challengers.push_back(feed->challenger()->name());
+      }
+      for (const std::string& challenger : challengers) {
+        const size_t c = index_of(challenger);
+        if (c < stats.size() && stats[c].view.own_value.has_value()) {
+          values.emplace_back(challenger, *stats[c].view.own_value);
+        }
+      }
+      for (const auto& entry : values) {
+        const std::string& policy = entry.first;
+        const PolicyValue& v = entry.second;
         auto add = [&](prometheus::MetricFamily& family, double x,
                        std::map<std::string, std::string> labels) {
           prometheus::ClientMetric metric;
@@ -235,6 +259,34 @@ class ModelCollector : public prometheus::Collectable {
     families.push_back(std::move(value));
     families.push_back(std::move(evaluated));
     families.push_back(std::move(ess));
+    // What each challenger did with what its leader was sent.
+    prometheus::MetricFamily shadowed{
+        "graphbandit_challenger_operations_total",
+        "Decisions, rewards and activations a challenger (ModelConfig.shadow_of) was sent by "
+        "its leader, by outcome: applied, failed (refused by the challenger, or its decision "
+        "unknown there) or dropped (its queue full, or the server stopping).",
+        prometheus::MetricType::Counter,
+        {}};
+    for (const std::string& leader : names) {
+      for (const ShadowFeed* feed : engine_->Challengers(leader)) {
+        const ShadowCounts counts = feed->counts();
+        for (int kind = 0; kind < ShadowCounts::kKinds; ++kind) {
+          static constexpr const char* kKindNames[] = {"decision", "reward", "activation"};
+          for (const auto& [outcome, n] : {std::pair{"applied", counts.applied[kind]},
+                                           std::pair{"failed", counts.failed[kind]},
+                                           std::pair{"dropped", counts.dropped[kind]}}) {
+            prometheus::ClientMetric metric;
+            metric.label = {{"leader", leader},
+                            {"model", feed->challenger()->name()},
+                            {"operation", kKindNames[kind]},
+                            {"outcome", outcome}};
+            metric.counter.value = static_cast<double>(n);
+            shadowed.metric.push_back(std::move(metric));
+          }
+        }
+      }
+    }
+    families.push_back(std::move(shadowed));
     // Learning health (core/model/learning_health.h): one series per check.
     prometheus::MetricFamily healthy{
         "graphbandit_learning_healthy",

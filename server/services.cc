@@ -474,9 +474,22 @@ grpc::Status AdminServiceImpl::DescribeModel(grpc::ServerContext* context,
   v1::EvaluationSummary* evaluation = response->mutable_evaluation();
   evaluation->set_epsilon(model->options().evaluation_epsilon);
   evaluation->set_decisions_explored(static_cast<uint64_t>(stats.view.decisions_explored));
+  // The model's estimates, then each challenger's own policy under its name (a challenger
+  // reports its own under its own name too; core/model/shadow_feed.h).
+  std::vector<std::pair<std::string, PolicyValue>> values;
   for (const PolicyValue& value : stats.view.policy_values) {
+    values.emplace_back(EvaluatedPolicyName(value.policy), value);
+  }
+  if (!model->options().shadow_of.empty() && stats.view.own_value.has_value()) {
+    values.emplace_back(model->name(), *stats.view.own_value);
+  }
+  for (const ShadowFeed* feed : engine_->Challengers(model->name())) {
+    const std::optional<PolicyValue> own = feed->challenger()->View()->own_value;
+    if (own.has_value()) values.emplace_back(feed->challenger()->name(), *own);
+  }
+  for (const auto& [policy, value] : values) {
     v1::PolicyValueEstimate* out = evaluation->add_policies();
-    out->set_policy(std::string(EvaluatedPolicyName(value.policy)));
+    out->set_policy(policy);
     out->set_decisions(static_cast<uint64_t>(value.decisions));
     out->set_effective_sample_size(value.effective_sample_size);
     if (!value.valid) continue;

@@ -106,6 +106,32 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     }
     has_default |= model.name == engine->default_model_;
   }
+  // Challengers (core/model/shadow_feed.h): each shadows a model that serves and logs every
+  // candidate's probability.
+  for (const ModelOptions& model : options.models) {
+    if (model.shadow_of.empty()) continue;
+    if (absl::Status s = ValidateModelOptions(model); !s.ok()) return s;
+    auto leader = std::find_if(options.models.begin(), options.models.end(),
+                               [&](const ModelOptions& m) { return m.name == model.shadow_of; });
+    if (leader == options.models.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": shadow_of names \"%s\", which this server does not host",
+                          model.name, model.shadow_of));
+    }
+    if (!leader->shadow_of.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": shadow_of names \"%s\", itself a challenger; a challenger shadows a "
+          "model that serves",
+          model.name, model.shadow_of));
+    }
+    if (!(leader->evaluation_epsilon > 0.0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": shadow_of names \"%s\", whose evaluation.epsilon is 0; a challenger is "
+          "judged on the leader's decisions logged with every candidate's probability, which "
+          "needs the leader's evaluation share above 0",
+          model.name, model.shadow_of));
+    }
+  }
   if (!has_default) {
     ModelOptions defaults;
     defaults.name = engine->default_model_;
@@ -136,6 +162,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     auto model = Model::Open(model_options, options.state_dir, options.durability, replication);
     if (!model.ok()) return model.status();
     engine->models_.emplace(model_options.name, *std::move(model));
+  }
+  for (const ModelOptions& m : options.models) {
+    if (m.shadow_of.empty()) continue;
+    auto feed = std::make_unique<ShadowFeed>(engine->models_.at(m.name).get(), m.shadow_of);
+    engine->challengers_[m.shadow_of].push_back(feed.get());
+    engine->feeds_.push_back(std::move(feed));
   }
   if (options.run_sweeper) {
     // Expiry runs a few times per shortest window, between 5 ms and 1 s apart.
@@ -171,6 +203,9 @@ bool Engine::Shutdown(absl::Time deadline) {
       sweeper_cv_.SignalAll();
     }
     if (sweeper_.joinable()) sweeper_.join();
+    // Challengers take what their leaders were sent while the deadline allows, before the
+    // models stop.
+    for (auto& feed : feeds_) feed->Stop(deadline);
     // Every model is told first, so that they stop in parallel; each then gets what is left
     // of the deadline, and at least a moment (an idle writer stops at once).
     for (auto& [name, model] : models_) model->BeginShutdown();
@@ -192,6 +227,23 @@ absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {
                                                QuoteId(name), absl::StrJoin(ModelNames(), ", ")));
   }
   return it->second.get();
+}
+
+std::vector<const ShadowFeed*> Engine::Challengers(absl::string_view leader) const {
+  auto it = challengers_.find(leader);
+  if (it == challengers_.end()) return {};
+  return {it->second.begin(), it->second.end()};
+}
+
+void Engine::DrainChallengers() {
+  for (auto& feed : feeds_) feed->Drain();
+}
+
+absl::Status Engine::RefuseChallenger(const Model& model, absl::string_view call) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "model \"%s\" is a challenger of \"%s\" (shadow_of): it never serves and learns only what "
+      "its leader is sent; send %s to \"%s\"",
+      model.name(), model.options().shadow_of, call, model.options().shadow_of));
 }
 
 std::vector<std::string> Engine::ModelNames() const {
@@ -221,14 +273,23 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
       return s;
     }
   }
+  if (!model->options().shadow_of.empty()) return RefuseChallenger(*model, "SelectArm");
+  absl::StatusOr<Decision> decision;
   if (!request.event_id.empty()) {
     if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
-    return model->Select(request, std::string(request.event_id), /*client_event_id=*/true,
-                         RequestFingerprint(request), now, deadline);
+    decision = model->Select(request, std::string(request.event_id), /*client_event_id=*/true,
+                             RequestFingerprint(request), now, deadline);
+  } else {
+    // In cluster mode the node id keeps the ids of different nodes apart.
+    decision = model->Select(request, absl::StrCat(event_id_prefix_, NewEventId()),
+                             /*client_event_id=*/false, 0, now, deadline);
   }
-  // In cluster mode the node id keeps the ids of different nodes apart.
-  return model->Select(request, absl::StrCat(event_id_prefix_, NewEventId()),
-                       /*client_event_id=*/false, 0, now, deadline);
+  if (!decision.ok()) return decision;
+  if (auto it = challengers_.find(model->name()); it != challengers_.end()) {
+    for (ShadowFeed* feed : it->second) feed->Decided(request, *decision, now);
+  }
+  decision->logged_candidates.reset();  // for the log and the challengers only
+  return decision;
 }
 
 absl::StatusOr<ActivationResult> Engine::Activate(absl::string_view model_name,
@@ -245,7 +306,12 @@ absl::StatusOr<ActivationResult> Engine::ActivateAt(absl::string_view model_name
   // The same rule as a reward's event id: a malformed one is the caller's error, not an
   // unknown event.
   if (absl::Status s = CheckEventId(event_id); !s.ok()) return s;
-  return (*model)->Activate(event_id, now, deadline);
+  if (!(*model)->options().shadow_of.empty()) return RefuseChallenger(**model, "Activate");
+  absl::StatusOr<ActivationResult> result = (*model)->Activate(event_id, now, deadline);
+  if (auto it = challengers_.find((*model)->name()); it != challengers_.end()) {
+    for (ShadowFeed* feed : it->second) feed->Activated(event_id, now);
+  }
+  return result;
 }
 
 absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request, absl::Time now,
@@ -253,7 +319,18 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
   absl::StatusOr<Model*> owner = RewardOwner(request, now, deadline);
   if (!owner.ok()) return owner.status();
   if (*owner == nullptr) return RewardResult{};  // unknown event
-  return (*owner)->Reward(request, now, deadline);
+  absl::StatusOr<RewardResult> result = (*owner)->Reward(request, now, deadline);
+  ForwardToChallengers(**owner, request, now);
+  return result;
+}
+
+void Engine::ForwardToChallengers(const Model& leader, const RewardRequest& request,
+                                  absl::Time now) {
+  // Whatever the leader answered: each challenger judges the same report by the same rules
+  // against its own copy of the decision.
+  if (auto it = challengers_.find(leader.name()); it != challengers_.end()) {
+    for (ShadowFeed* feed : it->second) feed->Rewarded(request, now);
+  }
 }
 
 bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::Time deadline,
@@ -264,7 +341,9 @@ bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::T
     std::move (*done)(owner.ok() ? absl::StatusOr<RewardResult>(RewardResult{}) : owner.status());
     return true;
   }
-  return (*owner)->TryRewardWithoutWaiting(request, now, done);
+  if (!(*owner)->TryRewardWithoutWaiting(request, now, done)) return false;
+  ForwardToChallengers(**owner, request, now);
+  return true;
 }
 
 absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::Time now,
@@ -309,25 +388,31 @@ absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::T
     return absl::DeadlineExceededError("the call's deadline passed before it started");
 
   // Which model made the decision?
+  // The models a reward can be for: not the challengers, which hold their leaders' event ids.
+  std::vector<Model*> serving;
+  for (const auto& [name, model] : models_) {
+    if (model->options().shadow_of.empty()) serving.push_back(model.get());
+  }
   Model* owner = nullptr;
   if (!request.model.empty()) {
     absl::StatusOr<Model*> model = FindModel(request.model);
     if (!model.ok()) return model.status();
     owner = *model;
-  } else if (!event_id_prefix_.empty() && models_.size() > 1) {
+    if (!owner->options().shadow_of.empty()) return RefuseChallenger(*owner, "ReportReward");
+  } else if (!event_id_prefix_.empty() && serving.size() > 1) {
     // Cluster mode: this node may not have applied the decision yet, so it cannot tell which
     // model made it.
     return absl::InvalidArgumentError(absl::StrFormat(
         "this node hosts %d models in cluster mode: set model to name the one that made "
         "event_id %s",
-        models_.size(), QuoteId(request.event_id)));
-  } else if (models_.size() == 1) {
-    owner = models_.begin()->second.get();  // its ledger answers for an unknown event too
+        serving.size(), QuoteId(request.event_id)));
+  } else if (serving.size() == 1) {
+    owner = serving.front();  // its ledger answers for an unknown event too
   } else {
     // Several models: which one holds the event (the reward itself is then joined once).
     std::vector<Model*> owners;
-    for (const auto& [name, model] : models_) {
-      if (model->Knows(request.event_id)) owners.push_back(model.get());
+    for (Model* model : serving) {
+      if (model->Knows(request.event_id)) owners.push_back(model);
     }
     if (owners.size() > 1) {
       std::vector<std::string> names;

@@ -21,6 +21,7 @@
 #include "core/ledger/decision.h"
 #include "core/model/model.h"
 #include "core/model/model_options.h"
+#include "core/model/shadow_feed.h"
 
 namespace graphbandit {
 
@@ -78,6 +79,10 @@ class Engine {
   absl::StatusOr<Model*> FindModel(absl::string_view name) const;
   std::vector<std::string> ModelNames() const;
   const std::string& default_model() const { return default_model_; }
+  // The challengers of model `leader` (ModelOptions::shadow_of; core/model/shadow_feed.h).
+  std::vector<const ShadowFeed*> Challengers(absl::string_view leader) const;
+  // Waits until every challenger has handled what its leader was sent so far (tests).
+  void DrainChallengers();
 
   // Stops the sweeper; every model applies what is logged, writes a final snapshot, syncs and
   // closes its log, by `deadline` (Model::Shutdown). Idempotent. False if some model's writer
@@ -93,10 +98,17 @@ class Engine {
   // the event (several models, none with it: UNKNOWN_EVENT without a model to ask).
   absl::StatusOr<Model*> RewardOwner(const RewardRequest& request, absl::Time now,
                                      absl::Time deadline);
+  // Sends a reward the leader was sent to its challengers.
+  void ForwardToChallengers(const Model& leader, const RewardRequest& request, absl::Time now);
+  // FAILED_PRECONDITION for a challenger, which is never sent requests itself.
+  static absl::Status RefuseChallenger(const Model& model, absl::string_view call);
 
   std::string default_model_;
   std::string event_id_prefix_;  // cluster mode: the node id and '-'
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
+  // One feed per challenger, and the feeds of each leader.
+  std::vector<std::unique_ptr<ShadowFeed>> feeds_;
+  std::map<std::string, std::vector<ShadowFeed*>, std::less<>> challengers_;
   bool stopped_cleanly_ = true;           // written once, in Shutdown's call_once
   std::vector<std::string> busy_models_;  // whose writer outlived the shutdown deadline
 

@@ -15,12 +15,13 @@
 namespace graphbandit {
 namespace {
 
-// 10: with the apprenticeship (core/policy/apprentice.h); 9: the off-policy sums with their weight
+// 11: the off-policy sums with the own policy's (a challenger's or an apprentice's); 10: with
+// the apprenticeship (core/policy/apprentice.h); 9: the off-policy sums with their weight
 // bounds and reward ranges; 8: with the off-policy sums; 7: with the named features' hashed
 // dimensions and frozen scales; 6: hyper-parameters with the community variance; 5: with the
 // pending refit; 4: with the staged observations (batches); 3: with the hyper-parameters block; 2:
 // without (the configured values apply).
-constexpr uint8_t kStateVersion = 10;
+constexpr uint8_t kStateVersion = 11;
 constexpr uint8_t kOldestStateVersion = 2;
 
 void PutHyperparameters(const Hyperparameters& h, storage::Encoder* out) {
@@ -594,6 +595,7 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
   view->recent_reward = recent_.mean();
   view->recent_weight = recent_.weight();
   view->policy_values = evaluator_.Values();
+  view->own_value = evaluator_.OwnValue();
   view->decisions_explored = evaluator_.explored();
   view->apprentice = apprenticeship_.apprentice();
   view->apprentice_rule = apprenticeship_.rule();

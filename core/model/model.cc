@@ -455,7 +455,7 @@ absl::Status Model::EnsureDimensions(const FixDimensionsOp& want) {
 }
 
 absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std::string& event_id,
-                                       const Dimensions& slots) {
+                                       const Dimensions& slots, const ShadowOf* shadow) {
   Dimensions dims = CurrentDimensions();
   if (absl::Status s = ValidateDecisionRequest(request, dims, options_); !s.ok()) return s;
   if (!dims.fixed) {
@@ -509,8 +509,33 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   Eigen::VectorXd own_rule;
   // Every candidate's probability under the logging policy (single-arm decisions with the share).
   Eigen::VectorXd every;
-  const bool log_every = options_.evaluation_epsilon > 0.0 && request.slate_size == 1;
-  if (view->apprentice) {
+  const bool log_every =
+      options_.evaluation_epsilon > 0.0 && request.slate_size == 1 && shadow == nullptr;
+  if (shadow != nullptr) {
+    // A challenger's: the leader's choice, logged with the leader's probabilities; its own
+    // policy as it would serve (its rule with its own share) is the target it is judged as.
+    const auto n = static_cast<int>(request.candidates.size());
+    if (request.slate_size != 1 || shadow->chosen < 0 || shadow->chosen >= n ||
+        static_cast<int>(shadow->probabilities.size()) != n || !(shadow->propensity > 0.0) ||
+        !(shadow->propensity <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": a shadowed decision needs one arm of %d candidates with every "
+          "candidate's logging probability",
+          options_.name, n));
+    }
+    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    MixUniformShare(options_.evaluation_epsilon, rule, 1, coin, rng, &scored, &own_rule);
+    RankedChoice choice;
+    choice.candidate = shadow->chosen;
+    choice.score = scored.mean(shadow->chosen);
+    choice.probability = shadow->propensity;
+    scored.slate = {choice};
+    explored = shadow->explored;
+    // A learner that samples parameters learns from the law the arm was drawn by: the leader's.
+    if (scored.propensities.size() > 0) {
+      scored.propensities = Eigen::Map<const Eigen::VectorXd>(shadow->probabilities.data(), n);
+    }
+  } else if (view->apprentice) {
     if (options_.samples_parameters()) {
       return absl::FailedPreconditionError(absl::StrFormat(
           "model \"%s\" is an apprentice, which policy %s cannot be (its learner needs the "
@@ -541,8 +566,8 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   decision.explored = explored;
   // Only with the share: without it the log and the snapshots stay as they were, and the
   // deployed policy's value comes from its rewards alone.
-  if (options_.evaluation_epsilon > 0.0 && slate.size() == 1 && slate[0].probability.has_value() &&
-      *slate[0].probability > 0.0) {
+  if ((options_.evaluation_epsilon > 0.0 || shadow != nullptr) && slate.size() == 1 &&
+      slate[0].probability.has_value() && *slate[0].probability > 0.0) {
     EvaluationRecord record = MakeEvaluationRecord(mean, slate[0].candidate, *slate[0].probability,
                                                    explored, request.baseline, true);
     if (own_rule.size() > 0) AddModelTarget(mean, own_rule, slate[0].candidate, &record);
@@ -605,7 +630,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
 
 absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::string& event_id,
                                        bool client_event_id, uint64_t fingerprint, absl::Time now,
-                                       absl::Time deadline) {
+                                       absl::Time deadline, const ShadowOf* shadow) {
   // A retry: the stored decision, unchanged.
   auto known =
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ledger_mu_) -> std::optional<absl::StatusOr<Decision>> {
@@ -647,7 +672,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   Dimensions slots;
   if (absl::Status s = EncodeRequest(sent, &encoded, &slots); !s.ok()) return s;
   const DecisionRequest& request = slots.named_features() ? encoded.request : sent;
-  absl::StatusOr<Decision> decision = Decide(request, event_id, slots);
+  absl::StatusOr<Decision> decision = Decide(request, event_id, slots, shadow);
   if (!decision.ok()) return decision.status();
   RecordDecided(sent, slots);  // only what was decided is counted (and scaled)
 
@@ -663,7 +688,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   op.baseline = request.baseline;
   op.explored = decision->explored;
   op.evaluation = decision->evaluation;
-  op.logged = std::move(decision->logged_candidates);  // logged, not kept
+  op.logged = decision->logged_candidates;  // logged and answered (to shadow it), not kept
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;
@@ -705,6 +730,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   }
   auto entry = EntryOf(op, options_);
   entry->decision = *decision;
+  entry->decision.logged_candidates.reset();
   for (ChosenArm& arm : entry->decision.arms) arm.explanation.reset();  // answered, not kept
   if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) {
     return log_failed(seq.status()) ? unlogged() : seq.status();
@@ -854,6 +880,12 @@ absl::StatusOr<EdgeEditResult> Model::RemoveEdges(
 }
 
 absl::StatusOr<EdgeEditResult> Model::SetServingMode(bool apprentice, absl::Time deadline) {
+  if (apprentice && !options_.shadow_of.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "model \"%s\" is a challenger of \"%s\" (shadow_of): it never serves, so it cannot be "
+        "an apprentice",
+        options_.name, options_.shadow_of));
+  }
   if (apprentice && !(options_.evaluation_epsilon > 0.0)) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "model \"%s\" cannot be an apprentice without evaluation.epsilon > 0: its lift over the "

@@ -223,9 +223,22 @@ class Model : private FitScheduler::Host {
   // model decides (randomness seeded by the model seed and the event id) and records the
   // decision. `fingerprint` identifies the request (0 when the event id is generated). In
   // cluster mode the decision is answered once its record is applied here (by `deadline`).
+  //
+  // With `shadow` (a challenger, core/model/shadow_feed.h) the decision is not this model's:
+  // it scores the candidates and logs the leader's choice with the leader's probability, its
+  // own policy's probability of that choice (EvaluationRecord::kModelTarget) and the
+  // off-policy targets from its own means.
+  struct ShadowOf {
+    int chosen = 0;           // the candidate the leader chose
+    double propensity = 1.0;  // its probability under the leader's logging policy
+    bool explored = false;    // drawn by the leader's uniform share
+    // Every candidate's probability under the leader's logging policy (LoggedCandidates).
+    std::vector<double> probabilities;
+  };
   absl::StatusOr<Decision> Select(const DecisionRequest& request, const std::string& event_id,
                                   bool client_event_id, uint64_t fingerprint, absl::Time now,
-                                  absl::Time deadline = absl::InfiniteFuture());
+                                  absl::Time deadline = absl::InfiniteFuture(),
+                                  const ShadowOf* shadow = nullptr);
 
   // ReportReward for an event of this model. Returns once the accepted rewards are logged and
   // durable per the sync policy (or fails with DEADLINE_EXCEEDED at `deadline`; the reward may
@@ -359,7 +372,7 @@ class Model : private FitScheduler::Host {
   absl::Status EncodeRequest(const DecisionRequest& request, EncodedRequest* encoded,
                              Dimensions* slots) ABSL_LOCKS_EXCLUDED(features_mu_, queue_mu_);
   absl::StatusOr<Decision> Decide(const DecisionRequest& request, const std::string& event_id,
-                                  const Dimensions& slots);
+                                  const Dimensions& slots, const ShadowOf* shadow);
   // A decision was made for `sent`: its named features go into the catalogs, and the scales of
   // its numbers are frozen afresh where due (CollectScaleFreezes).
   void RecordDecided(const DecisionRequest& sent, const Dimensions& slots)

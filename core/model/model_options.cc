@@ -185,6 +185,19 @@ absl::Status ValidateModelOptions(const ModelOptions& o) {
           o.name, PolicyName(o.policy)));
     }
   }
+  if (!o.shadow_of.empty()) {
+    if (!IsValidModelName(o.shadow_of) || o.shadow_of == o.name) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": shadow_of must name another model of this server, got %s",
+                          o.name, QuoteId(o.shadow_of)));
+    }
+    if (o.apprentice_start) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": a challenger (shadow_of) never serves, so it cannot start as an "
+          "apprentice (apprentice.start)",
+          o.name));
+    }
+  }
   if (!std::isfinite(o.apprentice.margin) || o.apprentice.min_decisions < 2) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "model \"%s\": apprentice.margin must be finite and apprentice.min_decisions at least 2 "

@@ -140,6 +140,9 @@ struct ModelOptions {
   // when it switches by itself.
   bool apprentice_start = false;
   ApprenticeRule apprentice;
+  // A challenger (core/model/shadow_feed.h): the leader whose decisions and rewards it learns
+  // from without serving. Empty: a model that serves.
+  std::string shadow_of;
   // Whether this configuration lets the model be an apprentice: its lift is estimated from the
   // evaluation share, and a policy that samples whole parameter vectors learns from the
   // probabilities of its own draws.

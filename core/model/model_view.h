@@ -63,6 +63,9 @@ struct ModelView {
   // Off-policy estimates over the decisions learned so far (core/policy/evaluation.h), one per
   // EvaluatedPolicy in order, and how many of those decisions the uniform share drew.
   std::vector<PolicyValue> policy_values;
+  // The model's own policy, from the decisions logged with it (PolicyEvaluator::OwnValue): a
+  // challenger's value as it would serve (core/model/shadow_feed.h).
+  std::optional<PolicyValue> own_value;
   int64_t decisions_explored = 0;
   // Apprentice mode (core/policy/apprentice.h): serving the baseline arm, the lift estimate and
   // the last switch.

@@ -264,13 +264,14 @@ bool AllFinite(const EstimatorSums& s) {
 }  // namespace
 
 void PolicyEvaluator::Add(const EvaluationRecord& record, double reward) {
-  std::array<EstimatorSums, kEvaluatedPolicies> next = sums_;
+  std::array<EstimatorSums, kEvaluatorTargets> next = sums_;
   next[0].Add(1.0, reward, reward, 0.0);  // its estimate is the plain mean
-  for (size_t t = 0; t < record.targets.size() && t < kOffPolicyTargets; ++t) {
+  // The off-policy targets, then the own policy (kModelTarget) where the record has it.
+  for (size_t t = 0; t < record.targets.size() && t + 1 < kEvaluatorTargets; ++t) {
     const EvaluationRecord::Target& target = record.targets[t];
     const double weight = target.probability / record.propensity;
     // The target's largest probability on this decision: 1 / K for uniform; at most 1 for the
-    // deterministic ones (greedy and baseline).
+    // others (greedy and baseline are deterministic, the own policy may be).
     const double largest = t + 1 == static_cast<size_t>(EvaluatedPolicy::kUniform)
                                ? 1.0 / static_cast<double>(record.candidates)
                                : 1.0;
@@ -298,9 +299,15 @@ std::vector<PolicyValue> PolicyEvaluator::Values() const {
   return out;
 }
 
+std::optional<PolicyValue> PolicyEvaluator::OwnValue() const {
+  const EstimatorSums& own = sums_[kEvaluatedPolicies];
+  if (own.n == 0) return std::nullopt;
+  return own.Value(EvaluatedPolicy::kDeployed);
+}
+
 void PolicyEvaluator::Save(storage::Encoder* out) const {
   out->PutVarint64(static_cast<uint64_t>(explored_));
-  out->PutVarint64(kEvaluatedPolicies);
+  out->PutVarint64(kEvaluatorTargets);
   for (const EstimatorSums& s : sums_) {
     out->PutVarint64(static_cast<uint64_t>(s.n));
     for (double x : {s.ips, s.ips2, s.dr, s.dr2, s.w, s.w2, s.w2r, s.w2r2, s.weight_bound,
@@ -313,10 +320,12 @@ void PolicyEvaluator::Save(storage::Encoder* out) const {
 bool PolicyEvaluator::Load(storage::Decoder* in, bool with_bounds) {
   uint64_t explored = 0, count = 0;
   if (!in->GetVarint64(&explored) || explored > INT64_MAX || !in->GetVarint64(&count) ||
-      count != kEvaluatedPolicies) {
+      (count != kEvaluatedPolicies && count != kEvaluatorTargets)) {
     return false;
   }
-  for (EstimatorSums& s : sums_) {
+  sums_ = {};
+  for (size_t p = 0; p < count; ++p) {
+    EstimatorSums& s = sums_[p];
     uint64_t n = 0;
     if (!in->GetVarint64(&n) || n > INT64_MAX) return false;
     s.n = static_cast<int64_t>(n);
@@ -342,7 +351,7 @@ bool PolicyEvaluator::Load(storage::Decoder* in, bool with_bounds) {
 
 bool PolicyEvaluator::operator==(const PolicyEvaluator& o) const {
   if (explored_ != o.explored_) return false;
-  for (int p = 0; p < kEvaluatedPolicies; ++p) {
+  for (int p = 0; p < kEvaluatorTargets; ++p) {
     const EstimatorSums &a = sums_[p], &b = o.sums_[p];
     if (a.n != b.n || a.ips != b.ips || a.ips2 != b.ips2 || a.dr != b.dr || a.dr2 != b.dr2 ||
         a.w != b.w || a.w2 != b.w2 || a.w2r != b.w2r || a.w2r2 != b.w2r2 ||

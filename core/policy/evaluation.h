@@ -40,6 +40,7 @@
 #include <Eigen/Dense>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -61,6 +62,11 @@ enum class EvaluatedPolicy : uint8_t {
 };
 inline constexpr int kEvaluatedPolicies = 4;
 inline constexpr int kOffPolicyTargets = kEvaluatedPolicies - 1;  // all but kDeployed
+// One more target that only some decisions carry (EvaluationRecord::kModelTarget): the model's
+// own policy, where the decision was made by another (an apprentice serving the baseline, or a
+// challenger shadowing its leader, core/model/shadow_feed.h). Its value is
+// PolicyEvaluator::OwnValue().
+inline constexpr int kEvaluatorTargets = kEvaluatedPolicies + 1;
 absl::string_view EvaluatedPolicyName(EvaluatedPolicy policy);
 
 // What a single-arm decision logs for evaluation.
@@ -72,7 +78,8 @@ struct EvaluationRecord {
   // Per off-policy target (kUniform onwards, in order): pi(a_i) and sum_a pi(a) q(a). Empty when
   // the decision was logged without evaluation exploration. An apprentice's decisions
   // (core/policy/apprentice.h) add one more, kModelTarget: the model's own policy, its rule
-  // without the share.
+  // without the share; so do a challenger's (core/model/shadow_feed.h): its rule with its own
+  // share, as it would serve.
   struct Target {
     double probability = 0.0;
     double direct = 0.0;
@@ -170,16 +177,20 @@ class PolicyEvaluator {
   void Add(const EvaluationRecord& record, double reward);
   void AddOnPolicy(double reward);
   std::vector<PolicyValue> Values() const;
+  // The model's own policy (kModelTarget), from the decisions that carried it; none when no
+  // such decision has had a reward. Its `policy` field says kDeployed: callers name it.
+  std::optional<PolicyValue> OwnValue() const;
   int64_t explored() const { return explored_; }
 
   void Save(storage::Encoder* out) const;
   // `with_bounds`: the coding has each target's weight bound and reward range (state version 9
-  // on). Without (version 8), they start empty and grow with the decisions that follow.
+  // on). Without (version 8), they start empty and grow with the decisions that follow. The
+  // own policy's sums are coded from state version 11 on; before, they start empty.
   bool Load(storage::Decoder* in, bool with_bounds = true);
   bool operator==(const PolicyEvaluator& o) const;
 
  private:
-  std::array<EstimatorSums, kEvaluatedPolicies> sums_{};
+  std::array<EstimatorSums, kEvaluatorTargets> sums_{};  // the own policy's last
   int64_t explored_ = 0;  // of the decisions added, drawn by the uniform share
 };
 

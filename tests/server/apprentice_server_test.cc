@@ -1,7 +1,8 @@
 // Apprentice mode end to end over gRPC: a model that serves the request's baseline arm while it
 // learns, switches to serving itself when its lift over the baseline is shown, says so in
 // DescribeModel and the metrics, is switched back by an admin call, and keeps its mode across a
-// restart.
+// restart. Then a challenger (ModelConfig.shadow_of), which follows its leader and is reported
+// by name in the leader's estimates.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -202,6 +203,87 @@ TEST_F(ApprenticeTest, BadSwitchesAreRefusedPrecisely) {
   bad.evaluation_epsilon = 0.1;
   bad.policy = PolicyKind::kSemiGraphTs;
   EXPECT_EQ(ValidateModelOptions(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A challenger (ModelConfig.shadow_of) over gRPC: it refuses to serve, follows its leader's
+// decisions and rewards, and its own policy's value is in the leader's DescribeModel and in the
+// metrics under its name.
+class ChallengerServerTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    ModelOptions leader;
+    leader.name = "default";
+    leader.evaluation_epsilon = kEpsilon;
+    ModelOptions challenger;
+    challenger.name = "challenger";
+    challenger.shadow_of = "default";
+    StartServer({leader, challenger}, /*with_metrics=*/true);
+  }
+
+  // The policy entry named `name` in `model`'s evaluation, or null.
+  static const v1::PolicyValueEstimate* Policy(const v1::ModelDescription& model,
+                                               const std::string& name) {
+    for (const v1::PolicyValueEstimate& p : model.evaluation().policies()) {
+      if (p.policy() == name) return &p;
+    }
+    return nullptr;
+  }
+};
+
+TEST_F(ChallengerServerTest, FollowsItsLeaderAndIsReportedByName) {
+  v1::SelectArmRequest refused = ThreeArms();
+  refused.set_model("challenger");
+  v1::SelectArmResponse unused;
+  const grpc::Status status = Select(refused, &unused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("challenger of \"default\""));
+
+  Rng noise(3);
+  constexpr int kRounds = 200;
+  for (int round = 0; round < kRounds; ++round) {
+    v1::SelectArmResponse decision;
+    ASSERT_TRUE(Select(ThreeArms(round % 2 == 0 ? "alice" : "bob"), &decision).ok());
+    const std::string& arm = decision.arms(0).arm_id();
+    v1::ReportRewardRequest report;
+    report.set_event_id(decision.event_id());  // no model named: the leader's
+    report.set_reward((arm == "a" ? 0.2 : arm == "b" ? 0.5 : 0.9) + 0.1 * noise.Normal());
+    v1::ReportRewardResponse outcome;
+    ASSERT_TRUE(Reward(report, &outcome).ok());
+    EXPECT_EQ(outcome.model(), "default");
+  }
+  // The challenger follows on its own thread: wait (10 s at most) until it has every reward.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (Describe("challenger").rewards_learned() < kRounds && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const v1::ModelDescription challenger = Describe("challenger");
+  EXPECT_EQ(challenger.config().shadow_of(), "default");
+  EXPECT_EQ(challenger.rewards_learned(), static_cast<uint64_t>(kRounds));
+  EXPECT_EQ(challenger.decisions(), static_cast<uint64_t>(kRounds));
+  const v1::ModelDescription leader = Describe();
+  const v1::PolicyValueEstimate* judged = Policy(leader, "challenger");
+  ASSERT_NE(judged, nullptr);
+  EXPECT_EQ(judged->decisions(), static_cast<uint64_t>(kRounds));
+  ASSERT_TRUE(judged->has_dr());
+  EXPECT_LT(judged->dr().lower(), judged->dr().estimate());
+  // The same numbers in the challenger's own description, and its view of the leader's value.
+  const v1::PolicyValueEstimate* own = Policy(challenger, "challenger");
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(own->dr().estimate(), judged->dr().estimate());
+  EXPECT_EQ(Policy(challenger, "deployed")->ips().estimate(),
+            Policy(leader, "deployed")->ips().estimate());
+  const std::string metrics = ScrapeMetrics();
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat(
+                           "graphbandit_policy_value{bound=\"estimate\",estimator=\"dr\",model="
+                           "\"default\",policy=\"challenger\"} ")));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("graphbandit_challenger_operations_total{leader="
+                                              "\"default\",model=\"challenger\",operation="
+                                              "\"decision\",outcome=\"applied\"} ",
+                                              kRounds)));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("graphbandit_challenger_operations_total{leader="
+                                              "\"default\",model=\"challenger\",operation="
+                                              "\"reward\",outcome=\"applied\"} ",
+                                              kRounds)));
 }
 
 }  // namespace

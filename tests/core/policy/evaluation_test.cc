@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 namespace graphbandit {
 namespace {
@@ -526,6 +528,59 @@ TEST(EvaluationTest, CodingsRoundTripAndRefuseMalformedInput) {
   storage::Decoder truncated(absl::string_view(state).substr(0, state.size() - 1));
   PolicyEvaluator partial;
   EXPECT_FALSE(partial.Load(&truncated));
+}
+
+// The own policy (kModelTarget: an apprentice's or a challenger's) is estimated from the
+// decisions that carry it, and only from those; its sums survive the coding.
+TEST(EvaluationTest, OwnPolicyValueComesFromTheRecordsThatCarryIt) {
+  Rng rng(23);
+  PolicyEvaluator evaluator;
+  EXPECT_FALSE(evaluator.OwnValue().has_value());
+  std::vector<double> ips, dr, w;
+  for (int i = 0; i < 400; ++i) {
+    const int n = 2 + static_cast<int>(rng.UniformInt(4));
+    Eigen::VectorXd mean(n), rule(n);
+    for (int j = 0; j < n; ++j) {
+      mean(j) = rng.Uniform();
+      rule(j) = rng.Uniform();
+    }
+    rule /= rule.sum();
+    const int chosen = static_cast<int>(rng.UniformInt(n));
+    const double p = 0.2 + 0.8 * rng.Uniform();
+    const double reward = rng.Normal();
+    EvaluationRecord record = MakeEvaluationRecord(mean, chosen, p, false, -1, true);
+    if (i % 2 == 0) {
+      AddModelTarget(mean, rule, chosen, &record);
+      w.push_back(rule(chosen) / p);
+      ips.push_back(w.back() * reward);
+      dr.push_back(rule.dot(mean) + w.back() * (reward - mean(chosen)));
+    }
+    evaluator.Add(record, reward);
+  }
+  const std::optional<PolicyValue> own = evaluator.OwnValue();
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->decisions, 200);
+  EXPECT_EQ(evaluator.Values()[0].decisions, 400);
+  double mean_ips = 0.0, mean_dr = 0.0, sw = 0.0, sw2 = 0.0;
+  for (size_t i = 0; i < ips.size(); ++i) {
+    mean_ips += ips[i] / ips.size();
+    mean_dr += dr[i] / dr.size();
+    sw += w[i];
+    sw2 += w[i] * w[i];
+  }
+  EXPECT_NEAR(own->ips.estimate, mean_ips, 1e-12);
+  EXPECT_NEAR(own->dr.estimate, mean_dr, 1e-12);
+  EXPECT_NEAR(own->effective_sample_size, sw * sw / sw2, 1e-9);
+
+  storage::Encoder saved;
+  evaluator.Save(&saved);
+  const std::string state = saved.Release();
+  storage::Decoder load(state);
+  PolicyEvaluator restored;
+  ASSERT_TRUE(restored.Load(&load));
+  EXPECT_TRUE(load.done());
+  EXPECT_TRUE(restored == evaluator);
+  EXPECT_EQ(restored.OwnValue()->dr.upper, own->dr.upper);
 }
 
 }  // namespace

@@ -1,0 +1,215 @@
+#include "core/model/shadow_feed.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "core/base/log.h"
+#include "core/base/thread_priority.h"
+#include "core/model/engine.h"
+
+namespace graphbandit {
+
+OwnedDecisionRequest::OwnedDecisionRequest(const DecisionRequest& request) : request_(request) {
+  request_.model = Keep(request.model);
+  request_.user_id = Keep(request.user_id);
+  request_.context = Keep(request.context);
+  request_.context_features = Keep(request.context_features);
+  request_.event_id = Keep(request.event_id);
+  for (CandidateRef& candidate : request_.candidates) {
+    candidate.id = Keep(candidate.id);
+    candidate.features = Keep(candidate.features);
+    candidate.named_features = Keep(candidate.named_features);
+  }
+}
+
+absl::string_view OwnedDecisionRequest::Keep(absl::string_view text) {
+  return strings_.emplace_back(text);
+}
+
+absl::Span<const double> OwnedDecisionRequest::Keep(absl::Span<const double> numbers) {
+  return numbers_.emplace_back(numbers.begin(), numbers.end());
+}
+
+absl::Span<const FeatureNamespace> OwnedDecisionRequest::Keep(
+    absl::Span<const FeatureNamespace> namespaces) {
+  std::vector<FeatureNamespace>& kept =
+      namespaces_.emplace_back(namespaces.begin(), namespaces.end());
+  for (FeatureNamespace& ns : kept) {
+    ns.name = Keep(ns.name);
+    for (NamedFeature& feature : ns.features) {
+      feature.name = Keep(feature.name);
+      feature.value.text = Keep(feature.value.text);
+      for (absl::string_view& text : feature.value.texts) text = Keep(text);
+    }
+  }
+  return kept;
+}
+
+void ShadowFeed::Tally::Count(ShadowCounts::Kind kind, bool ok, const std::string& challenger,
+                              const std::string& what) {
+  int64_t failed = 0;
+  {
+    MutexLock lock(&mu);
+    (ok ? counts.applied : counts.failed)[kind] += 1;
+    failed = counts.failed[kind];
+  }
+  // The first failure and then every power of two: a challenger that cannot follow its leader
+  // (other dimensions, a full ledger) says so without flooding the log.
+  if (!ok && (failed & (failed - 1)) == 0) {
+    LogWarning(absl::StrFormat("challenger \"%s\": %d shadowed %s failed; the last: %s", challenger,
+                               failed,
+                               kind == ShadowCounts::kDecision ? "decisions"
+                               : kind == ShadowCounts::kReward ? "rewards"
+                                                               : "activations",
+                               what));
+  }
+}
+
+ShadowFeed::ShadowFeed(Model* challenger, std::string leader, size_t capacity)
+    : challenger_(challenger), leader_(std::move(leader)), capacity_(capacity) {
+  thread_ = std::thread([this] {
+    SetThreadName("gb-shadow");
+    Run();
+  });
+}
+
+ShadowFeed::~ShadowFeed() { Stop(absl::Now()); }
+
+void ShadowFeed::Decided(const DecisionRequest& request, const Decision& decision, absl::Time now) {
+  // Only what the leader logged with every candidate, decided afresh (a retry's decision was
+  // shadowed when it was made).
+  if (decision.replayed || !decision.logged || decision.arms.size() != 1 ||
+      decision.evaluation == nullptr || decision.logged_candidates == nullptr ||
+      decision.logged_candidates->probabilities.size() != request.candidates.size()) {
+    return;
+  }
+  DecisionItem item;
+  DecisionRequest copy = request;
+  copy.model = challenger_->name();
+  copy.event_id = decision.event_id;
+  copy.explain = false;
+  copy.rank_all = false;
+  copy.min_model_version = 0;
+  item.request = std::make_unique<OwnedDecisionRequest>(copy);
+  item.event_id = decision.event_id;
+  item.fingerprint = RequestFingerprint(item.request->request());
+  item.shadow.chosen = decision.arms[0].candidate_index;
+  item.shadow.propensity = decision.evaluation->propensity;
+  item.shadow.explored = decision.explored;
+  item.shadow.probabilities = decision.logged_candidates->probabilities;
+  item.now = now;
+  Push(std::move(item), ShadowCounts::kDecision);
+}
+
+void ShadowFeed::Rewarded(const RewardRequest& request, absl::Time now) {
+  RewardItem item{request, now};
+  item.request.model = challenger_->name();
+  Push(std::move(item), ShadowCounts::kReward);
+}
+
+void ShadowFeed::Activated(const std::string& event_id, absl::Time now) {
+  Push(ActivationItem{event_id, now}, ShadowCounts::kActivation);
+}
+
+void ShadowFeed::Push(Item item, ShadowCounts::Kind kind) {
+  {
+    MutexLock lock(&mu_);
+    if (!stopping_ && queue_.size() < capacity_) {
+      queue_.push_back(std::move(item));
+      ++pushed_;
+      cv_.SignalAll();
+      return;
+    }
+  }
+  MutexLock lock(&tally_->mu);
+  tally_->counts.dropped[kind] += 1;
+}
+
+void ShadowFeed::Run() {
+  for (;;) {
+    std::optional<Item> item;
+    {
+      MutexLock lock(&mu_);
+      cv_.Wait(&mu_,
+               [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      if (stopping_ && absl::Now() >= stop_deadline_) {
+        {
+          MutexLock tally(&tally_->mu);
+          for (const Item& left : queue_) tally_->counts.dropped[left.index()] += 1;
+        }
+        handled_ += static_cast<int64_t>(queue_.size());
+        queue_.clear();
+        cv_.SignalAll();
+        return;
+      }
+      item.emplace(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    Handle(*item);
+    MutexLock lock(&mu_);
+    ++handled_;
+    cv_.SignalAll();
+  }
+}
+
+void ShadowFeed::Handle(Item& item) {
+  const absl::Time deadline = absl::Now() + kItemDeadline;
+  if (auto* d = std::get_if<DecisionItem>(&item)) {
+    absl::StatusOr<Decision> shadowed =
+        challenger_->Select(d->request->request(), d->event_id, /*client_event_id=*/true,
+                            d->fingerprint, d->now, deadline, &d->shadow);
+    tally_->Count(ShadowCounts::kDecision, shadowed.ok(), challenger_->name(),
+                  shadowed.ok() ? "" : shadowed.status().ToString());
+  } else if (auto* r = std::get_if<RewardItem>(&item)) {
+    // Without waiting for the challenger's log to be durable where it can (one thread feeds
+    // every reward); the answer is counted when it comes.
+    auto done = [tally = tally_, name = challenger_->name(),
+                 event = r->request.event_id](absl::StatusOr<RewardResult> result) {
+      const bool ok = result.ok() && result->outcome != RewardOutcome::kUnknownEvent;
+      tally->Count(ShadowCounts::kReward, ok, name,
+                   !result.ok() ? result.status().ToString()
+                   : ok         ? std::string()
+                        : absl::StrFormat("event %s unknown to the challenger", QuoteId(event)));
+    };
+    Model::RewardCallback callback = done;
+    if (!challenger_->TryRewardWithoutWaiting(r->request, r->now, &callback)) {
+      done(challenger_->Reward(r->request, r->now, deadline));
+    }
+  } else if (auto* a = std::get_if<ActivationItem>(&item)) {
+    absl::StatusOr<ActivationResult> result = challenger_->Activate(a->event_id, a->now, deadline);
+    const bool ok = result.ok() && result->outcome != ActivationOutcome::kUnknownEvent;
+    tally_->Count(
+        ShadowCounts::kActivation, ok, challenger_->name(),
+        !result.ok() ? result.status().ToString()
+        : ok         ? std::string()
+                     : absl::StrFormat("event %s unknown to the challenger", QuoteId(a->event_id)));
+  }
+}
+
+void ShadowFeed::Stop(absl::Time deadline) {
+  {
+    MutexLock lock(&mu_);
+    if (!stopping_) {
+      stopping_ = true;
+      stop_deadline_ = deadline;
+    }
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ShadowFeed::Drain() {
+  MutexLock lock(&mu_);
+  cv_.Wait(&mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return handled_ == pushed_ || (stopping_ && queue_.empty());
+  });
+}
+
+ShadowCounts ShadowFeed::counts() const {
+  MutexLock lock(&tally_->mu);
+  return tally_->counts;
+}
+
+}  // namespace graphbandit
