@@ -15,6 +15,8 @@
 #include <unistd.h>
 #endif
 
+#include <thread>
+
 namespace graphbandit {
 
 // Sets the calling thread's nice value (0 normal, 19 lowest). Best effort: an error (e.g. a
@@ -40,6 +42,19 @@ inline void SetThreadBackground() {
   if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0) return;
 #endif
   SetThreadNice(19);
+}
+
+// Gives a thread that SetThreadBackground demoted normal scheduling again (e.g. to let it reach
+// a cancellation check on a busy machine). Best effort: an unprivileged process may not be
+// allowed to.
+inline void SetThreadForeground(std::thread& thread) {
+#if defined(__linux__)
+  sched_param param{};
+  param.sched_priority = 0;
+  pthread_setschedparam(thread.native_handle(), SCHED_OTHER, &param);
+#else
+  static_cast<void>(thread);
+#endif
 }
 
 // Names the calling thread (at most 15 characters are kept, the kernel's limit). Best effort.

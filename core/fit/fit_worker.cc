@@ -11,6 +11,7 @@ FitWorker::FitWorker(std::function<void()> ready) : ready_(std::move(ready)) {
   thread_ = std::thread([this] {
     SetThreadName("gb-fit");
     Loop();
+    exited_.Notify();
   });
 }
 
@@ -36,7 +37,7 @@ std::optional<FitWorker::Outcome> FitWorker::Take() {
   return outcome;
 }
 
-void FitWorker::Stop() {
+bool FitWorker::Stop(absl::Time deadline) {
   {
     MutexLock lock(&mu_);
     stop_ = true;
@@ -48,7 +49,13 @@ void FitWorker::Stop() {
     pause_stop_ = true;
     pause_cv_.SignalAll();
   }
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return true;
+  // Out of the background, so that a busy machine does not starve it of the CPU it needs to
+  // reach the cancellation check.
+  SetThreadForeground(thread_);
+  if (!exited_.WaitUntil(deadline)) return false;
+  thread_.join();
+  return true;
 }
 
 absl::Duration FitPause(double evaluation_seconds, double cpu_share) {

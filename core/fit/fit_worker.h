@@ -65,8 +65,11 @@ class FitWorker {
   // The finished job's outcome, once.
   std::optional<Outcome> Take() ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels a running fit and joins the thread (a pause ends at once); later Start() calls
-  // return false.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_, pause_mu_);
+  // return false. The optimiser stops at its next check, after the likelihood evaluation in
+  // progress, which on a busy machine can take long (the thread runs in the background): false
+  // when the thread has not ended by `deadline`; it is then left running (not joined), and
+  // the worker must not be destroyed before it ends.
+  bool Stop(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(mu_, pause_mu_);
   // Pauses begun so far between likelihood evaluations (RefitOptions::cpu_share < 1).
   int64_t pauses() const;
 
@@ -87,6 +90,7 @@ class FitWorker {
   CondVar pause_cv_;
   bool pause_stop_ ABSL_GUARDED_BY(pause_mu_) = false;
   std::atomic<int64_t> pauses_{0};
+  Notification exited_;  // the thread has left Loop
   std::thread thread_;
 };
 

@@ -14,8 +14,8 @@ FitScheduler::FitScheduler(const ModelOptions& options, Host* host, std::functio
   if (options.refits_hyperparameters()) fitter_ = std::make_unique<FitWorker>(std::move(fit_ready));
 }
 
-void FitScheduler::Stop() {
-  if (fitter_ != nullptr) fitter_->Stop();
+bool FitScheduler::Stop(absl::Time deadline) {
+  return fitter_ == nullptr || fitter_->Stop(deadline);
 }
 
 FitScheduler::Stats FitScheduler::stats() const {

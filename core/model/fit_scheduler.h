@@ -62,8 +62,9 @@ class FitScheduler {
   void AfterBatch(LearnedState* state);
   // Writer: a hyper-parameter record was applied (whatever its outcome).
   void HyperparametersApplied() { hyperparameters_queued_ = false; }
-  // Cancels a running fit; its result will not be applied any more.
-  void Stop();
+  // Cancels a running fit; its result will not be applied any more. False when the fit is
+  // still in a likelihood evaluation at `deadline` (FitWorker::Stop).
+  bool Stop(absl::Time deadline = absl::InfiniteFuture());
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
 

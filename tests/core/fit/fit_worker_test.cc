@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -78,6 +79,40 @@ TEST(FitWorker, StopEndsAPauseAtOnce) {
   EXPECT_LT(seconds, 0.5 * absl::ToDoubleSeconds(kMaxFitPause));
   EXPECT_EQ(worker.pauses(), 1);
   EXPECT_FALSE(worker.Start(SmallJob(1.0)));  // stopped for good
+}
+
+TEST(FitWorker, StopGivesUpAtItsDeadlineWhileAnEvaluationRuns) {
+  // A fit large enough that one likelihood evaluation takes a while: Stop with a deadline
+  // returns at the deadline instead of waiting for the evaluation in progress (a server's
+  // shutdown keeps its grace period), and a Stop without one then joins.
+  Rng rng(5);
+  FitWorker::Job job;
+  job.data = fit_test::RandomData(1500, 3, 8, rng);
+  job.graph = std::make_shared<const UserGraph>(fit_test::SmallGraph());
+  job.start = fit_test::Values(3, rng);
+  job.spec = fit_test::GroupedSpec(KernelType::kRbf, 0, 3, false);
+  job.spec.max_evaluations = 50;
+  std::atomic<int> evaluations{0};
+  job.spec.after_evaluation = [&evaluations](double) { evaluations.fetch_add(1); };
+  FitWorker worker(nullptr);
+  ASSERT_TRUE(worker.Start(std::move(job)));
+  // Until the first evaluation has ended (bounded): the second has begun.
+  for (int i = 0; i < 12000 && evaluations.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(evaluations.load(), 1);
+  const int seen = evaluations.load();
+  const auto started = std::chrono::steady_clock::now();
+  const bool stopped = worker.Stop(absl::Now() + absl::Milliseconds(20));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (evaluations.load() == seen) {
+    // Still inside that evaluation at the deadline.
+    EXPECT_FALSE(stopped);
+    EXPECT_LT(seconds, 1.0);
+  }
+  EXPECT_TRUE(worker.Stop());  // joins once the evaluation ends
+  EXPECT_FALSE(worker.Start(SmallJob(1.0)));
 }
 
 }  // namespace
