@@ -96,9 +96,12 @@ struct Decision {
   // evaluation share on: logged with the decision and with each reward learned from it. Null
   // for slates and without the share.
   std::shared_ptr<const EvaluationRecord> evaluation;
-  // Set with `evaluation` by Model::Decide: in the decision's log record and in the answer to
-  // Model::Select (the engine shadows it to challengers), never kept in the ledger.
+  // Set with `evaluation` by Model::Decide, moved into the decision's log record (never kept).
   std::shared_ptr<const LoggedCandidates> logged_candidates;
+  // Every candidate's probability under the logging policy, set with `evaluation` (whatever
+  // the candidates' size): answered by Model::Select for the engine's challengers
+  // (core/model/shadow_feed.h), never logged or kept.
+  std::shared_ptr<const std::vector<double>> logging_probabilities;
   // DecisionRequest.rank_all: the candidates not chosen (their indices), by descending posterior
   // mean (ties by index). Answered, not logged: empty for a replayed decision after a restart.
   std::vector<int> others;

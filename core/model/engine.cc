@@ -114,9 +114,34 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     auto leader = std::find_if(options.models.begin(), options.models.end(),
                                [&](const ModelOptions& m) { return m.name == model.shadow_of; });
     if (leader == options.models.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("model \"%s\": shadow_of names \"%s\", which this server does not host",
-                          model.name, model.shadow_of));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          model.shadow_of == engine->default_model_
+              ? "model \"%s\": shadow_of names \"%s\", the default model, which is not declared "
+                "(created with default settings, its evaluation.epsilon is 0): declare it with "
+                "evaluation.epsilon above 0"
+              : "model \"%s\": shadow_of names \"%s\", which this server does not host",
+          model.name, model.shadow_of));
+    }
+    if (options.shared_log) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\": challengers (shadow_of) are not available in cluster mode: a reward may "
+          "reach the shared log from another node before the decision this node has yet to "
+          "shadow",
+          model.name));
+    }
+    if (model.name == engine->default_model_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "model \"%s\" is the default model and a challenger (shadow_of); a challenger never "
+          "serves: make another model the default",
+          model.name));
+    }
+    for (int p = 0; p < kEvaluatedPolicies; ++p) {
+      if (model.name == EvaluatedPolicyName(static_cast<EvaluatedPolicy>(p))) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "model \"%s\": a challenger is reported by its name beside the policies deployed, "
+            "uniform, greedy and baseline; give it another name",
+            model.name));
+      }
     }
     if (!leader->shadow_of.empty()) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -165,8 +190,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   }
   for (const ModelOptions& m : options.models) {
     if (m.shadow_of.empty()) continue;
-    auto feed = std::make_unique<ShadowFeed>(engine->models_.at(m.name).get(), m.shadow_of);
-    engine->challengers_[m.shadow_of].push_back(feed.get());
+    auto feed = std::make_shared<ShadowFeed>(engine->models_.at(m.name).get(), m.shadow_of);
+    engine->challengers_[m.shadow_of].push_back(feed);
     engine->feeds_.push_back(std::move(feed));
   }
   if (options.run_sweeper) {
@@ -205,6 +230,7 @@ bool Engine::Shutdown(absl::Time deadline) {
     if (sweeper_.joinable()) sweeper_.join();
     // Challengers take what their leaders were sent while the deadline allows, before the
     // models stop.
+    for (auto& feed : feeds_) feed->RequestStop(deadline);
     for (auto& feed : feeds_) feed->Stop(deadline);
     // Every model is told first, so that they stop in parallel; each then gets what is left
     // of the deadline, and at least a moment (an idle writer stops at once).
@@ -230,10 +256,27 @@ absl::StatusOr<Model*> Engine::FindModel(absl::string_view name) const {
 }
 
 std::vector<const ShadowFeed*> Engine::Challengers(absl::string_view leader) const {
-  auto it = challengers_.find(leader);
-  if (it == challengers_.end()) return {};
-  return {it->second.begin(), it->second.end()};
+  std::vector<const ShadowFeed*> out;
+  if (auto it = challengers_.find(leader); it != challengers_.end()) {
+    for (const auto& feed : it->second) out.push_back(feed.get());
+  }
+  return out;
 }
+
+std::vector<std::shared_ptr<ShadowFeed>> Engine::FeedsOf(const Model& leader) const {
+  auto it = challengers_.find(leader.name());
+  return it == challengers_.end() ? std::vector<std::shared_ptr<ShadowFeed>>{} : it->second;
+}
+
+namespace {
+
+// Whether the leader recorded a reward it answered so (a call past its deadline may still
+// have been recorded): only those reach its challengers.
+bool Recorded(const absl::StatusOr<RewardResult>& result) {
+  return result.ok() || result.status().code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
 
 void Engine::DrainChallengers() {
   for (auto& feed : feeds_) feed->Drain();
@@ -268,12 +311,12 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
   if (now >= deadline)
     return absl::DeadlineExceededError("the call's deadline passed before it started");
   Model* model = *found;
+  if (!model->options().shadow_of.empty()) return RefuseChallenger(*model, "SelectArm");
   if (request.min_model_version > 0) {
     if (absl::Status s = model->WaitForVersion(request.min_model_version, deadline); !s.ok()) {
       return s;
     }
   }
-  if (!model->options().shadow_of.empty()) return RefuseChallenger(*model, "SelectArm");
   absl::StatusOr<Decision> decision;
   if (!request.event_id.empty()) {
     if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
@@ -285,10 +328,8 @@ absl::StatusOr<Decision> Engine::SelectArmAt(const DecisionRequest& request, abs
                              /*client_event_id=*/false, 0, now, deadline);
   }
   if (!decision.ok()) return decision;
-  if (auto it = challengers_.find(model->name()); it != challengers_.end()) {
-    for (ShadowFeed* feed : it->second) feed->Decided(request, *decision, now);
-  }
-  decision->logged_candidates.reset();  // for the log and the challengers only
+  for (const auto& feed : FeedsOf(*model)) feed->Decided(request, *decision, now);
+  decision->logging_probabilities.reset();  // for the challengers only
   return decision;
 }
 
@@ -308,8 +349,8 @@ absl::StatusOr<ActivationResult> Engine::ActivateAt(absl::string_view model_name
   if (absl::Status s = CheckEventId(event_id); !s.ok()) return s;
   if (!(*model)->options().shadow_of.empty()) return RefuseChallenger(**model, "Activate");
   absl::StatusOr<ActivationResult> result = (*model)->Activate(event_id, now, deadline);
-  if (auto it = challengers_.find((*model)->name()); it != challengers_.end()) {
-    for (ShadowFeed* feed : it->second) feed->Activated(event_id, now);
+  if (result.ok() || result.status().code() == absl::StatusCode::kDeadlineExceeded) {
+    for (const auto& feed : FeedsOf(**model)) feed->Activated(event_id, now);
   }
   return result;
 }
@@ -320,17 +361,12 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
   if (!owner.ok()) return owner.status();
   if (*owner == nullptr) return RewardResult{};  // unknown event
   absl::StatusOr<RewardResult> result = (*owner)->Reward(request, now, deadline);
-  ForwardToChallengers(**owner, request, now);
-  return result;
-}
-
-void Engine::ForwardToChallengers(const Model& leader, const RewardRequest& request,
-                                  absl::Time now) {
-  // Whatever the leader answered: each challenger judges the same report by the same rules
+  // What the leader recorded reaches its challengers, each of which judges the same report
   // against its own copy of the decision.
-  if (auto it = challengers_.find(leader.name()); it != challengers_.end()) {
-    for (ShadowFeed* feed : it->second) feed->Rewarded(request, now);
+  if (Recorded(result)) {
+    for (const auto& feed : FeedsOf(**owner)) feed->Rewarded(request, now);
   }
+  return result;
 }
 
 bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::Time deadline,
@@ -341,9 +377,21 @@ bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::T
     std::move (*done)(owner.ok() ? absl::StatusOr<RewardResult>(RewardResult{}) : owner.status());
     return true;
   }
-  if (!(*owner)->TryRewardWithoutWaiting(request, now, done)) return false;
-  ForwardToChallengers(**owner, request, now);
-  return true;
+  std::vector<std::shared_ptr<ShadowFeed>> feeds = FeedsOf(**owner);
+  if (feeds.empty()) return (*owner)->TryRewardWithoutWaiting(request, now, done);
+  // The answer comes later, on the log's thread: the challengers are told then, if the leader
+  // recorded the reward. Refused (it has to wait), the caller gets its callback back.
+  auto inner = std::make_shared<Model::RewardCallback>(std::move(*done));
+  Model::RewardCallback told = [feeds, request, now,
+                                inner](absl::StatusOr<RewardResult> result) mutable {
+    if (Recorded(result)) {
+      for (const auto& feed : feeds) feed->Rewarded(request, now);
+    }
+    std::move (*inner)(std::move(result));
+  };
+  if ((*owner)->TryRewardWithoutWaiting(request, now, &told)) return true;
+  *done = std::move(*inner);
+  return false;
 }
 
 absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::Time now,

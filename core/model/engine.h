@@ -98,8 +98,8 @@ class Engine {
   // the event (several models, none with it: UNKNOWN_EVENT without a model to ask).
   absl::StatusOr<Model*> RewardOwner(const RewardRequest& request, absl::Time now,
                                      absl::Time deadline);
-  // Sends a reward the leader was sent to its challengers.
-  void ForwardToChallengers(const Model& leader, const RewardRequest& request, absl::Time now);
+  // The challengers of `leader` (empty for most models).
+  std::vector<std::shared_ptr<ShadowFeed>> FeedsOf(const Model& leader) const;
   // FAILED_PRECONDITION for a challenger, which is never sent requests itself.
   static absl::Status RefuseChallenger(const Model& model, absl::string_view call);
 
@@ -107,8 +107,9 @@ class Engine {
   std::string event_id_prefix_;  // cluster mode: the node id and '-'
   std::map<std::string, std::unique_ptr<Model>, std::less<>> models_;
   // One feed per challenger, and the feeds of each leader.
-  std::vector<std::unique_ptr<ShadowFeed>> feeds_;
-  std::map<std::string, std::vector<ShadowFeed*>, std::less<>> challengers_;
+  // (Shared: a leader's reward callback holds its feeds until it runs.)
+  std::vector<std::shared_ptr<ShadowFeed>> feeds_;
+  std::map<std::string, std::vector<std::shared_ptr<ShadowFeed>>, std::less<>> challengers_;
   bool stopped_cleanly_ = true;           // written once, in Shutdown's call_once
   std::vector<std::string> busy_models_;  // whose writer outlived the shutdown deadline
 

@@ -518,7 +518,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     if (request.slate_size != 1 || shadow->chosen < 0 || shadow->chosen >= n ||
         static_cast<int>(shadow->probabilities.size()) != n || !(shadow->propensity > 0.0) ||
         !(shadow->propensity <= 1.0)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
+      return absl::InternalError(absl::StrFormat(
           "model \"%s\": a shadowed decision needs one arm of %d candidates with every "
           "candidate's logging probability",
           options_.name, n));
@@ -577,6 +577,10 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
     size_t bytes = 0;
     for (const CandidateRef& c : request.candidates) {
       bytes += 24 + c.id.size() + 8 * c.features.size();
+    }
+    if (every.size() == static_cast<Eigen::Index>(request.candidates.size())) {
+      decision.logging_probabilities =
+          std::make_shared<const std::vector<double>>(every.begin(), every.end());
     }
     if (every.size() == static_cast<Eigen::Index>(request.candidates.size()) &&
         bytes <= kMaxLoggedCandidateBytes) {
@@ -688,7 +692,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   op.baseline = request.baseline;
   op.explored = decision->explored;
   op.evaluation = decision->evaluation;
-  op.logged = decision->logged_candidates;  // logged and answered (to shadow it), not kept
+  op.logged = std::move(decision->logged_candidates);  // logged, not kept
   for (const ChosenArm& arm : decision->arms) {
     const CandidateRef& candidate = request.candidates[arm.candidate_index];
     DecideOp::Arm logged;
@@ -730,7 +734,7 @@ absl::StatusOr<Decision> Model::Select(const DecisionRequest& sent, const std::s
   }
   auto entry = EntryOf(op, options_);
   entry->decision = *decision;
-  entry->decision.logged_candidates.reset();
+  entry->decision.logging_probabilities.reset();                        // answered, not kept
   for (ChosenArm& arm : entry->decision.arms) arm.explanation.reset();  // answered, not kept
   if (auto seq = Append(std::move(op), nullptr, absl::InfinitePast()); !seq.ok()) {
     return log_failed(seq.status()) ? unlogged() : seq.status();
@@ -1094,8 +1098,16 @@ bool Model::Shutdown(absl::Time deadline) {
     MutexLock lock(&queue_mu_);
     if (stopped_) return true;
   }
-  // A fit in progress is cancelled: its result would not be applied any more.
-  fits_.Stop();
+  // A fit in progress is cancelled: its result would not be applied any more. One still in a
+  // likelihood evaluation at the deadline is left to end by itself (the model is then not
+  // stopped cleanly: the engine does not destroy it).
+  const bool fit_stopped = fits_.Stop(deadline);
+  if (!fit_stopped) {
+    LogWarning(absl::StrFormat(
+        "model \"%s\": a hyper-parameter fit is still in a likelihood evaluation at the shutdown "
+        "deadline; it is abandoned",
+        options_.name));
+  }
   StopFeeding();  // cluster mode: nothing more is read from the shared log
   {
     MutexLock lock(&queue_mu_);
@@ -1189,7 +1201,7 @@ bool Model::Shutdown(absl::Time deadline) {
   MutexLock lock(&queue_mu_);
   if (log_ != nullptr) log_->Close(next_seq_ - 1);  // syncs what was logged; appends end here
   stopped_ = true;
-  return true;
+  return fit_stopped;
 }
 
 }  // namespace graphbandit

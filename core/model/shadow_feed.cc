@@ -1,5 +1,7 @@
 #include "core/model/shadow_feed.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -76,14 +78,34 @@ ShadowFeed::ShadowFeed(Model* challenger, std::string leader, size_t capacity)
 
 ShadowFeed::~ShadowFeed() { Stop(absl::Now()); }
 
+bool ShadowFeed::RoomForDecision(size_t bytes) {
+  {
+    MutexLock lock(&mu_);
+    if (!stopping_ && queued_decisions_ < capacity_ / 2 &&
+        queued_bytes_ + bytes <= kMaxQueuedBytes) {
+      return true;
+    }
+  }
+  MutexLock lock(&tally_->mu);
+  tally_->counts.dropped[ShadowCounts::kDecision] += 1;
+  return false;
+}
+
 void ShadowFeed::Decided(const DecisionRequest& request, const Decision& decision, absl::Time now) {
-  // Only what the leader logged with every candidate, decided afresh (a retry's decision was
-  // shadowed when it was made).
+  // Only decisions with every candidate's logging probability, decided afresh (a retry's
+  // decision was shadowed when it was made) and logged.
   if (decision.replayed || !decision.logged || decision.arms.size() != 1 ||
-      decision.evaluation == nullptr || decision.logged_candidates == nullptr ||
-      decision.logged_candidates->probabilities.size() != request.candidates.size()) {
+      decision.evaluation == nullptr || decision.logging_probabilities == nullptr ||
+      decision.logging_probabilities->size() != request.candidates.size()) {
     return;
   }
+  // Checked before anything is copied, on the leader's request thread.
+  size_t bytes = 64 + request.user_id.size() + 8 * request.context.size() +
+                 64 * request.context_features.size();
+  for (const CandidateRef& c : request.candidates) {
+    bytes += 32 + c.id.size() + 8 * c.features.size() + 64 * c.named_features.size();
+  }
+  if (!RoomForDecision(bytes)) return;
   DecisionItem item;
   DecisionRequest copy = request;
   copy.model = challenger_->name();
@@ -93,29 +115,48 @@ void ShadowFeed::Decided(const DecisionRequest& request, const Decision& decisio
   copy.min_model_version = 0;
   item.request = std::make_unique<OwnedDecisionRequest>(copy);
   item.event_id = decision.event_id;
-  item.fingerprint = RequestFingerprint(item.request->request());
   item.shadow.chosen = decision.arms[0].candidate_index;
   item.shadow.propensity = decision.evaluation->propensity;
   item.shadow.explored = decision.explored;
-  item.shadow.probabilities = decision.logged_candidates->probabilities;
+  item.shadow.probabilities = *decision.logging_probabilities;
   item.now = now;
+  item.bytes = bytes;
   Push(std::move(item), ShadowCounts::kDecision);
 }
 
+bool ShadowFeed::Shadowed(const std::string& event_id) {
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return false;
+    if (queued_events_.contains(event_id)) return true;
+  }
+  // Handled decisions are in the challenger's ledger (until it forgets closed ones).
+  return challenger_->Knows(event_id);
+}
+
 void ShadowFeed::Rewarded(const RewardRequest& request, absl::Time now) {
+  if (!Shadowed(request.event_id)) return;
   RewardItem item{request, now};
   item.request.model = challenger_->name();
   Push(std::move(item), ShadowCounts::kReward);
 }
 
 void ShadowFeed::Activated(const std::string& event_id, absl::Time now) {
+  if (!Shadowed(event_id)) return;
   Push(ActivationItem{event_id, now}, ShadowCounts::kActivation);
 }
 
 void ShadowFeed::Push(Item item, ShadowCounts::Kind kind) {
   {
     MutexLock lock(&mu_);
+    // Decisions were admitted by RoomForDecision (at most half the queue); rewards and
+    // activations may use all of it.
     if (!stopping_ && queue_.size() < capacity_) {
+      if (auto* d = std::get_if<DecisionItem>(&item)) {
+        ++queued_decisions_;
+        queued_bytes_ += d->bytes;
+        queued_events_.insert(d->event_id);
+      }
       queue_.push_back(std::move(item));
       ++pushed_;
       cv_.SignalAll();
@@ -129,6 +170,7 @@ void ShadowFeed::Push(Item item, ShadowCounts::Kind kind) {
 void ShadowFeed::Run() {
   for (;;) {
     std::optional<Item> item;
+    absl::Time deadline;
     {
       MutexLock lock(&mu_);
       cv_.Wait(&mu_,
@@ -141,25 +183,35 @@ void ShadowFeed::Run() {
         }
         handled_ += static_cast<int64_t>(queue_.size());
         queue_.clear();
+        queued_events_.clear();
+        queued_decisions_ = 0;
+        queued_bytes_ = 0;
         cv_.SignalAll();
         return;
       }
       item.emplace(std::move(queue_.front()));
       queue_.pop_front();
+      // An item may take kItemDeadline, and no longer than a stop allows.
+      deadline = std::min(absl::Now() + kItemDeadline, stop_deadline_);
     }
-    Handle(*item);
+    Handle(*item, deadline);
     MutexLock lock(&mu_);
+    if (auto* d = std::get_if<DecisionItem>(&*item)) {
+      --queued_decisions_;
+      queued_bytes_ -= d->bytes;
+      queued_events_.erase(d->event_id);
+    }
     ++handled_;
     cv_.SignalAll();
   }
 }
 
-void ShadowFeed::Handle(Item& item) {
-  const absl::Time deadline = absl::Now() + kItemDeadline;
+void ShadowFeed::Handle(Item& item, absl::Time deadline) {
   if (auto* d = std::get_if<DecisionItem>(&item)) {
+    const DecisionRequest& request = d->request->request();
     absl::StatusOr<Decision> shadowed =
-        challenger_->Select(d->request->request(), d->event_id, /*client_event_id=*/true,
-                            d->fingerprint, d->now, deadline, &d->shadow);
+        challenger_->Select(request, d->event_id, /*client_event_id=*/true,
+                            RequestFingerprint(request), d->now, deadline, &d->shadow);
     tally_->Count(ShadowCounts::kDecision, shadowed.ok(), challenger_->name(),
                   shadowed.ok() ? "" : shadowed.status().ToString());
   } else if (auto* r = std::get_if<RewardItem>(&item)) {
@@ -167,11 +219,18 @@ void ShadowFeed::Handle(Item& item) {
     // every reward); the answer is counted when it comes.
     auto done = [tally = tally_, name = challenger_->name(),
                  event = r->request.event_id](absl::StatusOr<RewardResult> result) {
-      const bool ok = result.ok() && result->outcome != RewardOutcome::kUnknownEvent;
-      tally->Count(ShadowCounts::kReward, ok, name,
-                   !result.ok() ? result.status().ToString()
-                   : ok         ? std::string()
-                        : absl::StrFormat("event %s unknown to the challenger", QuoteId(event)));
+      // Late: the challenger had closed the decision (its own reward window), so it learned
+      // something other than what the leader did.
+      const bool ok = result.ok() && result->outcome != RewardOutcome::kUnknownEvent &&
+                      result->outcome != RewardOutcome::kLate;
+      std::string what;
+      if (!result.ok()) {
+        what = result.status().ToString();
+      } else if (!ok) {
+        what = absl::StrFormat("event %s is %s in the challenger", QuoteId(event),
+                               RewardOutcomeName(result->outcome));
+      }
+      tally->Count(ShadowCounts::kReward, ok, name, what);
     };
     Model::RewardCallback callback = done;
     if (!challenger_->TryRewardWithoutWaiting(r->request, r->now, &callback)) {
@@ -179,24 +238,30 @@ void ShadowFeed::Handle(Item& item) {
     }
   } else if (auto* a = std::get_if<ActivationItem>(&item)) {
     absl::StatusOr<ActivationResult> result = challenger_->Activate(a->event_id, a->now, deadline);
-    const bool ok = result.ok() && result->outcome != ActivationOutcome::kUnknownEvent;
-    tally_->Count(
-        ShadowCounts::kActivation, ok, challenger_->name(),
-        !result.ok() ? result.status().ToString()
-        : ok         ? std::string()
-                     : absl::StrFormat("event %s unknown to the challenger", QuoteId(a->event_id)));
+    const bool ok = result.ok() && result->outcome != ActivationOutcome::kUnknownEvent &&
+                    result->outcome != ActivationOutcome::kClosed;
+    std::string what;
+    if (!result.ok()) {
+      what = result.status().ToString();
+    } else if (!ok) {
+      what =
+          absl::StrFormat("event %s is unknown or closed in the challenger", QuoteId(a->event_id));
+    }
+    tally_->Count(ShadowCounts::kActivation, ok, challenger_->name(), what);
   }
 }
 
-void ShadowFeed::Stop(absl::Time deadline) {
-  {
-    MutexLock lock(&mu_);
-    if (!stopping_) {
-      stopping_ = true;
-      stop_deadline_ = deadline;
-    }
-    cv_.SignalAll();
+void ShadowFeed::RequestStop(absl::Time deadline) {
+  MutexLock lock(&mu_);
+  if (!stopping_) {
+    stopping_ = true;
+    stop_deadline_ = deadline;
   }
+  cv_.SignalAll();
+}
+
+void ShadowFeed::Stop(absl::Time deadline) {
+  RequestStop(deadline);
   if (thread_.joinable()) thread_.join();
 }
 

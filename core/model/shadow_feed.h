@@ -12,10 +12,14 @@
 //
 // The work runs on a thread of the challenger's own, off the leader's requests: a leader's
 // answer never waits for its challengers, and a challenger's failure never fails the leader.
-// The queue between them is bounded; what does not fit is dropped and counted (a reward whose
-// decision was dropped then finds no decision in the challenger, and is counted as failed).
-// Items are handled in arrival order, so a decision is logged in the challenger before the
-// rewards that follow it.
+// The queue between them is bounded: decisions take at most half of it (and a byte budget),
+// so that the rewards and activations of the decisions it took still fit; what does not fit
+// is dropped and counted. Only the rewards and activations of decisions the challenger was
+// given are forwarded. Items are handled in arrival order, so a decision is logged in the
+// challenger before the rewards that follow it.
+//
+// Not in cluster mode (Engine::Open refuses it): there a reward may reach the shared log from
+// another node before the decision this node's feed has yet to publish.
 #ifndef GRAPHBANDIT_CORE_MODEL_SHADOW_FEED_H_
 #define GRAPHBANDIT_CORE_MODEL_SHADOW_FEED_H_
 
@@ -29,6 +33,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "core/base/sync.h"
 #include "core/ledger/decision.h"
@@ -62,7 +67,8 @@ struct ShadowCounts {
   enum Kind { kDecision = 0, kReward = 1, kActivation = 2 };
   static constexpr int kKinds = 3;
   std::array<int64_t, kKinds> applied{};  // the challenger took it
-  std::array<int64_t, kKinds> failed{};   // the challenger refused it (or knew no decision)
+  // The challenger refused it, or (a reward, an activation) found its decision closed there.
+  std::array<int64_t, kKinds> failed{};
   std::array<int64_t, kKinds> dropped{};  // the queue was full, or the server stopping
 };
 
@@ -73,19 +79,24 @@ class ShadowFeed {
   // How long the challenger may take over one item before it is counted as failed.
   static constexpr absl::Duration kItemDeadline = absl::Seconds(30);
 
+  // Bytes of decision requests waiting at most (their features and strings, roughly).
+  static constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
+
   // `challenger` must outlive the feed (or its Stop).
   ShadowFeed(Model* challenger, std::string leader, size_t capacity = kDefaultCapacity);
   ~ShadowFeed();
 
   // The leader answered `decision` for `request` at `now`: shadowed when it is a single-arm
-  // decision logged with every candidate (otherwise ignored).
+  // decision with every candidate's logging probability (otherwise ignored).
   void Decided(const DecisionRequest& request, const Decision& decision, absl::Time now);
-  // A reward or an activation the leader was sent (its model field is replaced).
+  // A reward or an activation the leader recorded (its model field is replaced): forwarded
+  // when its decision was given to the challenger, ignored otherwise.
   void Rewarded(const RewardRequest& request, absl::Time now);
   void Activated(const std::string& event_id, absl::Time now);
 
-  // Takes no more items, handles those waiting until `deadline` (the rest are dropped) and
-  // joins the thread. Idempotent.
+  // Takes no more items; what is waiting is handled until `deadline`, the rest dropped.
+  void RequestStop(absl::Time deadline);
+  // RequestStop, then joins the thread. Idempotent.
   void Stop(absl::Time deadline);
   // Waits until every item taken so far has been handled (tests).
   void Drain();
@@ -98,9 +109,9 @@ class ShadowFeed {
   struct DecisionItem {
     std::unique_ptr<OwnedDecisionRequest> request;
     std::string event_id;
-    uint64_t fingerprint = 0;
     Model::ShadowOf shadow;
     absl::Time now;
+    size_t bytes = 0;
   };
   struct RewardItem {
     RewardRequest request;
@@ -120,9 +131,13 @@ class ShadowFeed {
                const std::string& what);
   };
 
+  // Whether a decision may be queued now (else it is counted as dropped).
+  bool RoomForDecision(size_t bytes);
+  // Whether the event's decision was given to the challenger (queued, or in its ledger).
+  bool Shadowed(const std::string& event_id);
   void Push(Item item, ShadowCounts::Kind kind);
   void Run();
-  void Handle(Item& item);
+  void Handle(Item& item, absl::Time deadline);
 
   Model* const challenger_;
   const std::string leader_;
@@ -131,6 +146,10 @@ class ShadowFeed {
   mutable Mutex mu_;
   CondVar cv_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_decisions_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The event ids of the decisions queued (forwarding their rewards before they are applied).
+  absl::flat_hash_set<std::string> queued_events_ ABSL_GUARDED_BY(mu_);
   int64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t handled_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -114,6 +114,31 @@ TEST(ChallengerTest, ConfigurationIsChecked) {
   apprentice.apprentice_start = true;
   EXPECT_NE(message({Plain("leader", 0.2), apprentice}).find("cannot start as an apprentice"),
             std::string::npos);
+  EXPECT_NE(
+      message({Plain("leader", 0.2), Plain("greedy", 0.0, "leader")}).find("give it another name"),
+      std::string::npos);
+  EXPECT_NE(message({Plain("c", 0.0, "default")}).find("the default model, which is not declared"),
+            std::string::npos);
+  {
+    EngineOptions options;
+    options.models = {Plain("leader", 0.2), Plain("c", 0.0, "leader")};
+    options.default_model = "c";
+    options.run_sweeper = false;
+    absl::Status s = Engine::Open(options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("make another model the default"), std::string::npos) << s;
+  }
+  {
+    EngineOptions options;
+    options.models = {Plain("leader", 0.2), Plain("c", 0.0, "leader")};
+    options.node_id = "n1";
+    options.shared_log = [](const ModelOptions&) -> absl::StatusOr<std::shared_ptr<SharedLog>> {
+      return absl::InternalError("not reached");
+    };
+    absl::Status s = Engine::Open(options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("not available in cluster mode"), std::string::npos) << s;
+  }
   EXPECT_TRUE(OpenStatus({Plain("leader", 0.2), Plain("c", 0.0, "leader")}).ok());
 }
 
@@ -138,16 +163,23 @@ TEST(ChallengerTest, AChallengerServesNothingAndRewardsGoToItsLeader) {
   ASSERT_TRUE(engine->SelectArm(Items(0, "leader").View()).ok());
   OwnedRequest slate = Items(1, "leader");
   slate.slate_size = 2;
-  ASSERT_TRUE(engine->SelectArm(slate.View()).ok());
+  auto slate_decision = engine->SelectArm(slate.View());
+  ASSERT_TRUE(slate_decision.ok()) << slate_decision.status();
   auto reward = engine->ReportReward({"e0", 0.5, {}, ""});
   ASSERT_TRUE(reward.ok());
   EXPECT_EQ(reward->model, "leader");
+  // The slate's rewards are the leader's alone: never shadowed, never forwarded.
+  auto slate_reward = engine->ReportReward({"e1", {}, {{slate_decision->arms[0].arm_id, 1.0}}, ""});
+  ASSERT_TRUE(slate_reward.ok()) << slate_reward.status();
+  // A reward the leader refuses (an arm it did not choose) is not forwarded either.
+  EXPECT_FALSE(engine->ReportReward({"e0", {}, {{"nope", 1.0}}, ""}).ok());
   engine->DrainChallengers();
   WaitLearned(challenger, 1);
   const ShadowCounts counts = engine->Challengers("leader")[0]->counts();
   EXPECT_EQ(counts.applied[ShadowCounts::kDecision], 1);
   EXPECT_EQ(counts.applied[ShadowCounts::kReward], 1);
   EXPECT_EQ(counts.failed[ShadowCounts::kDecision] + counts.dropped[ShadowCounts::kDecision], 0);
+  EXPECT_EQ(counts.failed[ShadowCounts::kReward] + counts.dropped[ShadowCounts::kReward], 0);
   EXPECT_FALSE(challenger->Knows("e1"));
 }
 
@@ -185,25 +217,31 @@ TEST(ChallengerTest, ATwinOfTheLeaderIsEstimatedAtExactlyTheLeadersValue) {
   EXPECT_FALSE(lv->own_value.has_value());
 }
 
-TEST(ChallengerTest, EstimatesAreKeptAcrossARestart) {
-  TempDir dir;
+TEST(ChallengerTest, EstimatesAreKeptAcrossACrashAndARestart) {
+  // A crash leaves the challenger's state as its snapshot plus the log after it: what it had
+  // learned from the shadowed decisions and rewards comes back, from the snapshot's sums and
+  // from replaying its own log.
+  TempDir dir, crash;
   PolicyValue before;
+  std::string image;
   {
     auto engine =
         OpenEngine({Plain("leader", 0.3), Plain("challenger", 0.0, "leader")}, dir.path());
     Play(*engine, 0, 120, /*lockstep=*/false);
     Model* challenger = *engine->FindModel("challenger");
     WaitLearned(challenger, 120);
-    ASSERT_TRUE(challenger->View()->own_value.has_value());
-    before = *challenger->View()->own_value;
-    // Half from the snapshot, half from the log that follows it.
     if (absl::StatusOr<uint64_t> s = challenger->Snapshot(); !s.ok()) FAIL() << s.status();
     Play(*engine, 120, 160, /*lockstep=*/false);
     WaitLearned(challenger, 160);
+    challenger->WaitForFits();
+    ASSERT_TRUE(challenger->View()->own_value.has_value());
     before = *challenger->View()->own_value;
+    EXPECT_EQ(before.decisions, 160);
+    image = CrashCopy(dir.path(), crash.path() + "/image");
   }
-  auto engine = OpenEngine({Plain("leader", 0.3), Plain("challenger", 0.0, "leader")}, dir.path());
+  auto engine = OpenEngine({Plain("leader", 0.3), Plain("challenger", 0.0, "leader")}, image);
   Model* challenger = *engine->FindModel("challenger");
+  EXPECT_GT(challenger->recovery().records_replayed, 0);
   ASSERT_TRUE(challenger->View()->own_value.has_value());
   const PolicyValue after = *challenger->View()->own_value;
   EXPECT_EQ(after.decisions, before.decisions);
@@ -218,11 +256,11 @@ TEST(ChallengerTest, AGreedyChallengerOfAnExploringLeaderIsJudgedBetter) {
   // must exceed the leader's deployed value and come near 0.9.
   ModelOptions leader = Plain("leader", 0.5);
   leader.exploration = 3.0;
-  ModelOptions challenger = Plain("greedy", 0.0, "leader");
+  ModelOptions challenger = Plain("sharp", 0.0, "leader");
   challenger.exploration = 0.05;
   auto engine = OpenEngine({leader, challenger});
   Play(*engine, 0, 600, /*lockstep=*/true);  // deterministic
-  Model* c = *engine->FindModel("greedy");
+  Model* c = *engine->FindModel("sharp");
   WaitLearned(c, 600);
   const std::optional<PolicyValue> own = c->View()->own_value;
   ASSERT_TRUE(own.has_value());

@@ -581,6 +581,21 @@ TEST(EvaluationTest, OwnPolicyValueComesFromTheRecordsThatCarryIt) {
   EXPECT_TRUE(load.done());
   EXPECT_TRUE(restored == evaluator);
   EXPECT_EQ(restored.OwnValue()->dr.upper, own->dr.upper);
+
+  // State version 10 coded four sums (with their bounds): it loads, with no own value.
+  storage::Encoder old;
+  old.PutVarint64(3);                   // explored
+  old.PutVarint64(kEvaluatedPolicies);  // targets
+  for (int p = 0; p < kEvaluatedPolicies; ++p) {
+    old.PutVarint64(20);
+    for (double x : {10.0, 5.0, 10.0, 5.0, 20.0, 20.0, 10.0, 5.0, 1.0, 0.5, 0.5}) old.PutDouble(x);
+  }
+  const std::string old_bytes = old.Release();
+  storage::Decoder old_in(old_bytes);
+  ASSERT_TRUE(restored.Load(&old_in));
+  EXPECT_TRUE(old_in.done());
+  EXPECT_FALSE(restored.OwnValue().has_value());
+  EXPECT_EQ(restored.Values()[2].decisions, 20);
 }
 
 }  // namespace
