@@ -113,14 +113,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
     if (absl::Status s = ValidateModelOptions(model); !s.ok()) return s;
     auto leader = std::find_if(options.models.begin(), options.models.end(),
                                [&](const ModelOptions& m) { return m.name == model.shadow_of; });
-    if (leader == options.models.end()) {
+    if (leader == options.models.end() && model.shadow_of == engine->default_model_) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          model.shadow_of == engine->default_model_
-              ? "model \"%s\": shadow_of names \"%s\", the default model, which is not declared "
-                "(created with default settings, its evaluation.epsilon is 0): declare it with "
-                "evaluation.epsilon above 0"
-              : "model \"%s\": shadow_of names \"%s\", which this server does not host",
+          "model \"%s\": shadow_of names \"%s\", the default model, which is not declared "
+          "(created with default settings, its evaluation.epsilon is 0): declare it with "
+          "evaluation.epsilon above 0",
           model.name, model.shadow_of));
+    }
+    if (leader == options.models.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("model \"%s\": shadow_of names \"%s\", which this server does not host",
+                          model.name, model.shadow_of));
     }
     if (options.shared_log) {
       return absl::InvalidArgumentError(absl::StrFormat(
