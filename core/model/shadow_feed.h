@@ -12,11 +12,12 @@
 //
 // The work runs on a thread of the challenger's own, off the leader's requests: a leader's
 // answer never waits for its challengers, and a challenger's failure never fails the leader.
-// The queue between them is bounded: decisions take at most half of it (and a byte budget),
-// so that the rewards and activations of the decisions it took still fit; what does not fit
-// is dropped and counted. Only the rewards and activations of decisions the challenger was
-// given are forwarded. Items are handled in arrival order, so a decision is logged in the
-// challenger before the rewards that follow it.
+// The queue between them is bounded: decisions take about half of it at most (and a byte
+// budget, by a rough size estimate; the check and the push are not one step, so concurrent
+// requests can overshoot a little), leaving room for the rewards and activations of the
+// decisions it took; what does not fit is dropped and counted. Only the rewards and activations of
+// decisions the challenger was given are forwarded. Items are handled in arrival order, so a
+// decision is logged in the challenger before the rewards that follow it.
 //
 // Not in cluster mode (Engine::Open refuses it): there a reward may reach the shared log from
 // another node before the decision this node's feed has yet to publish.
