@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   }
   for (const ModelOptions& m : options.models) {
     if (m.shadow_of.empty()) continue;
-    auto feed = std::make_shared<ShadowFeed>(engine->models_.at(m.name).get(), m.shadow_of);
+    auto feed = std::make_shared<ShadowFeed>(engine->models_.at(m.name).get());
     engine->challengers_[m.shadow_of].push_back(feed);
     engine->feeds_.push_back(std::move(feed));
   }

@@ -68,8 +68,8 @@ void ShadowFeed::Tally::Count(ShadowCounts::Kind kind, bool ok, const std::strin
   }
 }
 
-ShadowFeed::ShadowFeed(Model* challenger, std::string leader, size_t capacity)
-    : challenger_(challenger), leader_(std::move(leader)), capacity_(capacity) {
+ShadowFeed::ShadowFeed(Model* challenger, size_t capacity)
+    : challenger_(challenger), capacity_(capacity) {
   thread_ = std::thread([this] {
     SetThreadName("gb-shadow");
     Run();

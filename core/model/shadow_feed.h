@@ -84,7 +84,8 @@ class ShadowFeed {
   static constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
 
   // `challenger` must outlive the feed (or its Stop).
-  ShadowFeed(Model* challenger, std::string leader, size_t capacity = kDefaultCapacity);
+  // (Its leader is challenger->options().shadow_of.)
+  explicit ShadowFeed(Model* challenger, size_t capacity = kDefaultCapacity);
   ~ShadowFeed();
 
   // The leader answered `decision` for `request` at `now`: shadowed when it is a single-arm
@@ -102,7 +103,6 @@ class ShadowFeed {
   // Waits until every item taken so far has been handled (tests).
   void Drain();
 
-  const std::string& leader() const { return leader_; }
   Model* challenger() const { return challenger_; }
   ShadowCounts counts() const;
 
@@ -141,7 +141,6 @@ class ShadowFeed {
   void Handle(Item& item, absl::Time deadline);
 
   Model* const challenger_;
-  const std::string leader_;
   const size_t capacity_;
 
   mutable Mutex mu_;
