@@ -284,10 +284,11 @@ int main(int argc, char** argv) {
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   if (!(*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)))) {
     // A model's writer is still applying (its records are durable and replayed at the next
-    // start): exit now, without destroying what it uses.
+    // start), or a cancelled fit is still running: exit now, without destroying what it uses.
     std::fprintf(stderr,
-                 "graphbandit-server: stopped at the grace deadline; logged changes not yet "
-                 "applied will be replayed at the next start\n");
+                 "graphbandit-server: stopped at the grace deadline (the log above says which "
+                 "model was busy); logged changes not yet applied, if any, will be replayed at "
+                 "the next start\n");
     std::fflush(stderr);
     std::_Exit(0);
   }

@@ -46,14 +46,15 @@ inline void SetThreadBackground() {
 
 // Gives a thread that SetThreadBackground demoted normal scheduling again (e.g. to let it reach
 // a cancellation check on a busy machine). Best effort: an unprivileged process may not be
-// allowed to.
-inline void SetThreadForeground(std::thread& thread) {
+// allowed to (Linux lets it only within its RLIMIT_NICE); false when refused.
+inline bool SetThreadForeground(std::thread& thread) {
 #if defined(__linux__)
   sched_param param{};
   param.sched_priority = 0;
-  pthread_setschedparam(thread.native_handle(), SCHED_OTHER, &param);
+  return pthread_setschedparam(thread.native_handle(), SCHED_OTHER, &param) == 0;
 #else
   static_cast<void>(thread);
+  return true;
 #endif
 }
 

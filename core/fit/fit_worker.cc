@@ -1,8 +1,10 @@
 #include "core/fit/fit_worker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
+#include "core/base/log.h"
 #include "core/base/thread_priority.h"
 
 namespace graphbandit {
@@ -19,7 +21,7 @@ FitWorker::~FitWorker() { Stop(); }
 
 bool FitWorker::busy() const {
   MutexLock lock(&mu_);
-  return running_ || job_.has_value() || outcome_.has_value();
+  return stop_ || running_ || job_.has_value() || outcome_.has_value();
 }
 
 bool FitWorker::Start(Job job) {
@@ -37,22 +39,42 @@ std::optional<FitWorker::Outcome> FitWorker::Take() {
   return outcome;
 }
 
-bool FitWorker::Stop(absl::Time deadline) {
+void FitWorker::RequestStop() {
+  bool fitting = false;
   {
     MutexLock lock(&mu_);
+    if (stop_) return;
     stop_ = true;
+    fitting = running_;
     cv_.SignalAll();
   }
   cancel_.store(true);  // before ending a pause: the optimiser stops at its next check
   {
+    // Not under mu_: the fit thread, idle class, may hold this lock while it waits for a core,
+    // and the writer takes mu_ after every batch.
     MutexLock lock(&pause_mu_);
     pause_stop_ = true;
     pause_cv_.SignalAll();
   }
+  if (!fitting) return;
+  // Out of the background, so that a busy machine does not starve the fit of the CPU it needs
+  // to reach the cancellation check. (Stop() joins the thread only under handle_mu_.)
+  MutexLock handle(&handle_mu_);
+  if (thread_.joinable() && !SetThreadForeground(thread_)) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      LogWarning(
+          "a hyper-parameter fit being cancelled could not leave the idle scheduling class "
+          "(this process may not raise a thread's priority: CAP_SYS_NICE or RLIMIT_NICE); on a "
+          "busy machine its cancellation waits for idle cycles");
+    }
+  }
+}
+
+bool FitWorker::Stop(absl::Time deadline) {
+  RequestStop();
+  MutexLock handle(&handle_mu_);
   if (!thread_.joinable()) return true;
-  // Out of the background, so that a busy machine does not starve it of the CPU it needs to
-  // reach the cancellation check.
-  SetThreadForeground(thread_);
   if (!exited_.WaitUntil(deadline)) return false;
   thread_.join();
   return true;
@@ -95,7 +117,9 @@ void FitWorker::Loop() {
     users.fixed = job.fixed_users;
     job.spec.cancel = &cancel_;
     if (job.spec.cpu_share < 1.0) {
-      job.spec.after_evaluation = [this, share = job.spec.cpu_share](double seconds) {
+      job.spec.after_evaluation = [this, share = job.spec.cpu_share,
+                                   then = std::move(job.spec.after_evaluation)](double seconds) {
+        if (then) then(seconds);
         Pause(FitPause(seconds, share));
       };
     }

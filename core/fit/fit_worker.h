@@ -58,7 +58,8 @@ class FitWorker {
   FitWorker(const FitWorker&) = delete;
   FitWorker& operator=(const FitWorker&) = delete;
 
-  // True from Start() until the outcome has been taken.
+  // True from Start() until the outcome has been taken, and from RequestStop() on (no job can
+  // start any more).
   bool busy() const ABSL_LOCKS_EXCLUDED(mu_);
   // Queues a job; false (and nothing happens) when busy or stopped.
   bool Start(Job job) ABSL_LOCKS_EXCLUDED(mu_);
@@ -69,7 +70,11 @@ class FitWorker {
   // progress, which on a busy machine can take long (the thread runs in the background): false
   // when the thread has not ended by `deadline`; it is then left running (not joined), and
   // the worker must not be destroyed before it ends.
-  bool Stop(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(mu_, pause_mu_);
+  bool Stop(absl::Time deadline = absl::InfiniteFuture())
+      ABSL_LOCKS_EXCLUDED(mu_, pause_mu_, handle_mu_);
+  // Stop() without the wait: the fit is cancelled and the thread ends by itself; a later
+  // Stop() joins it. Lets a shutdown stop the fit first and wait for it last.
+  void RequestStop() ABSL_LOCKS_EXCLUDED(mu_, pause_mu_, handle_mu_);
   // Pauses begun so far between likelihood evaluations (RefitOptions::cpu_share < 1).
   int64_t pauses() const;
 
@@ -91,6 +96,8 @@ class FitWorker {
   bool pause_stop_ ABSL_GUARDED_BY(pause_mu_) = false;
   std::atomic<int64_t> pauses_{0};
   Notification exited_;  // the thread has left Loop
+  // Held while the thread's handle is used outside the thread: a priority change, the join.
+  Mutex handle_mu_;
   std::thread thread_;
 };
 

@@ -18,6 +18,15 @@ bool FitScheduler::Stop(absl::Time deadline) {
   return fitter_ == nullptr || fitter_->Stop(deadline);
 }
 
+void FitScheduler::RequestStop() {
+  if (fitter_ != nullptr) fitter_->RequestStop();
+}
+
+void FitScheduler::SetEvaluationHookForTesting(std::function<void()> hook) {
+  MutexLock lock(&stats_mu_);
+  evaluation_hook_ = std::move(hook);
+}
+
 FitScheduler::Stats FitScheduler::stats() const {
   MutexLock lock(&stats_mu_);
   return stats_;
@@ -115,6 +124,12 @@ void FitScheduler::StartFit(LearnedState* state) {
   if (job.data.y.size() < 2) return;
   const KernelShape shape = state->CurrentShape();
   job.spec = MakeFitSpec(options_.refit, shape);
+  {
+    MutexLock lock(&stats_mu_);
+    if (evaluation_hook_) {
+      job.spec.after_evaluation = [hook = evaluation_hook_](double) { hook(); };
+    }
+  }
   if (job.spec.fit_rho || job.spec.fit_community_variance) {
     // The writer goes on editing its own graph.
     job.graph = std::make_shared<const UserGraph>(state->graph());

@@ -65,8 +65,13 @@ class FitScheduler {
   // Cancels a running fit; its result will not be applied any more. False when the fit is
   // still in a likelihood evaluation at `deadline` (FitWorker::Stop).
   bool Stop(absl::Time deadline = absl::InfiniteFuture());
+  // Cancels a running fit without waiting for it (FitWorker::RequestStop); no fit starts after.
+  void RequestStop();
 
   Stats stats() const ABSL_LOCKS_EXCLUDED(stats_mu_);
+  // Tests only: fits started from now on run `hook` after each likelihood evaluation, on the
+  // fit thread (FitSpec::after_evaluation), e.g. to hold a fit inside one. Null removes it.
+  void SetEvaluationHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(stats_mu_);
 
  private:
   void DecideFits(LearnedState* state);
@@ -92,6 +97,7 @@ class FitScheduler {
 
   mutable Mutex stats_mu_;
   Stats stats_ ABSL_GUARDED_BY(stats_mu_);
+  std::function<void()> evaluation_hook_ ABSL_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace graphbandit

@@ -1013,7 +1013,7 @@ void Model::WaitForFits() {
   MutexLock lock(&queue_mu_);
   for (;;) {
     queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return fits_in_flight_ == 0 || stopping_;
+      return fits_in_flight_ == 0 || stopping_ || draining_;
     });
     // Not only applied: every reward logged so far learned (its batch's LearnOp applied), and
     // the writer must also have decided, after that, whether a fit is due (AfterBatch), or a fit
@@ -1026,7 +1026,8 @@ void Model::WaitForFits() {
     queue_cv_.Wait(&queue_mu_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       return decided_seq_ >= applied || (stopping_ && queue_.empty());
     });
-    if (fits_in_flight_ == 0 || stopping_) return;
+    // A shutdown cancels the fits (BeginShutdown): the one in flight never lands.
+    if (fits_in_flight_ == 0 || stopping_ || draining_) return;
   }
 }
 
@@ -1087,6 +1088,8 @@ absl::StatusOr<uint64_t> Model::Snapshot() {
 }
 
 void Model::BeginShutdown() {
+  // A fit could not land any more: it stops now (it ends by itself; Shutdown waits for it last).
+  fits_.RequestStop();
   MutexLock lock(&queue_mu_);
   draining_ = true;
   queue_cv_.SignalAll();
@@ -1098,16 +1101,10 @@ bool Model::Shutdown(absl::Time deadline) {
     MutexLock lock(&queue_mu_);
     if (stopped_) return true;
   }
-  // A fit in progress is cancelled: its result would not be applied any more. One still in a
-  // likelihood evaluation at the deadline is left to end by itself (the model is then not
-  // stopped cleanly: the engine does not destroy it).
-  const bool fit_stopped = fits_.Stop(deadline);
-  if (!fit_stopped) {
-    LogWarning(absl::StrFormat(
-        "model \"%s\": a hyper-parameter fit is still in a likelihood evaluation at the shutdown "
-        "deadline; it is abandoned",
-        options_.name));
-  }
+  // A fit in progress is cancelled: its result would not be applied any more. It ends at its
+  // next check, by itself, while the writer finishes; it is waited for last, so that a long
+  // likelihood evaluation does not take the writer's and the final snapshot's time.
+  fits_.RequestStop();
   StopFeeding();  // cluster mode: nothing more is read from the shared log
   {
     MutexLock lock(&queue_mu_);
@@ -1198,10 +1195,21 @@ bool Model::Shutdown(absl::Time deadline) {
     }
   }
   if (log_ != nullptr) log_->StopThreads();
-  MutexLock lock(&queue_mu_);
-  if (log_ != nullptr) log_->Close(next_seq_ - 1);  // syncs what was logged; appends end here
-  stopped_ = true;
-  return fit_stopped;
+  {
+    MutexLock lock(&queue_mu_);
+    if (log_ != nullptr) log_->Close(next_seq_ - 1);  // syncs what was logged; appends end here
+    stopped_ = true;
+  }
+  // Everything is durable; a fit still in a likelihood evaluation at the deadline is left to
+  // end by itself, and the model must then not be destroyed under it (false).
+  if (!fits_.Stop(deadline)) {
+    LogWarning(absl::StrFormat(
+        "model \"%s\": a hyper-parameter fit is still in a likelihood evaluation at the shutdown "
+        "deadline; it is abandoned (the log is closed and the final snapshot written)",
+        options_.name));
+    return false;
+  }
+  return true;
 }
 
 }  // namespace graphbandit

@@ -109,5 +109,34 @@ TEST(FitWorker, StopGivesUpAtItsDeadlineWhileAnEvaluationRuns) {
   EXPECT_FALSE(worker.Start(SmallJob(1.0)));
 }
 
+TEST(FitWorker, RequestStopReturnsAtOnceAndStopJoinsLater) {
+  // A shutdown asks the fit to stop first and waits for it last (Model::Shutdown): the request
+  // returns while the fit is held inside an evaluation, nothing new starts after it, and Stop
+  // joins once the evaluation ends.
+  FitWorker::Job job = SmallJob(1.0);
+  job.spec.max_evaluations = 50;
+  absl::Notification inside, release;
+  std::atomic<int> evaluations{0};
+  job.spec.after_evaluation = [&](double) {
+    if (evaluations.fetch_add(1) == 1) {
+      inside.Notify();
+      release.WaitForNotification();
+    }
+  };
+  FitWorker worker(nullptr);
+  ASSERT_TRUE(worker.Start(std::move(job)));
+  ASSERT_TRUE(inside.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  const auto started = std::chrono::steady_clock::now();
+  worker.RequestStop();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_TRUE(worker.busy());  // stopping: no job may start
+  EXPECT_FALSE(worker.Start(SmallJob(1.0)));
+  release.Notify();
+  EXPECT_TRUE(worker.Stop());
+  EXPECT_EQ(evaluations.load(), 2) << "a likelihood evaluation ran after the cancellation";
+}
+
 }  // namespace
 }  // namespace graphbandit

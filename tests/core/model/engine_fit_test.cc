@@ -4,13 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "core/base/random.h"
 #include "core/model/engine.h"
 #include "tests/core/model/engine_test_util.h"
@@ -110,6 +114,61 @@ TEST(EngineTest, FittedHyperparametersAreLoggedAndRecovered) {
   EXPECT_EQ(again->recovery().records_replayed, 0);
   EXPECT_EQ(again->View()->hyperparameters->values, fitted.values);
   EXPECT_EQ(Probe(**restarted, probed), before);
+}
+
+// A fit held inside a likelihood evaluation at shutdown (on a busy machine, a fit thread waiting
+// for idle cycles) does not take the shutdown's time: the writer applies everything and the
+// final snapshot is written; only the fit is abandoned (false: the model must not be destroyed
+// while it runs). The shutdown used to wait for the fit first, then found its deadline spent and
+// closed the log without the snapshot.
+TEST(EngineTest, AFitHeldAtShutdownDoesNotCostTheFinalSnapshot) {
+  TempDir dir;
+  ModelOptions options;
+  options.refit.first_fit = 20;
+  options.refit.max_points = 200;
+  // Before the engine: the fit thread uses them until it ends, when the engine is destroyed.
+  std::atomic<int> evaluations{0};
+  absl::Notification inside, release;
+  // Released on every way out, so that a failed assertion does not leave the fit held (the
+  // model's destruction waits for it).
+  absl::Cleanup let_go = [&release] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  auto engine = OpenEngine({options}, dir.path());
+  Model* model = *engine->FindModel("");
+  model->SetFitEvaluationHookForTesting([&] {
+    if (evaluations.fetch_add(1) == 1) {
+      inside.Notify();
+      release.WaitForNotification();
+    }
+  });
+  // The first fits are skipped (too few points for the parameters); one starts by 240.
+  PlaySmoothTask(*engine, 240);
+  ASSERT_TRUE(inside.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  PlaySmoothTask(*engine, 20);
+  const absl::Time waited = absl::Now() + absl::Seconds(30);
+  while (model->View()->rewards_learned < 260 && absl::Now() < waited) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(model->View()->rewards_learned, 260);
+
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(model->Shutdown(absl::Now() + absl::Milliseconds(300)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  const std::string copy = CrashCopy(dir.path(), dir.path() + "-after-stop");
+  release.Notify();  // the fit ends; the model's destruction joins its thread
+  {
+    EngineOptions engine_options;
+    engine_options.models = {options};
+    engine_options.state_dir = copy;
+    auto reopened = Engine::Open(engine_options);
+    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    const Model& restarted = **(*reopened)->FindModel("");
+    EXPECT_GT(restarted.recovery().snapshot_seq, 0u) << "no final snapshot";
+    EXPECT_EQ(restarted.recovery().records_replayed, 0);
+    EXPECT_EQ(restarted.View()->rewards_learned, 260);
+  }
+  std::filesystem::remove_all(copy);
 }
 
 // The same with every fit's rebuild spread over the rewards that follow (as a served model does
