@@ -263,8 +263,9 @@ class ModelCollector : public prometheus::Collectable {
     prometheus::MetricFamily shadowed{
         "graphbandit_challenger_operations_total",
         "Decisions, rewards and activations a challenger (ModelConfig.shadow_of) was sent by "
-        "its leader, by outcome: applied, failed (refused by the challenger, or its decision "
-        "unknown there) or dropped (its queue full, or the server stopping).",
+        "its leader, by outcome: applied, failed (refused by the challenger, a decision it could "
+        "not log, or a decision unknown or closed there) or dropped (its queue full, or the "
+        "server stopping).",
         prometheus::MetricType::Counter,
         {}};
     for (const std::string& leader : names) {

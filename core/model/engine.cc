@@ -231,13 +231,15 @@ bool Engine::Shutdown(absl::Time deadline) {
       sweeper_cv_.SignalAll();
     }
     if (sweeper_.joinable()) sweeper_.join();
+    // Every model is told first, so that they stop in parallel and no call waits for room
+    // any more (a challenger's feed may be in one).
+    for (auto& [name, model] : models_) model->BeginShutdown();
     // Challengers take what their leaders were sent while the deadline allows, before the
     // models stop.
     for (auto& feed : feeds_) feed->RequestStop(deadline);
     for (auto& feed : feeds_) feed->Stop(deadline);
-    // Every model is told first, so that they stop in parallel; each then gets what is left
-    // of the deadline, and at least a moment (an idle writer stops at once).
-    for (auto& [name, model] : models_) model->BeginShutdown();
+    // Each model then gets what is left of the deadline, and at least a moment (an idle writer
+    // stops at once).
     for (auto& [name, model] : models_) {
       if (!model->Shutdown(std::max(deadline, absl::Now() + absl::Milliseconds(200)))) {
         stopped_cleanly_ = false;
@@ -270,16 +272,6 @@ std::vector<std::shared_ptr<ShadowFeed>> Engine::FeedsOf(const Model& leader) co
   auto it = challengers_.find(leader.name());
   return it == challengers_.end() ? std::vector<std::shared_ptr<ShadowFeed>>{} : it->second;
 }
-
-namespace {
-
-// Whether the leader recorded a reward it answered so (a call past its deadline may still
-// have been recorded): only those reach its challengers.
-bool Recorded(const absl::StatusOr<RewardResult>& result) {
-  return result.ok() || result.status().code() == absl::StatusCode::kDeadlineExceeded;
-}
-
-}  // namespace
 
 void Engine::DrainChallengers() {
   for (auto& feed : feeds_) feed->Drain();
@@ -351,8 +343,11 @@ absl::StatusOr<ActivationResult> Engine::ActivateAt(absl::string_view model_name
   // unknown event.
   if (absl::Status s = CheckEventId(event_id); !s.ok()) return s;
   if (!(*model)->options().shadow_of.empty()) return RefuseChallenger(**model, "Activate");
-  absl::StatusOr<ActivationResult> result = (*model)->Activate(event_id, now, deadline);
-  if (result.ok() || result.status().code() == absl::StatusCode::kDeadlineExceeded) {
+  // An activation the leader logged reaches its challengers, whatever its answer (a wait for
+  // durability that ran out still learns it, now or at the next start's replay).
+  bool logged = false;
+  absl::StatusOr<ActivationResult> result = (*model)->Activate(event_id, now, deadline, &logged);
+  if (logged) {
     for (const auto& feed : FeedsOf(**model)) feed->Activated(event_id, now);
   }
   return result;
@@ -363,10 +358,11 @@ absl::StatusOr<RewardResult> Engine::ReportRewardAt(const RewardRequest& request
   absl::StatusOr<Model*> owner = RewardOwner(request, now, deadline);
   if (!owner.ok()) return owner.status();
   if (*owner == nullptr) return RewardResult{};  // unknown event
-  absl::StatusOr<RewardResult> result = (*owner)->Reward(request, now, deadline);
-  // What the leader recorded reaches its challengers, each of which judges the same report
-  // against its own copy of the decision.
-  if (Recorded(result)) {
+  // A report that reached the leader's decision reaches its challengers, whatever the answer
+  // (as the activation above); each judges it against its own copy of the decision.
+  bool joined = false;
+  absl::StatusOr<RewardResult> result = (*owner)->Reward(request, now, deadline, &joined);
+  if (joined) {
     for (const auto& feed : FeedsOf(**owner)) feed->Rewarded(request, now);
   }
   return result;
@@ -382,18 +378,20 @@ bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::T
   }
   std::vector<std::shared_ptr<ShadowFeed>> feeds = FeedsOf(**owner);
   if (feeds.empty()) return (*owner)->TryRewardWithoutWaiting(request, now, done);
-  // The answer comes later, on the log's thread: the challengers are told then, if the leader
-  // recorded the reward. Refused (it has to wait), the caller gets its callback back.
+  // The challengers are told before the caller is answered (as in ReportRewardAt): a client's
+  // next call for the event, once answered, cannot overtake the forwarded report. The model
+  // sets `*joined` before it runs the callback.
+  auto joined = std::make_shared<bool>(false);
   auto inner = std::make_shared<Model::RewardCallback>(std::move(*done));
-  Model::RewardCallback told = [feeds, request, now,
+  Model::RewardCallback told = [feeds, request, now, joined,
                                 inner](absl::StatusOr<RewardResult> result) mutable {
-    if (Recorded(result)) {
+    if (*joined) {
       for (const auto& feed : feeds) feed->Rewarded(request, now);
     }
     std::move (*inner)(std::move(result));
   };
-  if ((*owner)->TryRewardWithoutWaiting(request, now, &told)) return true;
-  *done = std::move(*inner);
+  if ((*owner)->TryRewardWithoutWaiting(request, now, &told, joined.get())) return true;
+  *done = std::move(*inner);  // refused (it has to wait): the caller gets its callback back
   return false;
 }
 

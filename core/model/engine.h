@@ -86,7 +86,8 @@ class Engine {
 
   // Stops the sweeper; every model applies what is logged, writes a final snapshot, syncs and
   // closes its log, by `deadline` (Model::Shutdown). Idempotent. False if some model's writer
-  // was still busy at the deadline: the process must then exit without destroying the engine.
+  // (or a cancelled fit) was still busy at the deadline: the process must then exit without
+  // destroying the engine.
   bool Shutdown(absl::Time deadline = absl::InfiniteFuture());
   // While RPCs drain: waits for model versions end (Model::BeginShutdown).
   void BeginShutdown();

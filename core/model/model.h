@@ -242,23 +242,30 @@ class Model : private FitScheduler::Host {
 
   // ReportReward for an event of this model. Returns once the accepted rewards are logged and
   // durable per the sync policy (or fails with DEADLINE_EXCEEDED at `deadline`; the reward may
-  // still become durable: a retry then answers DUPLICATE).
+  // still become durable: a retry then answers DUPLICATE). `*joined` (when given) says whether
+  // the report reached the event's decision in the ledger, whatever the answer: then it was
+  // judged, and what it taught is logged (or the next start replays it), even if the answer is
+  // an error from the wait for durability. (Always false in cluster mode, which has no
+  // challengers.)
   absl::StatusOr<RewardResult> Reward(const RewardRequest& request, absl::Time now,
-                                      absl::Time deadline);
+                                      absl::Time deadline, bool* joined = nullptr);
   // Reward without blocking, for a caller on a thread that must not wait (a gRPC callback
   // thread). When the model can take the reward at once (its own log, room in the writer's
   // queue), it joins and logs it as Reward does and returns true; `*done` (moved from) then
   // gets Reward's answer once the record is durable, from the log's acknowledger, or here when
   // no sync is needed. Otherwise (Reward would wait for room, or the log is the cluster's) it
   // returns false having done nothing, and the caller calls Reward on a thread that may wait.
+  // `*joined` as for Reward, set before this returns (`*done` may run later).
   using RewardCallback = absl::AnyInvocable<void(absl::StatusOr<RewardResult>) &&>;
-  bool TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now, RewardCallback* done);
+  bool TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now, RewardCallback* done,
+                               bool* joined = nullptr);
 
   // Activates a deferred decision (DecisionRequest.defer_activation): the rewards it held are
   // learned now, and later ones as they arrive. Returns once that is logged and durable, like
-  // Reward. Activating a decision that was not deferred, or twice, changes nothing.
+  // Reward. Activating a decision that was not deferred, or twice, changes nothing. `*logged`
+  // (when given) says whether this call logged the activation, whatever the answer.
   absl::StatusOr<ActivationResult> Activate(const std::string& event_id, absl::Time now,
-                                            absl::Time deadline);
+                                            absl::Time deadline, bool* logged = nullptr);
 
   // Whether the event id is open or recently closed here.
   bool Knows(const std::string& event_id) ABSL_LOCKS_EXCLUDED(ledger_mu_);
@@ -302,6 +309,11 @@ class Model : private FitScheduler::Host {
   // Tests only: the writer runs `hook` after applying each batch and before deciding whether a
   // fit is due (widens that window, which WaitForFits must cover). Null removes it.
   void SetAfterApplyHookForTesting(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Tests only: fits started from now on run `hook` after each likelihood evaluation, on the
+  // fit thread (e.g. to hold one there). Null removes it.
+  void SetFitEvaluationHookForTesting(std::function<void()> hook) {
+    fits_.SetEvaluationHookForTesting(std::move(hook));
+  }
   // Takes a snapshot now (and starts a new log segment); returns its sequence number once the
   // file is written.
   absl::StatusOr<uint64_t> Snapshot() ABSL_LOCKS_EXCLUDED(queue_mu_);
@@ -317,10 +329,12 @@ class Model : private FitScheduler::Host {
   // rebuild), or a snapshot is still being written in the background, the log is synced and
   // closed without the final snapshot and the writer (or the snapshot's thread) is left
   // running (false is returned): what was logged but not applied is replayed at the next
-  // start, and the process should exit without destroying the model (std::_Exit).
+  // start, and the process should exit without destroying the model (std::_Exit). False too
+  // (after the final snapshot) when a cancelled fit is still in a likelihood evaluation.
   bool Shutdown(absl::Time deadline = absl::InfiniteFuture()) ABSL_LOCKS_EXCLUDED(queue_mu_);
   // First step of a shutdown, while RPCs drain: calls waiting for a model version (which may
-  // be far behind a busy writer) end with UNAVAILABLE instead of holding the drain.
+  // be far behind a busy writer) end with UNAVAILABLE instead of holding the drain, and a
+  // hyper-parameter fit in progress is cancelled (Shutdown waits for it last).
   void BeginShutdown() ABSL_LOCKS_EXCLUDED(queue_mu_);
 
   // The longest a decision or a staged reward waits for the writer to wake (Model::ApplyDelay).

@@ -9,9 +9,20 @@
 #include "core/model/model.h"
 
 namespace graphbandit {
+namespace {
+
+// Whether a report reached its decision and was judged (its learning logged). An error from
+// JoinAndLogLocked means nothing was logged (but for a multi-arm report whose later records
+// failed to log, which no challenger is sent).
+bool Joined(const absl::StatusOr<RewardResult>& result) {
+  return result.ok() && result->outcome != RewardOutcome::kUnknownEvent;
+}
+
+}  // namespace
 
 absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::Time now,
-                                           absl::Time deadline) {
+                                           absl::Time deadline, bool* joined) {
+  if (joined != nullptr) *joined = false;
   if (replicated()) return ReplicatedReward(request, now, deadline);
   // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
   // (the original report or close included) is durable, like the first answer did.
@@ -26,6 +37,7 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
     MutexLock lock(&ledger_mu_);
     if (!HasRoom()) continue;  // another caller took the room first: wait again
     result = JoinAndLogLocked(request, now, &wait_for);
+    if (joined != nullptr) *joined = Joined(result);
     break;
   }
   if (wait.registered) DoneWaiting(request.event_id);
@@ -37,7 +49,8 @@ absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::T
 }
 
 bool Model::TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now,
-                                    RewardCallback* done) {
+                                    RewardCallback* done, bool* joined) {
+  if (joined != nullptr) *joined = false;
   if (replicated()) return false;
   uint64_t wait_for = 0;
   absl::StatusOr<RewardResult> result;
@@ -46,6 +59,7 @@ bool Model::TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now
     if (!HasRoom()) return false;  // Reward waits for room (back-pressure)
     result = JoinAndLogLocked(request, now, &wait_for);
   }
+  if (joined != nullptr) *joined = Joined(result);
   if (!result.ok() || wait_for == 0 || log_ == nullptr) {
     std::move (*done)(std::move(result));
     return true;
@@ -109,7 +123,8 @@ absl::StatusOr<RewardResult> Model::JoinAndLogLocked(const RewardRequest& reques
 }
 
 absl::StatusOr<ActivationResult> Model::Activate(const std::string& event_id, absl::Time now,
-                                                 absl::Time deadline) {
+                                                 absl::Time deadline, bool* logged) {
+  if (logged != nullptr) *logged = false;
   if (replicated()) return ReplicatedActivate(event_id, now, deadline);
   RoomWait wait;
   ActivationResult result;
@@ -148,6 +163,7 @@ absl::StatusOr<ActivationResult> Model::Activate(const std::string& event_id, ab
       break;
     }
     ledger_->Activate(judged.entry);
+    if (logged != nullptr) *logged = true;
     wait_for = *seq;
     if (learns) result.model_version = *seq;
     break;

@@ -78,11 +78,45 @@ ShadowFeed::ShadowFeed(Model* challenger, size_t capacity)
 
 ShadowFeed::~ShadowFeed() { Stop(absl::Now()); }
 
-bool ShadowFeed::RoomForDecision(size_t bytes) {
+namespace {
+
+// The bytes an owned copy of `namespaces` takes, roughly (OwnedDecisionRequest keeps every
+// string in its own std::string).
+size_t NamespaceBytes(absl::Span<const FeatureNamespace> namespaces) {
+  size_t bytes = 0;
+  for (const FeatureNamespace& ns : namespaces) {
+    bytes += sizeof(FeatureNamespace) + sizeof(std::string) + ns.name.size();
+    for (const NamedFeature& feature : ns.features) {
+      bytes += sizeof(NamedFeature) + 2 * sizeof(std::string) + feature.name.size() +
+               feature.value.text.size();
+      for (absl::string_view text : feature.value.texts) bytes += sizeof(std::string) + text.size();
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+size_t ShadowFeed::EstimatedBytes(const DecisionRequest& request) {
+  size_t bytes = sizeof(DecisionItem) + sizeof(OwnedDecisionRequest) + 4 * sizeof(std::string) +
+                 request.model.size() + request.user_id.size() + request.event_id.size() +
+                 sizeof(double) * request.context.size() + NamespaceBytes(request.context_features);
+  for (const CandidateRef& c : request.candidates) {
+    bytes += sizeof(CandidateRef) + sizeof(std::string) + c.id.size() +
+             sizeof(std::vector<double>) + sizeof(double) * c.features.size() +
+             NamespaceBytes(c.named_features) + sizeof(double);  // and its probability
+  }
+  return bytes;
+}
+
+bool ShadowFeed::ReserveDecision(size_t bytes) {
   {
+    // Reserved in the same step as it is checked: concurrent requests cannot overshoot.
     MutexLock lock(&mu_);
     if (!stopping_ && queued_decisions_ < capacity_ / 2 &&
         queued_bytes_ + bytes <= kMaxQueuedBytes) {
+      ++queued_decisions_;
+      queued_bytes_ += bytes;
       return true;
     }
   }
@@ -99,13 +133,9 @@ void ShadowFeed::Decided(const DecisionRequest& request, const Decision& decisio
       decision.logging_probabilities->size() != request.candidates.size()) {
     return;
   }
-  // Checked before anything is copied, on the leader's request thread.
-  size_t bytes = 64 + request.user_id.size() + 8 * request.context.size() +
-                 64 * request.context_features.size();
-  for (const CandidateRef& c : request.candidates) {
-    bytes += 32 + c.id.size() + 8 * c.features.size() + 64 * c.named_features.size();
-  }
-  if (!RoomForDecision(bytes)) return;
+  // Reserved before anything is copied, on the leader's request thread.
+  const size_t bytes = EstimatedBytes(request);
+  if (!ReserveDecision(bytes)) return;
   DecisionItem item;
   DecisionRequest copy = request;
   copy.model = challenger_->name();
@@ -127,7 +157,6 @@ void ShadowFeed::Decided(const DecisionRequest& request, const Decision& decisio
 bool ShadowFeed::Shadowed(const std::string& event_id) {
   {
     MutexLock lock(&mu_);
-    if (stopping_) return false;
     if (queued_events_.contains(event_id)) return true;
   }
   // Handled decisions are in the challenger's ledger (until it forgets closed ones).
@@ -149,18 +178,19 @@ void ShadowFeed::Activated(const std::string& event_id, absl::Time now) {
 void ShadowFeed::Push(Item item, ShadowCounts::Kind kind) {
   {
     MutexLock lock(&mu_);
-    // Decisions were admitted by RoomForDecision (at most half the queue); rewards and
-    // activations may use all of it.
+    // Decisions hold a reservation (ReserveDecision: at most half the queue); rewards and
+    // activations may use all of it. After a stop, what arrives is dropped (and counted).
+    auto* d = std::get_if<DecisionItem>(&item);
     if (!stopping_ && queue_.size() < capacity_) {
-      if (auto* d = std::get_if<DecisionItem>(&item)) {
-        ++queued_decisions_;
-        queued_bytes_ += d->bytes;
-        queued_events_.insert(d->event_id);
-      }
+      if (d != nullptr) queued_events_.insert(d->event_id);
       queue_.push_back(std::move(item));
       ++pushed_;
       cv_.SignalAll();
       return;
+    }
+    if (d != nullptr) {  // gives its reservation back
+      --queued_decisions_;
+      queued_bytes_ -= d->bytes;
     }
   }
   MutexLock lock(&tally_->mu);
@@ -182,10 +212,15 @@ void ShadowFeed::Run() {
           for (const Item& left : queue_) tally_->counts.dropped[left.index()] += 1;
         }
         handled_ += static_cast<int64_t>(queue_.size());
+        // Only what the queue held: a Decided call may still hold a reservation it gives back.
+        for (const Item& left : queue_) {
+          if (const auto* d = std::get_if<DecisionItem>(&left)) {
+            --queued_decisions_;
+            queued_bytes_ -= d->bytes;
+          }
+        }
         queue_.clear();
         queued_events_.clear();
-        queued_decisions_ = 0;
-        queued_bytes_ = 0;
         cv_.SignalAll();
         return;
       }
@@ -212,8 +247,13 @@ void ShadowFeed::Handle(Item& item, absl::Time deadline) {
     absl::StatusOr<Decision> shadowed =
         challenger_->Select(request, d->event_id, /*client_event_id=*/true,
                             RequestFingerprint(request), d->now, deadline, &d->shadow);
-    tally_->Count(ShadowCounts::kDecision, shadowed.ok(), challenger_->name(),
-                  shadowed.ok() ? "" : shadowed.status().ToString());
+    // Answered but not logged (the challenger's log refused the record): its rewards will be
+    // unknown there, so it taught the challenger nothing.
+    const bool ok = shadowed.ok() && shadowed->logged;
+    tally_->Count(ShadowCounts::kDecision, ok, challenger_->name(),
+                  !shadowed.ok() ? shadowed.status().ToString()
+                  : !ok ? "answered but not logged (the challenger's log refused the record)"
+                        : "");
   } else if (auto* r = std::get_if<RewardItem>(&item)) {
     // Without waiting for the challenger's log to be durable where it can (one thread feeds
     // every reward); the answer is counted when it comes.

@@ -12,12 +12,11 @@
 //
 // The work runs on a thread of the challenger's own, off the leader's requests: a leader's
 // answer never waits for its challengers, and a challenger's failure never fails the leader.
-// The queue between them is bounded: decisions take about half of it at most (and a byte
-// budget, by a rough size estimate; the check and the push are not one step, so concurrent
-// requests can overshoot a little), leaving room for the rewards and activations of the
-// decisions it took; what does not fit is dropped and counted. Only the rewards and activations of
-// decisions the challenger was given are forwarded. Items are handled in arrival order, so a
-// decision is logged in the challenger before the rewards that follow it.
+// The queue between them is bounded: decisions take about half of it at most, and a byte
+// budget (by an estimate of their copies' size), leaving room for the rewards and activations
+// of the decisions it took; what does not fit is dropped and counted. Only the rewards and
+// activations of decisions the challenger was given are forwarded. Items are handled in arrival
+// order, so a decision is logged in the challenger before the rewards that follow it.
 //
 // Not in cluster mode (Engine::Open refuses it): there a reward may reach the shared log from
 // another node before the decision this node's feed has yet to publish.
@@ -68,7 +67,8 @@ struct ShadowCounts {
   enum Kind { kDecision = 0, kReward = 1, kActivation = 2 };
   static constexpr int kKinds = 3;
   std::array<int64_t, kKinds> applied{};  // the challenger took it
-  // The challenger refused it, or (a reward, an activation) found its decision closed there.
+  // The challenger refused it, answered a decision its log could not record, or (a reward,
+  // an activation) found its decision closed there.
   std::array<int64_t, kKinds> failed{};
   std::array<int64_t, kKinds> dropped{};  // the queue was full, or the server stopping
 };
@@ -106,6 +106,10 @@ class ShadowFeed {
   Model* challenger() const { return challenger_; }
   ShadowCounts counts() const;
 
+  // What a queued copy of `request` takes, roughly (its strings, numbers and features): what
+  // kMaxQueuedBytes bounds.
+  static size_t EstimatedBytes(const DecisionRequest& request);
+
  private:
   struct DecisionItem {
     std::unique_ptr<OwnedDecisionRequest> request;
@@ -132,8 +136,9 @@ class ShadowFeed {
                const std::string& what);
   };
 
-  // Whether a decision may be queued now (else it is counted as dropped).
-  bool RoomForDecision(size_t bytes);
+  // Reserves room for a decision of `bytes` in the queue, if there is (else counts it as
+  // dropped); Push uses the reservation or gives it back.
+  bool ReserveDecision(size_t bytes);
   // Whether the event's decision was given to the challenger (queued, or in its ledger).
   bool Shadowed(const std::string& event_id);
   void Push(Item item, ShadowCounts::Kind kind);

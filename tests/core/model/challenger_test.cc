@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -181,6 +182,59 @@ TEST(ChallengerTest, AChallengerServesNothingAndRewardsGoToItsLeader) {
   EXPECT_EQ(counts.failed[ShadowCounts::kDecision] + counts.dropped[ShadowCounts::kDecision], 0);
   EXPECT_EQ(counts.failed[ShadowCounts::kReward] + counts.dropped[ShadowCounts::kReward], 0);
   EXPECT_FALSE(challenger->Knows("e1"));
+}
+
+// After a stop, what a feed is sent is dropped and counted, rewards of shadowed decisions
+// included (they used to vanish uncounted).
+TEST(ChallengerTest, WhatArrivesAfterAStopIsCountedAsDropped) {
+  auto engine = OpenEngine({Plain("leader", 0.3), Plain("challenger", 0.0, "leader")});
+  ASSERT_TRUE(engine->SelectArm(Items(0, "leader").View()).ok());
+  engine->DrainChallengers();
+  Model* challenger = *engine->FindModel("challenger");
+  ASSERT_TRUE(challenger->Knows("e0"));
+
+  ShadowFeed feed(challenger);
+  feed.RequestStop(absl::Now());
+  feed.Rewarded({"e0", 0.5, {}, ""}, absl::Now());
+  feed.Activated("e0", absl::Now());
+  feed.Rewarded({"never-decided", 0.5, {}, ""}, absl::Now());  // not shadowed: ignored
+  const OwnedRequest request = Items(1, "leader");
+  Decision decision;  // as the leader answers one it explored on
+  decision.explored = true;
+  decision.event_id = "e1";
+  decision.arms.push_back(ChosenArm{});
+  decision.arms[0].candidate_index = 2;
+  auto record = std::make_shared<EvaluationRecord>();
+  record->propensity = 0.2;
+  decision.evaluation = record;
+  decision.logging_probabilities = std::make_shared<const std::vector<double>>(kArms, 0.2);
+  feed.Decided(request.View(), decision, absl::Now());
+  feed.Stop(absl::Now());
+  const ShadowCounts counts = feed.counts();
+  EXPECT_EQ(counts.dropped[ShadowCounts::kReward], 1);
+  EXPECT_EQ(counts.dropped[ShadowCounts::kActivation], 1);
+  EXPECT_EQ(counts.dropped[ShadowCounts::kDecision], 1);
+}
+
+// The queue's byte budget counts what a decision's copy holds, named features' strings
+// included (a request of long category texts used to count as a few dozen bytes).
+TEST(ChallengerTest, AQueuedDecisionsSizeCountsItsNamedFeatures) {
+  OwnedRequest plain = Items(0);
+  const size_t small = ShadowFeed::EstimatedBytes(plain.View());
+  const std::string long_text(1 << 20, 'x');
+  std::vector<FeatureNamespace> named(1);
+  named[0].name = "item";
+  named[0].features.push_back({"description", FeatureValue{}});
+  named[0].features[0].value.text = long_text;
+  named[0].features.push_back({"tags", FeatureValue{}});
+  named[0].features[1].value.texts = {long_text, long_text};
+  DecisionRequest request = plain.View();
+  request.candidates[0].named_features = named;
+  const size_t large = ShadowFeed::EstimatedBytes(request);
+  EXPECT_GE(large, small + 3 * long_text.size());
+  EXPECT_LT(large, small + 3 * long_text.size() + 4096);
+  request.context_features = named;
+  EXPECT_GE(ShadowFeed::EstimatedBytes(request), large + 3 * long_text.size());
 }
 
 TEST(ChallengerTest, ATwinOfTheLeaderIsEstimatedAtExactlyTheLeadersValue) {
