@@ -180,12 +180,18 @@ void CholeskyFactor::RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,
     for (int t = 0; t < b; ++t) {
       auto y = yv.col(t);
       const double tail = y.squaredNorm();
-      if (tail == 0.0) {  // nothing to fold: H_t = I
+      const double a0 = panel_l(t, t);
+      // Nothing to fold, or a row of V below round-off beside L(t,t) (|V(t,:)| <= eps L(t,t)):
+      // H_t = I, and the row is dropped. Dropping it changes A + V V^T by at most eps L(t,t)
+      // |V(i,:)| per entry, within the update's own rounding. Folding it would divide by
+      // `tail`, which for a kernel column's far entries can be subnormal: 2 / tail overflows
+      // and the factor turns to inf and NaN (kNegligibleFold).
+      if (!(tail > kNegligibleFold * a0 * a0)) {
         u0(t) = 0.0;
         taus(t) = 0.0;
+        y.setZero();
         continue;
       }
-      const double a0 = panel_l(t, t);
       const double r = std::sqrt(a0 * a0 + tail);
       // u = [a0 - r, V(t,:)], with a0 - r written without cancellation.
       u0(t) = -tail / (a0 + r);

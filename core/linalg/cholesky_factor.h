@@ -9,6 +9,7 @@
 #define GRAPHBANDIT_CORE_LINALG_CHOLESKY_FACTOR_H_
 
 #include <Eigen/Dense>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -82,6 +83,10 @@ class CholeskyFactor {
   // reflections' way).
   void RankUpdate(const Eigen::Ref<const Eigen::MatrixXd>& v, Reflected* reflected = nullptr);
   static constexpr int kRankPanel = 32;
+  // A row of V whose squared norm is at most this times L(j,j)^2 is below round-off and is not
+  // folded (RankUpdateLower): eps^2.
+  static constexpr double kNegligibleFold =
+      std::numeric_limits<double>::epsilon() * std::numeric_limits<double>::epsilon();
   // RankUpdate's arithmetic on a lower factor L held elsewhere (`storage`, n x n, e.g. a block
   // from GatherLower): L L^T + V V^T, V n x k; `reflected`, when given, as above.
   static void RankUpdateLower(Eigen::Ref<Eigen::MatrixXd> storage,

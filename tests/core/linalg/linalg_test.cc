@@ -155,6 +155,40 @@ TEST(CholeskyFactorTest, RankUpdatesOverManyBatchesAndZeroRows) {
   EXPECT_LT(RelativeError(batched.matrix(), single.matrix()), 1e-10);
 }
 
+// A row of V far below round-off beside the factor's diagonal, as a Gaussian kernel's column
+// gives for dictionary points far from the observation (down to subnormal numbers): the update
+// stays finite and matches factorising A + V V^T, with and without the reflections' rows of Q.
+// (Folding such a row divided by its squared norm, which overflowed to inf.)
+TEST(CholeskyFactorTest, RankUpdateWithRowsBelowRoundOffStaysFinite) {
+  Rng rng(31);
+  const int n = 40, k = 6;
+  const Eigen::MatrixXd a = RandomSpd(n, rng, 1e3);
+  for (const double tiny : {1e-160, 1e-162, 4e-320, 1e-20}) {
+    SCOPED_TRACE(absl::StrCat("tiny = ", tiny));
+    Eigen::MatrixXd v = RandomMatrix(n, k, rng);
+    v.row(0).setConstant(tiny);  // the first reflection of the first panel
+    v.row(CholeskyFactor::kRankPanel + 1).setConstant(tiny);  // one in a later panel
+    v.row(7).setZero();
+    v(7, 2) = tiny;  // a row with one such entry
+    const Eigen::MatrixXd want = a + v * v.transpose();
+    for (const bool with_rows : {false, true}) {
+      CholeskyFactor f;
+      ASSERT_TRUE(f.Reset(a).ok());
+      CholeskyFactor::Reflected reflected;
+      f.RankUpdate(v, with_rows ? &reflected : nullptr);
+      ASSERT_TRUE(f.matrix().allFinite()) << "with the rows of Q: " << with_rows;
+      EXPECT_LT(RelativeError(Dense(f), want), 1e-12);
+      if (with_rows) {
+        EXPECT_TRUE(reflected.q21.allFinite());
+        EXPECT_TRUE(reflected.q22.allFinite());
+        const Eigen::MatrixXd gram =
+            reflected.q21 * reflected.q21.transpose() + reflected.q22 * reflected.q22.transpose();
+        EXPECT_LT((gram - Eigen::MatrixXd::Identity(k, k)).norm(), 1e-12);
+      }
+    }
+  }
+}
+
 // The rows of Q that RankUpdate returns, against their definitions: q21^T = L'^-1 V (a solve on
 // the new factor) and q22 q22^T = (I + V^T (L L^T)^-1 V)^-1 (with the old one), over sizes that
 // end inside a panel or on its edge, k = 1, zero rows and a zero column; and the factor itself
