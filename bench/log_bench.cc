@@ -1,5 +1,5 @@
 // graphbandit-logbench: what making a record durable costs a writer, on the local log against a
-// NATS JetStream stream of three replicas (cluster mode's log, issue 15), with the same payloads
+// NATS JetStream stream of three replicas (cluster mode's log), with the same payloads
 // and the same number of concurrent writers, measured in one run. Prints, per writer count and
 // per log: appends per second, and the latency of one append until it is durable (local: the
 // write and an fdatasync that concurrent writers share, as a reward waits for it; JetStream: the

@@ -202,9 +202,9 @@ void BM_ScoreExplained(benchmark::State& state) {
 
 // What the writer does for one batch of k rewards: a full dictionary of m points,
 // single-precision scoring where allowed, the drifting-baseline tracker on, then the publish
-// (Freeze). Counted as 6 m^2 flops per reward, the yardstick: the rank-k factor update
-// and the form's correction (the solves with the k rewards' columns), KORS's leverage scores
-// and the form's folds and exact rebuilds come to about 8 m^2.
+// (Freeze). Counted as 6 m^2 flops per reward, the performance target's yardstick: the rank-k
+// factor update and the form's correction (the solves with the k rewards' columns), KORS's leverage
+// scores and the form's folds and exact rebuilds come to about 8 m^2.
 void LearnBatches(benchmark::State& state, int m, int k, bool alone = false) {
   const auto learner = Copy(CachedState(m, false, alone), /*single=*/true, alone);
   BaselineTracker baseline(kDefaultBaselineHalfLife);

@@ -1,4 +1,4 @@
-// The Last.fm replay of the SemiGraphTS paper (ALGORITHMS.md §5.8) on the HetRec 2011 files
+// The Last.fm replay of the SemiGraphTS paper (docs/algorithms.md §5.8) on the HetRec 2011 files
 // (hetrec2011-lastfm-2k), read from a directory given at run time: the data's licence keeps it
 // out of the repository.
 //

@@ -1,4 +1,4 @@
-// The kernel-bandit tasks of the tighter-confidence-bounds paper (MM; ALGORITHMS.md §3.9): a
+// The kernel-bandit tasks of the tighter-confidence-bounds paper (MM; docs/algorithms.md §3.9): a
 // reward function f*(x) = b sum_i w_i k(x, z_i) over 20 points z_i ~ U[0,1]^d with w ~ N(0, I),
 // scaled so that its RKHS norm is exactly B (b = B / sqrt(w^T K_zz w)); each round 100 actions
 // drawn uniformly from [0,1]^d, and rewards f*(x) + N(0, sigma^2). The kernel is the RBF

@@ -305,12 +305,13 @@ RouteRun RunRoutes(const NavigationEnvironment& env, const RoutePolicy& policy, 
       energy += env.true_energy()(e);
       const double y = env.Observe(static_cast<uint64_t>(t), e);
       if (policy.independent) {
-        // Conjugate Gaussian update with known noise (§2.8).
+        // Conjugate Gaussian update with known noise (docs/algorithms.md §2.8).
         const double posterior = 1.0 / (1.0 / variance(e) + 1.0 / noise_variance);
         mean(e) = posterior * (mean(e) / variance(e) + y / noise_variance);
         variance(e) = posterior;
       } else {
-        // One observation of segment e: a rank-one update of the GP posterior (§2.3).
+        // One observation of segment e: a rank-one update of the GP posterior (docs/algorithms.md
+        // §2.3).
         column = covariance.col(e);
         const double denominator = column(e) + noise_variance;
         mean += column * ((y - mean(e)) / denominator);

@@ -1,7 +1,7 @@
-// Energy-efficient navigation, the combinatorial GP semi-bandit paper's experiment (CGP §2.6,
-// ALGORITHMS.md §2): a vehicle drives from one road segment to another every round; the route
-// is a super arm of road segments, each segment's energy is observed on its own (semi-bandit
-// feedback), and the policy minimises expected energy.
+// Energy-efficient navigation, the experiment of the combinatorial GP semi-bandit (CGP) paper
+// (docs/algorithms.md §2.6 and §2.10): a vehicle drives from one road segment to another every
+// round; the route is a super arm of road segments, each segment's energy is observed on its own
+// (semi-bandit feedback), and the policy minimises expected energy.
 //
 // The paper uses the Luxembourg and Monaco SUMO networks with elevation from a terrain model;
 // they are not available here, so the network is synthetic and says so:
@@ -131,7 +131,7 @@ struct RoutePolicy {
   IndexSchedule schedule;    // arm_count is set to the number of segments
   double exploration = 1.0;  // multiplies the width (UCB, BayesUCB)
   // The rectification's spread: the noise standard deviation (Algorithm 2's box, the default)
-  // or the posterior standard deviation (the paper's prose); §2.11 item 1.
+  // or the posterior standard deviation (the paper's prose); docs/algorithms.md §2.11 item 1.
   bool rectify_with_posterior = false;
 };
 

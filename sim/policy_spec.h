@@ -51,7 +51,7 @@ struct PolicySpec {
   // Kernel UCB with a confidence bound (ModelOptions::confidence): the environment's true
   // kernel and length-scale, and the tighter-bounds paper's parameters for the horizon T and
   // the kernel's dimension d and smoothness nu: c = 1 for the RBF kernel and T^(-d / (2d + 2 nu))
-  // for Matern kernels; IGP-UCB's eta = 2 / T (ALGORITHMS.md §3.9).
+  // for Matern kernels; IGP-UCB's eta = 2 / T (docs/algorithms.md §3.9).
   bool mm_paper_parameters = false;
   // A routing policy of the combinatorial GP paper (sim/navigation.h): runs on the navigation
   // environment only, instead of a model.

@@ -15,8 +15,8 @@
 namespace graphbandit::sim {
 namespace {
 
-// Each task differs from the first (the task of the report that opened issue 9: an SBM of 30
-// users in 3 blocks, 20 fresh candidates with 8 features, a non-linear reward shared within
+// Each task differs from the first (the task of the report that opened the robustness work: an SBM
+// of 30 users in 3 blocks, 20 fresh candidates with 8 features, a non-linear reward shared within
 // each block plus a small per-user linear part, Gaussian noise) in what its label names: the
 // graph, the reward's shape, the noise, the features, the users or the baseline.
 std::vector<std::pair<std::string, TaskOptions>> TaskList() {

@@ -1,4 +1,4 @@
-// The robustness suite (issue 9): tasks unlike the ones the papers and the bundled load
+// The robustness suite: tasks unlike the ones the papers and the bundled load
 // generator use, on which the server's default model runs with no per-task tuning beside the
 // simple baselines a user would otherwise deploy. Its presets are data
 // (sim/presets/robustness*.textproto, with the tasks by short name):
@@ -12,7 +12,7 @@
 //                           tracker, the fit gate, no fitting at all), fewer seeds.
 //
 // The findings table reports, per task, every policy's final regret relative to the tuned
-// per-user LinUCB and to random choice, and checks the issue's acceptance points for EK_UCB:
+// per-user LinUCB and to random choice, and checks the targets set for EK_UCB:
 // below the tuned LinUCB on non-linear tasks, within 10% of it on linear ones, at most 0.25 of
 // random everywhere.
 #ifndef GRAPHBANDIT_SIM_ROBUSTNESS_H_

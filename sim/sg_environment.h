@@ -1,4 +1,4 @@
-// The synthetic environment of the SemiGraphTS paper (SG; ALGORITHMS.md §5.8), as the authors'
+// The synthetic environment of the SemiGraphTS paper (SG; docs/algorithms.md §5.8), as the authors'
 // code builds it: n users on an Erdos-Renyi graph drawn once from a fixed seed (the same graph
 // for every run), preferences Theta = (I + gamma L_rw)^-1 Theta_0 with Theta_0 ~ N(0, 1) and each
 // row scaled to unit norm, so that neighbours prefer similar things (gamma sets how much); each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's two end-to-end checks in one run, on one fresh server with the served defaults
+# The two end-to-end latency checks in one run, on one fresh server with the served defaults
 # (EK-UCB, max_dictionary_size 256, hyper-parameter fits on, snapshots and fdatasync as
 # configured by default):
 #
@@ -21,7 +21,7 @@
 # CHECK_PIN (1: the server on core 0 and the load generator on core 1, with taskset, so that
 # they do not share cores; 0, the default, leaves both to the scheduler),
 # CHECK_SATURATION_REWARDS (1: saturation is measured with a reward for every decision, the
-# rewarded-decision saturation; 0, the default, with decisions only, as issue 14 measured it).
+# rewarded-decision saturation; 0, the default, with decisions only, as PERFORMANCE.md first measured it).
 # The JSON reports and the load generator's output are kept in OUT_DIR (default: a temporary
 # directory, removed); each open-loop run's log (open-N.log) has a line per second with that
 # second's rates and slowest SelectArm, to place a stall in the run. Everything it starts it

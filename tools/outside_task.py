@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plays a task that is not the simulator's against a real graphbandit server over gRPC.
 
-The check of issue 9, as an outside user would run it: an environment written independently of
+The robustness check, as an outside user would run it: an environment written independently of
 sim (NumPy, its own random streams), a fresh server per run with its defaults (or a
 --config you pass), sequential SelectArm + ReportReward with immediate rewards, and two
 baselines computed here on the same rounds: per-user LinUCB with an intercept (alpha tuned per

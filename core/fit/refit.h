@@ -11,9 +11,9 @@
 //
 // Applying values: the arm kernel gets the fitted variance and offset, the user kernel is
 // rebuilt for the fitted rho, the ridge becomes the fitted noise variance and KORS's mu
-// kors_mu_factor times it (EK §4.8: mu = lambda) unless the configuration fixes mu, the
-// learner's stored points are rescaled to the new length-scales and the learner rebuilds itself
-// (Learner::Refit). Values the configuration fixes are never fitted.
+// kors_mu_factor times it (EK paper, docs/algorithms.md §4.8: mu = lambda) unless the configuration
+// fixes mu, the learner's stored points are rescaled to the new length-scales and the learner
+// rebuilds itself (Learner::Refit). Values the configuration fixes are never fitted.
 #ifndef GRAPHBANDIT_CORE_FIT_REFIT_H_
 #define GRAPHBANDIT_CORE_FIT_REFIT_H_
 
@@ -133,7 +133,8 @@ struct KernelShape {
 };
 
 // KORS's mu for a Nystrom learner: the configured value if any, else kors_mu_factor times the
-// noise variance in use (EK §4.8: mu = lambda). The one rule for building and for refitting.
+// noise variance in use (EK paper, docs/algorithms.md §4.8: mu = lambda). The one rule for building
+// and for refitting.
 inline double KorsMu(double fixed_kors_mu, double kors_mu_factor, double noise_variance) {
   return fixed_kors_mu > 0.0 ? fixed_kors_mu : kors_mu_factor * noise_variance;
 }

@@ -1,4 +1,4 @@
-// The user kernel of the Laplacian multi-user kernel: G = (L + rho I)^-1 (ALGORITHMS.md §1.2).
+// The user kernel of the Laplacian multi-user kernel: G = (L + rho I)^-1 (docs/algorithms.md §1.2).
 //
 // G is never formed densely. Users with at least one edge are factorised once with a sparse
 // LDL^T of L + rho I (AMD ordering); a column G[:, u] costs one sparse solve and is cached.

@@ -1,10 +1,10 @@
 // User kernels K_z(u, u'): the user factor of a multi-user kernel K_z(u,u') * k_x(s,s').
 //
 // The Laplacian Kernelized Bandit paper uses the Green's function (L + rho I)^-1 (see
-// green_function.h, which never forms it densely); COOP-KernelUCB (ALGORITHMS.md §1.9) compares
-// other agent kernels built from the same graph: heat exp(-tau L), spectral RBF on the first
-// non-trivial Laplacian eigenvectors, and all-ones (full pooling, i.e. a GP that ignores users).
-// Those are formed densely here, so they suit graphs of at most a few thousand users.
+// green_function.h, which never forms it densely); COOP-KernelUCB (docs/algorithms.md §1.9)
+// compares other agent kernels built from the same graph: heat exp(-tau L), spectral RBF on the
+// first non-trivial Laplacian eigenvectors, and all-ones (full pooling, i.e. a GP that ignores
+// users). Those are formed densely here, so they suit graphs of at most a few thousand users.
 //
 // Users registered after a kernel was built (and users never registered, kUnknownUser) have no
 // edges in it: for the Laplacian-based kernels they are their own component (a diagonal entry

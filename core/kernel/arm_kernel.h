@@ -1,7 +1,7 @@
 // The arm kernel k_x over scaled joint inputs s = [context / l_c, features / l_x].
 //
 // Inputs are scaled once when a request arrives (see FeatureScaling), so every kernel here has
-// unit length-scale: stationary kernels are functions of r = |s - s'| (ALGORITHMS.md §0.2),
+// unit length-scale: stationary kernels are functions of r = |s - s'| (docs/algorithms.md §0.2),
 // the linear kernel is <s, s'>. Points are stored as the columns of a d x n matrix.
 //
 // k(s, s') = variance * profile(s, s') + linear * <s, s'> + offset. The linear part and the

@@ -1,5 +1,5 @@
 // The contextual batched BKB baseline of the Efficient-Kernel-UCB paper (CBBKB; CBKB is the
-// threshold-1 case), ALGORITHMS.md §4.9: the Nystrom dictionary is re-drawn from the whole
+// threshold-1 case), docs/algorithms.md §4.9: the Nystrom dictionary is re-drawn from the whole
 // history — each past point kept independently with probability min(1, q * sigma~^2(s)), the
 // current approximate posterior variance (over lambda) times an oversampling factor — and the
 // posterior is then recomputed from scratch (O(t m^2)). Between two re-draws the posterior is

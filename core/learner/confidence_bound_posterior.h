@@ -1,13 +1,13 @@
 // Kernel UCB with the confidence bounds of "Tighter confidence bounds for sequential kernel
-// regression" (MM; ALGORITHMS.md §3): an upper bound u(x) on f*(x) that holds with probability
+// regression" (MM; docs/algorithms.md §3): an upper bound u(x) on f*(x) that holds with probability
 // 1 - delta for a function of RKHS norm at most B observed under sigma-sub-Gaussian noise, in
 // place of a tuned mean + beta * stddev. With mu_a and rho_a the GP mean and standard deviation
 // of ridge a (zero prior mean), and t observations y:
 //   R^2       = a_c y^T (K + a_c I)^-1 y + sigma^2 log det(I + K / a_c) + 2 sigma^2 log(1/delta),
 //               a_c = sigma^2 / c                                             (MM eq. 8)
 //   Rt^2(a)   = R^2 + a B^2 - a y^T (K + a I)^-1 y                            (MM Lemma C.1)
-//   AMM:      u = mu_{a_c} + Rt(a_c) / sqrt(a_c) * rho_{a_c}                   (MM §3.5)
-//   DMM:      u = min over a in {0.1, 0.3, 1, 3, 10} a_c of mu_a + Rt(a) / sqrt(a) * rho_a
+//   AMM:      u = mu_{a_c} + Rt(a_c) / sqrt(a_c) * rho_{a_c}                   (docs/algorithms.md
+//   §3.5) DMM:      u = min over a in {0.1, 0.3, 1, 3, 10} a_c of mu_a + Rt(a) / sqrt(a) * rho_a
 //   AY-GP-UCB (Abbasi-Yadkori 2012), ridge l = a_c:
 //             u = mu_l + (sigma sqrt(log det(I + K/l) + 2 log(1/delta)) + sqrt(l) B) / sqrt(l) *
 //             rho_l

@@ -1,4 +1,4 @@
-// The exact GP posterior (ALGORITHMS.md §0.4 and §1.6, the exact phase of LK-GP-UCB/TS):
+// The exact GP posterior (docs/algorithms.md §0.4 and §1.6, the exact phase of LK-GP-UCB/TS):
 //   mean(s) = k_t(s)^T (K_t + lambda I)^-1 y,  variance(s) = K(s,s) - k_t(s)^T (K_t + lambda I)^-1
 //   k_t(s)
 // kept as a Cholesky factor of K_t + lambda I that grows by one bordered row per observation
@@ -45,7 +45,8 @@ class ExactGpPosterior final : public Learner {
   int64_t history_size() const override { return history_x_.cols(); }
   int64_t dictionary_size() const override { return 0; }
 
-  // log det(I + K_t / lambda), the information gain gamma_t of LK §1.3 (by the P4 recursion).
+  // log det(I + K_t / lambda), the information gain gamma_t of docs/algorithms.md §1.3 (by the P4
+  // recursion).
   double LogDetGain() const { return log_det_gain_; }
 
   double ridge() const { return ridge_; }

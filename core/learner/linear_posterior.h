@@ -1,4 +1,4 @@
-// The linear baselines of the Laplacian Kernelized Bandit comparison (ALGORITHMS.md §1.9
+// The linear baselines of the Laplacian Kernelized Bandit comparison (docs/algorithms.md §1.9
 // "Baselines", defaults from §1.10 item 16): one linear-Gaussian ridge model over per-user
 // parameter vectors theta_u in R^d (d = the point dimension) with three prior structures.
 //
@@ -8,7 +8,7 @@
 //  * kPooled — pooled LinUCB: one A = lambda I + sum x x^T, b = sum y x shared by every user
 //    (the user index, kUnknownUser included, is ignored).
 //  * kGraph — Laplacian-regularised ridge in R^{nd} (GraphUCB, Yang et al. 2020): with
-//    phi = e_u (x) x and L the combinatorial Laplacian of the graph (ALGORITHMS.md §0.3),
+//    phi = e_u (x) x and L the combinatorial Laplacian of the graph (docs/algorithms.md §0.3),
 //      A = lambda (L + rho I) (x) I_d + sum phi phi^T,   b = sum y phi,
 //      mean = phi^T A^-1 b,   width = sqrt(phi^T A^-1 phi).
 //    Users 0..n-1 of the graph given to SetGraph are coupled through L; users without edges,
@@ -20,7 +20,7 @@
 // Since S A_(x) S = I, its matrix is M = I + sum psi psi^T = S (A_(x) + sum phi phi^T) S, so
 //   psi^T M^-1 psi = phi^T (A_(x) + sum phi phi^T)^-1 phi   and   psi^T M^-1 sum y psi = the same
 // expression with b: exactly kGraph's width and mean with lambda (L + rho I) = I + L. This is the
-// equivalence ALGORITHMS.md §1.9 quotes from the LK paper ("GoB.Lin equals GraphUCB with
+// equivalence docs/algorithms.md §1.9 quotes from the LK paper ("GoB.Lin equals GraphUCB with
 // rho = 1"); tests/core/learner/linear_posterior_test.cc checks it against an explicit whitening.
 //
 // kGraph is also the exact GP with the linear arm kernel k_x(x,x') = <x,x'>, the Green's-function

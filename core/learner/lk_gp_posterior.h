@@ -1,5 +1,5 @@
 // LK-GP: the exact GP posterior of the Laplacian Kernelized Bandit paper as its authors run it
-// (ALGORITHMS.md §1.6, LK appendix F.4-F.5), for any user kernel (COOP-KernelUCB's agent
+// (docs/algorithms.md §1.6, LK appendix F.4-F.5), for any user kernel (COOP-KernelUCB's agent
 // kernels included) and any arm kernel:
 //  * exact phase: a Cholesky factor of K_t + lambda I grown by one bordered row per reward;
 //  * grid phase: when candidates come from a known finite pool D, from t* = min(1500,
@@ -29,7 +29,7 @@
 namespace graphbandit {
 
 // lambda_2(L) / lambda_max(L) of the graph's Laplacian, with lambda_2 read as the smallest
-// eigenvalue above 1e-10 * lambda_max (ALGORITHMS.md §1.10 item 11: ER graphs are often
+// eigenvalue above 1e-10 * lambda_max (docs/algorithms.md §1.10 item 11: ER graphs are often
 // disconnected, and a literal lambda_2 = 0 would pin the schedule at its floor). 0 without edges.
 double SpectralRatio(const UserGraph& graph);
 

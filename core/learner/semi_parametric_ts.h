@@ -1,5 +1,5 @@
 // SemiGraphTS and its linear baselines (Thompson sampling on per-user preference vectors; the
-// SG paper, ALGORITHMS.md §5).
+// SG paper, docs/algorithms.md §5).
 //
 // Rewards are r = nu_j(t) + b^T mu_j + noise, where the baseline nu_j(t) is the same for every
 // arm shown to user j at time t and may change arbitrarily (time of day, a campaign, the page).
@@ -46,7 +46,7 @@ struct SemiParametricOptions {
   bool centred = true;  // false: LinTS
   bool graph = true;    // SemiGraphTS's graph terms (centred only)
   double lambda = 1.0;  // B_j(1) = lambda I; the graph terms' weight
-  // Gamma_j gets an extra lambda I, as the SG authors' code computes it (ALGORITHMS.md §5.4).
+  // Gamma_j gets an extra lambda I, as the SG authors' code computes it (docs/algorithms.md §5.4).
   bool code_gamma = false;
 
   absl::Status Validate() const;  // lambda > 0 and finite

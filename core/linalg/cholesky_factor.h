@@ -1,7 +1,7 @@
 // A lower-triangular Cholesky factor that can grow by one row and column and absorb rank-one
 // updates in O(m^2), without refactoring.
 //
-// The posterior states need exactly these two operations (ALGORITHMS.md §0.5, P2; and the
+// The posterior states need exactly these two operations (docs/algorithms.md §0.5, P2; and the
 // rank-one update behind EK-UCB's Sherman-Morrison step, done here on the factor instead of on
 // the inverse because the factor stays accurate over millions of updates while an explicitly
 // updated inverse drifts).

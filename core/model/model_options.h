@@ -86,7 +86,8 @@ struct ResearchOptions {
   double batched_min_growth = kServedBatchedMinGrowth;
   // BATCHED_NYSTROM_UCB: false leaves the dictionary unbounded, as the paper does.
   bool batched_bounded = true;
-  // SEMI_GRAPH_TS: Gamma_j with the extra lambda I of the SG authors' code (ALGORITHMS.md §5.4).
+  // SEMI_GRAPH_TS: Gamma_j with the extra lambda I of the SG authors' code (docs/algorithms.md
+  // §5.4).
   bool semi_code_gamma = false;
 };
 

@@ -1,4 +1,4 @@
-// Combinatorial semi-bandits (the CGP paper, ALGORITHMS.md §2): a round offers a set of base
+// Combinatorial semi-bandits (the CGP paper, docs/algorithms.md §2): a round offers a set of base
 // arms, the policy computes one index per base arm from a posterior (mean, standard deviation),
 // and an oracle turns the indices into a super arm, a feasible set of base arms. Every base arm
 // of the super arm is then rewarded on its own (semi-bandit feedback) and the learner learns
@@ -12,11 +12,11 @@
 //    (segment -> segment when the turn is allowed). Dijkstra needs non-negative weights, so a
 //    minimising policy rectifies its indices first (CGP Algorithm 2).
 //
-// Index rules (CGP §2.4): GP-UCB (mean + sqrt(beta_t) stddev, beta_t from Theorem 3.1),
-// GP-BayesUCB (the 1 - eta_t quantile of the posterior, eta_t from Theorem 3.1 clamped to at
-// most 1/2, or the level 1/t of Algorithm 2), and GP-TS (a posterior draw per base arm; the
-// paper's experiments also draw edges independently). For a minimisation the optimistic side is
-// the lower one: mean - width * stddev.
+// Index rules (CGP paper; docs/algorithms.md §2.4): GP-UCB (mean + sqrt(beta_t) stddev, beta_t from
+// Theorem 3.1), GP-BayesUCB (the 1 - eta_t quantile of the posterior, eta_t from Theorem 3.1
+// clamped to at most 1/2, or the level 1/t of Algorithm 2), and GP-TS (a posterior draw per base
+// arm; the paper's experiments also draw edges independently). For a minimisation the optimistic
+// side is the lower one: mean - width * stddev.
 #ifndef GRAPHBANDIT_CORE_POLICY_COMBINATORIAL_H_
 #define GRAPHBANDIT_CORE_POLICY_COMBINATORIAL_H_
 
@@ -32,7 +32,7 @@ namespace graphbandit {
 enum class IndexRule { kUcb, kBayesUcb, kThompson };
 
 // The schedules of CGP Theorem 3.1 for a finite set of `arm_count` base arms (|A|; in the
-// contextual case a configured count, ALGORITHMS.md §2.11 item 3). `t` is the round, from 1.
+// contextual case a configured count, docs/algorithms.md §2.11 item 3). `t` is the round, from 1.
 struct IndexSchedule {
   double arm_count = 1000.0;
   // GP-BayesUCB: eta_t = (2 pi)^(omega / 2) / (2 |A|^omega t^xi); the paper's experiments use
@@ -45,7 +45,7 @@ struct IndexSchedule {
 
 // beta_t = 2 log(|A| t^2 / sqrt(2 pi)), at least 0.
 double GpUcbBeta(double arm_count, double t);
-// eta_t of GP-BayesUCB, clamped into [1e-300, 1/2] (ALGORITHMS.md §2.11 item 4: the formula
+// eta_t of GP-BayesUCB, clamped into [1e-300, 1/2] (docs/algorithms.md §2.11 item 4: the formula
 // exceeds 1/2 when |A| t is small, which would make the quantile fall below the mean).
 double BayesUcbEta(const IndexSchedule& schedule, double t);
 // What multiplies the standard deviation in round t: sqrt(beta_t) for kUcb (and kThompson,
@@ -59,7 +59,7 @@ double IndexWidth(IndexRule rule, const IndexSchedule& schedule, double t);
 double NormalQuantile(double p);
 
 // E[max(0, Z)] for Z ~ N(mean, s^2): mean Phi(mean / s) + s phi(mean / s); max(0, mean) at
-// s = 0. The rectified weight of CGP Algorithm 2 (§0.6).
+// s = 0. The rectified weight of CGP Algorithm 2 (docs/algorithms.md §0.6).
 double RectifiedNormalMean(double mean, double s);
 
 // One index per base arm. kUcb / kBayesUcb: mean +- width * stddev (minus when minimising);

@@ -3,7 +3,7 @@
 // UCB ranks by mean + beta * stddev (LK eq. 6; EK's index with beta expressed on the GP scale).
 // Thompson sampling ranks by mean + nu * stddev * z with an independent z ~ N(0,1) per
 // candidate (LK eq. 7: marginal, not joint, perturbations). A slate of k arms is the top k by
-// index, which is the exact optimum for additive slate value (ALGORITHMS.md §2.2). Exact ties
+// index, which is the exact optimum for additive slate value (docs/algorithms.md §2.2). Exact ties
 // are broken uniformly at random with the caller's stream.
 #ifndef GRAPHBANDIT_CORE_POLICY_SELECTION_H_
 #define GRAPHBANDIT_CORE_POLICY_SELECTION_H_
@@ -23,7 +23,7 @@ namespace graphbandit {
 enum class SelectionRule { kUcb, kThompson, kSampledParameter };
 
 // How a kSampledParameter decision picks its arm and estimates the probabilities its learner
-// needs, from M draws of the parameter (SG paper, ALGORITHMS.md §5.3-5.4):
+// needs, from M draws of the parameter (SG paper, docs/algorithms.md §5.3-5.4):
 //  * kMultinomial (SemiGraphTS-MC, Algorithm 2): pi_hat = how often each candidate wins among
 //    the M draws, and the arm is drawn from pi_hat itself, so pi_hat is exactly the law the arm
 //    was chosen by;
@@ -36,7 +36,7 @@ inline constexpr int kDefaultPropensityDraws = 1000;
 // How the width multiplying `exploration` is set.
 //  * kStddev: 1, i.e. the index is mean + exploration * stddev with stddev the posterior standard
 //    deviation under the (fitted) kernel and noise;
-//  * kAmm: the Kernel AMM-UCB radius of the tighter-confidence-bounds paper (ALGORITHMS.md
+//  * kAmm: the Kernel AMM-UCB radius of the tighter-confidence-bounds paper (docs/algorithms.md
 //    §3.5) with alpha = lambda (c = 1, the fitted noise variance as sigma^2):
 //    sqrt(log det(I + K_t / lambda) + 2 log(1/delta) + B^2), delta = 0.01, with the posterior
 //    mean's squared RKHS norm as a plug-in for the unknown bound B^2. It grows like
@@ -45,7 +45,7 @@ inline constexpr int kDefaultPropensityDraws = 1000;
 //    (core/policy/combinatorial.h), t = 1 + the rewards learned so far (the paper's t counts
 //    rounds; a slate of k rewards advances this t by k);
 //  * kBayesUcb: Phi^-1(1 - eta_t), so that at exploration 1 mean + width * stddev is the
-//    posterior's 1 - eta_t quantile (GP-BayesUCB, CGP §2.4), same t.
+//    posterior's 1 - eta_t quantile (GP-BayesUCB; docs/algorithms.md §2.4), same t.
 // Both are UCB indices: ModelOptions validation refuses them for Thompson sampling and with a
 // provable confidence bound.
 enum class ExplorationWidth { kStddev, kAmm, kGpUcbTheorem, kBayesUcb };

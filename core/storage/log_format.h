@@ -6,7 +6,7 @@
 //   file   := magic record*
 //   magic  := "GBLOG" 0x00 <version> '\n'          (8 bytes)
 //
-// Version 2 (written since the damaged-record work of issue 12):
+// Version 2 (written since damaged records became detectable and skippable):
 //
 //   record := header:byte[32] payload:byte[length]
 //   header := header_crc:fixed32 payload_crc:fixed32 length:fixed32 type:u8 zero:byte[3]

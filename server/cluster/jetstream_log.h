@@ -1,4 +1,4 @@
-// A replicated, ordered log of opaque records on a NATS JetStream stream (issue 15: a model's
+// A replicated, ordered log of opaque records on a NATS JetStream stream (a model's
 // operations in cluster mode). An append returns once the stream has stored the record on a
 // majority of its replicas, with the record's stream sequence number: the order every reader
 // sees. Readers start at any sequence number and receive every later record, in order, across

@@ -1,5 +1,5 @@
 // The robustness presets (sim/robustness.h): the default policies are the server's
-// defaults, and the findings table picks the tuned baselines and applies the checks.
+// defaults, and the findings table picks the tuned baselines and applies the targets' checks.
 #include "sim/robustness.h"
 
 #include <gmock/gmock.h>

@@ -88,7 +88,7 @@ TEST(ConfidenceBoundTest, AmmIsItsDefinitionComputedDensely) {
     const double mu = cross.row(i).dot(inverse * d.y);
     const double rho = std::sqrt(1.0 - cross.row(i).dot(inverse * cross.row(i).transpose()));
     EXPECT_NEAR(upper(i), mu + std::sqrt(rt2 / a) * rho, 1e-8) << i;
-    // ALGORITHMS.md §3.5's simplified width.
+    // docs/algorithms.md §3.5's simplified width.
     EXPECT_NEAR(upper(i),
                 mu + std::sqrt(o.mixture * log_det + 2 * o.mixture * std::log(1 / o.delta) +
                                o.norm_bound * o.norm_bound) *
@@ -133,7 +133,7 @@ TEST(ConfidenceBoundTest, BeforeAnyDataTheBoundIsThePrior) {
   Eigen::VectorXd mean, width;
   learner.Score(0, Eigen::Vector2d(0.3, 0.4), &mean, &width);
   EXPECT_EQ(mean(0), 0.0);
-  // ALGORITHMS.md §3.7, round 1: sqrt(2 c log(1/delta) + B^2) sqrt(k(x, x)).
+  // docs/algorithms.md §3.7, round 1: sqrt(2 c log(1/delta) + B^2) sqrt(k(x, x)).
   EXPECT_NEAR(width(0), std::sqrt(2 * std::log(100.0) + 100.0), 1e-12);
 }
 

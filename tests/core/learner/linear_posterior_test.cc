@@ -1,8 +1,9 @@
-// The linear baselines (per-user / pooled LinUCB, GraphUCB, GoB.Lin; ALGORITHMS.md §1.9) against
-// slow, direct formulas: fresh solves of A_u = lambda I + X_u^T X_u, of the pooled A, and of the
-// explicit nd x nd Kronecker system lambda (L + rho I) (x) I_d + Phi^T Phi; the exact GP with the
-// linear arm kernel and the Green's-function user kernel; LinUCB on explicitly whitened features
-// (GoB.Lin); rebuilds after a graph change; frozen copies; drift over a long run; validation.
+// The linear baselines (per-user / pooled LinUCB, GraphUCB, GoB.Lin; docs/algorithms.md §1.9)
+// against slow, direct formulas: fresh solves of A_u = lambda I + X_u^T X_u, of the pooled A, and
+// of the explicit nd x nd Kronecker system lambda (L + rho I) (x) I_d + Phi^T Phi; the exact GP
+// with the linear arm kernel and the Green's-function user kernel; LinUCB on explicitly whitened
+// features (GoB.Lin); rebuilds after a graph change; frozen copies; drift over a long run;
+// validation.
 #include "core/learner/linear_posterior.h"
 
 #include <gtest/gtest.h>

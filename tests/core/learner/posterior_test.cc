@@ -1,4 +1,4 @@
-// The posterior states against slow, direct formulas on small problems (ALGORITHMS.md §6.3):
+// The posterior states against slow, direct formulas on small problems (docs/algorithms.md §6.3):
 // exact GP vs a fresh dense inverse; Nyström with a full dictionary vs the exact GP; the linear
 // arm kernel vs Laplacian-regularised ridge regression in R^{nd}; the O(m^2) KORS score vs the
 // explicit augmented formula (EK eq. 41); an empty graph decoupling users; rebuilds after a

@@ -1,4 +1,4 @@
-// The bordered-append and rank-one primitives (ALGORITHMS.md §0.5 P2/P3, §6.3 item 1) against
+// The bordered-append and rank-one primitives (docs/algorithms.md §0.5 P2/P3, §6.3 item 1) against
 // factorising from scratch.
 #include <gtest/gtest.h>
 
