@@ -12,8 +12,8 @@
 //                  robust 95% interval; judged only with ModelConfig.evaluation on, and the
 //                  recent rewards include those of the share's uniform draws).
 // Beside them, whether the Nystrom dictionary is full: information, not a check (a full
-// dictionary refusing points is how the model bounds its cost; README, "When the dictionary
-// is full").
+// dictionary refusing points is how the model bounds its cost; docs/model.md, "When the
+// dictionary is full").
 #ifndef GRAPHBANDIT_CORE_MODEL_LEARNING_HEALTH_H_
 #define GRAPHBANDIT_CORE_MODEL_LEARNING_HEALTH_H_
 

@@ -128,8 +128,8 @@ LAST_WINDOW = 300
 # The model's first hyper-parameter fit waits for this many rewards (0: the server's default,
 # 32, and then at least 10 rewards per fitted parameter). Before that minimum, about one seed in
 # 50 of this task locked in: an early fit made unrelated arms look alike, the policy kept the
-# best fixed arm, and no later fit was applied (regret ~0.15 for 1,000+ rounds; README, "Known
-# limitations"). With it, 0 of seeds 1-100 did.
+# best fixed arm, and no later fit was applied (regret ~0.15 for 1,000+ rounds; docs/model.md,
+# "Known limitations"). With it, 0 of seeds 1-100 did.
 FIRST_FIT = int(os.environ.get("GB_TEST_FIRST_FIT", "0"))
 
 

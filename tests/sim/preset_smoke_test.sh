@@ -43,7 +43,7 @@ for preset in $presets; do
     exit 1
   fi
   # A run may fail only by refusing a task beyond a documented size limit (the robustness
-  # preset's GraphUCB on its 1,000-user task, README "What we found").
+  # preset's GraphUCB on its 1,000-user task, docs/results.md, "What we found").
   unexpected=$(sed -n '/^## Failed runs/,/^## /p' "$out/$preset/summary.md" | grep '^- ' |
                grep -v 'exceeds its limit of' || true)
   if [[ -n $unexpected ]]; then

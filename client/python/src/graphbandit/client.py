@@ -142,7 +142,7 @@ def named_features(features):
     A key whose value is a dict names a namespace; dicts nested deeper are flattened into names
     joined by ``.``; any other key is a feature of the default namespace ``""``. A value is a
     string (categorical), a number (numeric, scaled by the model; ``True``/``False`` are 1 and
-    0) or a list of strings. See "Named features" in the project's README.
+    0) or a list of strings. See "Named features" in the project's docs/api.md.
     """
     if not isinstance(features, Mapping):
         raise TypeError("named features are a dict of namespaces (dicts) and features")
