@@ -1,4 +1,4 @@
-// EK-UCB's incremental Nyström posterior with KORS dictionary growth (ALGORITHMS.md §4.4-4.6,
+// EK-UCB's incremental Nyström posterior with KORS dictionary growth (docs/algorithms.md §4.4-4.6,
 // from "Efficient Kernel UCB for Contextual Bandits"), over any kernel and in particular over
 // the Laplacian multi-user kernel (our combination of that paper with the Laplacian Kernelized
 // Bandit paper).
@@ -20,7 +20,7 @@
 // KORS (EK eq. 41, the paper's formula, not the reference code's): an observed point joins Z
 // with probability p = min(1, gamma * tau), tau = (1+eps)(k_ss - u)/(k_ss - u + mu),
 // u = kz^T (K_ZZ + mu W^-1)^-1 kz, where W holds each dictionary point's weight 1/p. Two
-// deliberate refinements, both documented in the README:
+// deliberate refinements, both documented in docs/model.md:
 //  * an accepted point identical to a dictionary point (same user, same features) adds its
 //    weight 1/p to that point instead of a second copy: the weighted KORS operator
 //    sum_z phi_z phi_z^T / p_z is unchanged, and K_ZZ stays non-singular;
@@ -54,6 +54,13 @@
 #include "core/linalg/variance_form.h"
 
 namespace graphbandit {
+
+// KORS's estimate of a point's ridge leverage score, from its residual variance against the
+// KORS dictionary (k_ss - u, clamped at 0 by the caller): (1 + epsilon) r / (r + mu), EK eq. 41
+// in closed form (docs/algorithms.md §4.5). The one place the formula is written.
+inline double KorsLeverage(double residual, double epsilon, double mu) {
+  return (1.0 + epsilon) * residual / (residual + mu);
+}
 
 struct NystromOptions {
   double ridge = 0.1;         // lambda
@@ -217,13 +224,14 @@ class NystromPosterior final : public Learner {
   // entries that pass has still to visit.
   int scanning() const { return scan_.count; }
   int64_t scan_remaining() const { return scan_.count > 0 ? scan_.end - scan_.next : 0; }
-  // The relative residual a point needs to join the dictionary now.
+  // For tests: the relative residual a point needs to join the dictionary now.
   double admission_guard() const { return std::max(options_.min_relative_residual, admit_guard_); }
   const NystromStats& stats() const { return stats_; }
   const NystromOptions& options() const { return options_; }
   const MultiUserKernel& kernel() const { return kernel_; }
 
-  // Leverage estimate tau (before gamma and the cap at 1) that KORS would give `point` now.
+  // For tests: the leverage estimate tau (before gamma and the cap at 1) that KORS would give
+  // `point` now (KorsLeverage of its residual).
   double KorsScore(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point) const;
   // Dictionary contents, for tests and introspection.
   Eigen::MatrixXd dictionary_points() const { return basis_x_.view(); }

@@ -2,7 +2,7 @@
 // touches. Learning from users in their own graph components produces updates whose columns
 // are zero outside those users' dictionary points (see cholesky_factor.h, Separates); the
 // scoring form's folds (variance_form.cc), the spread refit's pass over the history
-// (nystrom_posterior.cc) and the rebuild from the history (nystrom_math.cc) then pay for the
+// (nystrom_posterior_refit.cc) and the rebuild from the history (nystrom_math.cc) then pay for the
 // blocks the columns share instead of O(n^2 r).
 #ifndef GRAPHBANDIT_CORE_LINALG_RANK_UPDATE_H_
 #define GRAPHBANDIT_CORE_LINALG_RANK_UPDATE_H_

@@ -37,8 +37,12 @@
 //   fit_scheduler.h       when hyper-parameters are fitted and what a finished fit logs
 //   state_directory.h     the files in a model's state directory
 //   recovery.h            rebuilding the state at start from snapshots and the log
-//   model.h (this file)   the facade: Open and submission (model.cc), rewards
-//                         (model_rewards.cc), the writer thread (model_writer.cc)
+//   model.h (this file)   the facade: Open, snapshots on request and shutdown (model.cc),
+//                         logging and back-pressure (model_submit.cc), decisions and their
+//                         closing (model_decide.cc), named features (model_features.cc),
+//                         rewards (model_rewards.cc), graph administration (model_admin.cc),
+//                         views, statistics and waits (model_stats.cc), the writer thread
+//                         (model_writer.cc)
 //
 // Threads:
 //  * Request threads (gRPC handlers, the engine's sweeper): Select, Reward, Knows, ExpireDue,
@@ -215,8 +219,8 @@ class Model : private FitScheduler::Host {
   bool HasRoom() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Whether the log cannot be written now (a full disk, an I/O error): cheap, lock-free.
   bool LogDegraded() const { return log_ != nullptr && log_->degraded(); }
-  // One attempt to repair a degraded log now; the model's repairer also retries by itself,
-  // with back-off. OK when the log is healthy afterwards.
+  // For tests: one attempt to repair a degraded log now (the model's repairer retries by
+  // itself, with back-off, and does not go through here). OK when the log is healthy afterwards.
   absl::Status RepairLog() { return log_ != nullptr ? log_->Repair() : absl::OkStatus(); }
 
   // SelectArm: a retry of a known client event id returns the stored decision; otherwise the
@@ -376,7 +380,8 @@ class Model : private FitScheduler::Host {
   // warns about an apprentice that cannot estimate its lift.
   absl::Status StartApprenticeship();
 
-  // ---- submission side (model.cc, model_rewards.cc) ----
+  // ---- submission side (model_submit.cc, model_decide.cc, model_features.cc,
+  //      model_rewards.cc, model_admin.cc) ----
   Dimensions CurrentDimensions() const ABSL_LOCKS_EXCLUDED(queue_mu_);
   absl::Status EnsureDimensions(const FixDimensionsOp& want)
       ABSL_LOCKS_EXCLUDED(ledger_mu_, queue_mu_);
