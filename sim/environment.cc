@@ -24,9 +24,9 @@ enum Stream : uint64_t {
   kRewards = 3,
   kRounds = 4,
   kSwitchedRewards = 5,
-  kEkNoise = 6
+  kEkPriorRound = 6
 };
-// The EK environments' reward function (and, for a fixed instance, contexts) come from here.
+// Our EK environments' reward function comes from here (the authors' instance is pinned).
 constexpr uint64_t kEkInstanceSeed = 123;
 
 // Symmetric matrix function through the eigendecomposition: V f(Lambda) V^T.
@@ -213,8 +213,31 @@ Round Environment::MakeRound(uint64_t index) const {
   return round;
 }
 
+const EkBumpInstance& EkAuthorsBumpInstance() {
+  static const EkBumpInstance* instance = [] {
+    auto* bump = new EkBumpInstance;
+    bump->anchors = {0.08, 0.70, 0.82, 0.28, 0.63, 0.00, 0.05, 0.50, 0.81, 0.04};
+    bump->best_anchor = 0.81;
+    bump->x_star.resize(5);
+    bump->x_star << 0.10854, 0.51165, 0.90977, 0.21838, 0.36310;
+    bump->w_star.resize(5);
+    bump->w_star << 0.70995, 0.42278, -0.21411, -0.53740, -0.23965;
+    bump->first_pull = 2;  // anchor 0.82
+    return bump;
+  }();
+  return *instance;
+}
+
 EkEnvironment::EkEnvironment(EkKind kind, uint64_t seed, bool fixed_instance)
-    : kind_(kind), seed_(seed), fixed_instance_(fixed_instance) {
+    : kind_(kind), seed_(seed), fixed_instance_(fixed_instance && kind == EkKind::kBump) {
+  if (fixed_instance_) {
+    const EkBumpInstance& authors = EkAuthorsBumpInstance();
+    anchors_ = authors.anchors;
+    best_anchor_ = authors.best_anchor;
+    x_star_ = authors.x_star;
+    w_star_ = authors.w_star;
+    return;
+  }
   Rng params(kEkInstanceSeed);  // the reward function is the same for every run
   std::vector<int> grid(100);
   std::iota(grid.begin(), grid.end(), 0);
@@ -262,13 +285,11 @@ double EkEnvironment::Mean(const Eigen::VectorXd& x, double a) const {
 }
 
 Round EkEnvironment::MakeRound(uint64_t index) const {
-  Rng rng = StreamRng(fixed_instance_ ? kEkInstanceSeed : seed_, kRounds, index);
+  Rng rng = StreamRng(seed_, kRounds, index);
   Round round;
   round.user = 0;
   round.context.resize(context_dim());
   for (int i = 0; i < context_dim(); ++i) round.context(i) = rng.Uniform();
-  // A fixed instance: the noise alone comes from the run's seed.
-  if (fixed_instance_) rng = StreamRng(seed_, kEkNoise, index);
   const int n = static_cast<int>(anchors_.size());
   round.arms.resize(1, n);
   round.means.resize(n);
@@ -278,6 +299,23 @@ Round EkEnvironment::MakeRound(uint64_t index) const {
     round.means(k) = Mean(round.context, anchors_[k]);
     round.noise(k) = 0.1 * rng.Normal();
   }
+  return round;
+}
+
+std::optional<Round> EkEnvironment::PriorRound() const {
+  if (!fixed_instance_) return std::nullopt;
+  // The authors' agent pulls one anchor before its first decision, in a context of the run.
+  Rng rng = StreamRng(seed_, kEkPriorRound, 0);
+  Round round;
+  round.context.resize(context_dim());
+  for (int i = 0; i < context_dim(); ++i) round.context(i) = rng.Uniform();
+  const double anchor = anchors_[EkAuthorsBumpInstance().first_pull];
+  round.arms.resize(1, 1);
+  round.arms(0, 0) = anchor;
+  round.means.resize(1);
+  round.means(0) = Mean(round.context, anchor);
+  round.noise.resize(1);
+  round.noise(0) = 0.1 * rng.Normal();
   return round;
 }
 

@@ -1,5 +1,5 @@
-// The synthetic graph environments of the Laplacian Kernelized Bandit paper (ALGORITHMS.md §1.9):
-// n users on a random graph, a pool of M unit-norm items in R^d, each round one uniformly
+// The synthetic graph environments of the Laplacian Kernelized Bandit paper (docs/algorithms.md
+// §1.9): n users on a random graph, a pool of M unit-norm items in R^d, each round one uniformly
 // random user sees M_t distinct items from the pool, and rewards are f(item, user) plus noise,
 // with f drawn from one of three regimes:
 //   * kGpDraw: f ~ N(0, G_env (x) K_x) over the whole pool, G_env = (L + rho I)^-p with an RBF
@@ -103,6 +103,9 @@ class SimEnvironment {
   // The finite set arms are drawn from (arm_dim x M), or null when arms vary with the context.
   virtual const Eigen::MatrixXd* pool() const { return nullptr; }
   virtual Round MakeRound(uint64_t index) const = 0;
+  // A round the policy plays and learns before the first scored round, outside the regret and
+  // the timings (an experiment's initial pull); usually none.
+  virtual std::optional<Round> PriorRound() const { return std::nullopt; }
   virtual std::optional<TrueKernel> true_kernel() const { return std::nullopt; }
 
   double Reward(const Round& round, int slot) const {
@@ -141,14 +144,27 @@ class Environment final : public SimEnvironment {
   double noise_std_ = 0.0;
 };
 
-// EK paper environments (ALGORITHMS.md §4.9, exactly as the authors' code where the paper is
+// EK paper environments (docs/algorithms.md §4.9, exactly as the authors' code where the paper is
 // silent): one user; a context x ~ U[0,1]^p per round; the actions are 10 fixed anchors drawn
 // without replacement from {0, 0.01, ..., 0.99} (arm features: the anchor value); noise
-// N(0, 0.1^2). The reward function's parameters come from a fixed seed (123), so every run shares
-// it; `seed` drives contexts and noise. With `fixed_instance` (what the authors' code does) the
-// contexts come from the fixed seed as well and `seed` drives only the noise: every run faces
-// the same sequence of contexts, and runs differ by their noise alone.
+// N(0, 0.1^2). The reward function's parameters are the same for every run; `seed` drives the
+// contexts and the noise.
+//
+// By default the parameters come from our own generator with seed 123. With `fixed_instance`
+// (Bump only) they are the EK authors' instance, the values their public code draws with NumPy's
+// RandomState(123) (anchors, a*, x*, w*; see EkAuthorsBumpInstance), and every run starts, as
+// their agent does, with one pull of anchor 0.82 in a context of the run's own: the pull is
+// learned but not scored (PriorRound).
 enum class EkKind { kBump, kChessboard, kStepDiagonal };
+
+// The EK authors' Bump instance (their NumPy RandomState(123) draws), pinned by a unit test.
+struct EkBumpInstance {
+  std::vector<double> anchors;
+  double best_anchor = 0.0;
+  Eigen::VectorXd x_star, w_star;
+  int first_pull = 0;  // the anchor index of their agent's first pull
+};
+const EkBumpInstance& EkAuthorsBumpInstance();
 
 class EkEnvironment final : public SimEnvironment {
  public:
@@ -159,6 +175,7 @@ class EkEnvironment final : public SimEnvironment {
   int context_dim() const override { return kind_ == EkKind::kBump ? 5 : 1; }
   int arm_dim() const override { return 1; }
   Round MakeRound(uint64_t index) const override;
+  std::optional<Round> PriorRound() const override;
   // The noise-free reward of anchor value a in context x.
   double Mean(const Eigen::VectorXd& x, double a) const;
 

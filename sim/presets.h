@@ -45,7 +45,7 @@ const std::vector<Preset>& Presets();
 const Preset* FindPreset(const std::string& name);
 
 // One of the EK paper's environments (Bump, Chessboard, Step Diagonal).
-// With `fixed_instance`, the runs share the contexts too and differ by their noise only.
+// With `fixed_instance` (Bump only), the EK authors' instance and initial pull (EkEnvironment).
 EnvironmentSpec EkEnvironmentSpec(EkKind kind, bool fixed_instance = false);
 
 // The LK paper's task sizes (§1.9): easy (M=10, d=5), medium (M=20, d=10), hard (M=50, d=20),

@@ -59,12 +59,16 @@ absl::Status WriteRegretCsv(const std::vector<RunResult>& runs, const std::strin
   return WriteFile(path, out);
 }
 
+double Reference::StandardError() const {
+  return runs > 0 ? spread / std::sqrt(static_cast<double>(runs)) : spread;
+}
+
 std::string MarkdownTable(
     const std::vector<Summary>& summaries,
     const std::map<std::pair<std::string, std::string>, Reference>& references) {
   const bool with_refs = !references.empty();
   std::string out = "| environment | policy | runs | final regret (mean ± SE) |";
-  if (with_refs) out += " paper (mean ± SE) | reproduces the paper's number? |";
+  if (with_refs) out += " paper | reproduces the paper's number? |";
   out += " time per step (ms) |\n|---|---|---:|---:|";
   if (with_refs) out += "---:|---|";
   out += "---:|\n";
@@ -79,12 +83,12 @@ std::string MarkdownTable(
         out += " – | – |";
       } else {
         const Reference& ref = it->second;
-        const double band = 2 * std::abs(ref.se);
+        const double band = 2 * std::hypot(s.final_se, ref.StandardError());
         std::string verdict;
         if (!std::isfinite(s.final_mean) || !std::isfinite(ref.mean)) {
           verdict = "n/a";
         } else if (std::abs(s.final_mean - ref.mean) <= band) {
-          verdict = "yes (within ± 2 SE)";
+          verdict = "yes (within 2 SE of the difference)";
         } else if (s.final_mean > 0.0 && ref.mean > 0.0) {
           // A number that differs is a mismatch whichever way it differs: lower regret than
           // the paper is not a reproduction of the paper either.
@@ -94,7 +98,10 @@ std::string MarkdownTable(
         } else {
           verdict = s.final_mean < ref.mean ? "no: lower" : "no: higher";
         }
-        absl::StrAppend(&out, " ", FormatMeanSe(ref.mean, ref.se), " | ", verdict, " |");
+        const std::string spread =
+            ref.runs > 0 ? absl::StrFormat(" SD (%d runs)", ref.runs) : std::string(" SE");
+        absl::StrAppend(&out, " ", FormatMeanSe(ref.mean, ref.spread), spread, " | ", verdict,
+                        " |");
       }
     }
     absl::StrAppend(&out, " ", FormatMilliseconds(s.seconds_per_step_mean), " |\n");

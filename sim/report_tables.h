@@ -27,16 +27,23 @@ absl::Status WriteRegretCsv(const std::vector<RunResult>& runs, const std::strin
 
 struct Reference {  // e.g. the paper's number
   double mean = 0;
-  double se = 0;
+  // The paper's spread: the standard error of its mean, or (runs > 0) the standard deviation of
+  // its `runs` repetitions, whose mean then has the standard error sd / sqrt(runs).
+  double spread = 0;
+  int runs = 0;  // 0: `spread` is a standard error
+  double StandardError() const;
 };
 
 // (c) A GitHub-flavoured Markdown table, one row per summary (in the given order):
 //   environment | policy | runs | final regret (mean ± SE) | time per step (ms)
 // With references (keyed by (environment, policy)), two columns go before the time column:
-//   paper (mean ± SE) | reproduces the paper's number?
-// where the verdict is "yes (within ± 2 SE)" if |ours - paper| <= 2 SE_paper, else a mismatch
-// with its ratio, "no: 2.50x lower" or "no: 1.30x higher" (a lower regret than the paper's is
-// not a reproduction of its number either), and "–" for rows without a reference. Mean and SE share
+//   paper | reproduces the paper's number?
+// The paper's cell says which spread it gives: "627.22 ± 32.98 SE" or "32.20 ± 20.90 SD (10
+// runs)". The verdict compares the two means by the standard error of their difference,
+// SE_diff = sqrt(SE_ours^2 + SE_paper^2) (SE_paper = SD / sqrt(runs) for an SD): "yes (within
+// 2 SE of the difference)" if |ours - paper| <= 2 SE_diff, else a mismatch with its ratio,
+// "no: 2.50x lower" or "no: 1.30x higher" (a lower regret than the paper's is not a
+// reproduction of its number either), and "–" for rows without a reference. Mean and SE share
 // a number of decimals (at least 2, enough to show the SE to two significant digits): "627.22
 // ± 32.98". Runs with a NaN final show as "5 (1 NaN)" in the runs column. '|' in names is escaped.
 // Ends with a newline.

@@ -96,9 +96,12 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
   Eigen::VectorXd every_probability;
   std::vector<double> truth(kEvaluatedPolicies, 0.0);
   int64_t evaluated = 0;
-  const double cpu_at_start = ThreadCpuSeconds();
-  for (int64_t t = 0; t < spec.rounds; ++t) {
-    const Round round = (*env)->MakeRound(static_cast<uint64_t>(t));
+  double cpu_at_start = ThreadCpuSeconds();
+  // An experiment's initial pull (SimEnvironment::PriorRound) is played and learned as round -1,
+  // outside the regret, the timings and the evaluation.
+  const std::optional<Round> prior = (*env)->PriorRound();
+  for (int64_t t = prior.has_value() ? -1 : 0; t < spec.rounds; ++t) {
+    const Round round = t < 0 ? *prior : (*env)->MakeRound(static_cast<uint64_t>(t));
     const int n = static_cast<int>(round.arms.cols());
     arms.resize(n);
     for (int k = 0; k < n; ++k) arms[k] = round.arms.col(k).data();
@@ -134,8 +137,8 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
                                       /*probabilities=*/evaluate, &scored);
     bool explored = false;
     if (status.ok() && evaluate) {
-      // The model's evaluation share (core/model/model.cc), with every candidate's probability
-      // for the truth.
+      // The model's evaluation share (core/model/model_decide.cc), with every candidate's
+      // probability for the truth.
       Rng coin(StableHash(SimEventId(t), spec.seed ^ kEvaluationStream));
       explored = MixUniformShare(spec.evaluation_epsilon, rule, slate_size, coin, decide_rng,
                                  &scored, &every_probability);
@@ -178,6 +181,11 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (!status.ok()) {
       out.error = absl::StrFormat("round %d: %s", t, status.message());
       return out;
+    }
+    if (t < 0) {  // the prior round: learned, and counted nowhere
+      decision_cpu = learn_cpu = fit_cpu = 0.0;
+      cpu_at_start = ThreadCpuSeconds();
+      continue;
     }
     total_seconds += seconds;
     if (evaluate) {

@@ -2,10 +2,17 @@
 // LK GP draws.
 #include "sim/environment.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
 
 namespace graphbandit::sim {
 namespace {
+
+using ::testing::ElementsAre;
 
 TEST(EnvironmentTest, RoundsArePureFunctionsOfSeedAndIndex) {
   EnvironmentOptions options;
@@ -96,22 +103,43 @@ TEST(EnvironmentTest, EkRewardsFollowTheAuthorsDefinitions) {
   EXPECT_GE(bump.Regret(r1, 0), 0.0);
 }
 
-// A fixed instance (the EK authors' protocol): runs share the contexts and differ by the noise.
-TEST(EnvironmentTest, EkFixedInstanceSharesContextsAndVariesTheNoise) {
+// The fixed instance is the EK authors' Bump: the values their code draws with NumPy's
+// RandomState(123) (checked against NumPy 1.24: anchors from choice(arange(0, 1, 0.01), 10,
+// replace=False), a* from choice(10), then uniform x* and w*), an initial pull of anchor 0.82,
+// and contexts and noise from the run's seed.
+TEST(EnvironmentTest, EkFixedInstanceIsTheAuthorsBump) {
+  const EkBumpInstance& authors = EkAuthorsBumpInstance();
+  EXPECT_THAT(authors.anchors,
+              ElementsAre(0.08, 0.70, 0.82, 0.28, 0.63, 0.00, 0.05, 0.50, 0.81, 0.04));
+  EXPECT_EQ(authors.best_anchor, 0.81);
+  EXPECT_NEAR(authors.x_star(2), 0.90977, 1e-5);
+  EXPECT_NEAR(authors.w_star(3), -0.53740, 1e-5);
   const EkEnvironment a(EkKind::kBump, 1, /*fixed_instance=*/true);
   const EkEnvironment b(EkKind::kBump, 2, /*fixed_instance=*/true);
-  const EkEnvironment shared(EkKind::kBump, 1);
-  for (uint64_t t : {0u, 5u, 77u}) {
-    const Round ra = a.MakeRound(t), rb = b.MakeRound(t);
-    EXPECT_EQ(ra.context, rb.context);
-    EXPECT_EQ(ra.means, rb.means);
-    EXPECT_NE(ra.noise, rb.noise);
-    EXPECT_EQ(ra.arms, shared.MakeRound(t).arms);
-    // Noise of the stated scale, N(0, 0.1^2): every draw within 6 sd.
-    EXPECT_LT(ra.noise.cwiseAbs().maxCoeff(), 0.6);
+  const Round ra = a.MakeRound(5), rb = b.MakeRound(5);
+  EXPECT_EQ(ra.arms, rb.arms);
+  EXPECT_NE(ra.context, rb.context);  // contexts follow the run's seed
+  for (int k = 0; k < 10; ++k) {
+    EXPECT_EQ(ra.arms(0, k), authors.anchors[k]);
+    // The Bump reward: max(0, 1 - |a - a*| - <x - x*, w*>).
+    const double expected = std::max(0.0, 1.0 - std::abs(authors.anchors[k] - 0.81) -
+                                              (ra.context - authors.x_star).dot(authors.w_star));
+    EXPECT_DOUBLE_EQ(ra.means(k), expected);
   }
-  // Consecutive rounds still see different contexts.
-  EXPECT_NE(a.MakeRound(1).context, a.MakeRound(2).context);
+  EXPECT_LT(ra.noise.cwiseAbs().maxCoeff(), 0.6);  // N(0, 0.1^2): every draw within 6 sd
+  // The prior round: one candidate, anchor 0.82, in a context of the run's own.
+  const std::optional<Round> pa = a.PriorRound(), pb = b.PriorRound();
+  ASSERT_TRUE(pa.has_value() && pb.has_value());
+  EXPECT_EQ(pa->arms.cols(), 1);
+  EXPECT_EQ(pa->arms(0, 0), 0.82);
+  EXPECT_NE(pa->context, pb->context);
+  EXPECT_DOUBLE_EQ(pa->means(0), a.Mean(pa->context, 0.82));
+  // Without the fixed instance: our own draws, and no prior round.
+  const EkEnvironment ours(EkKind::kBump, 1);
+  EXPECT_FALSE(ours.PriorRound().has_value());
+  EXPECT_NE(ours.MakeRound(5).arms, ra.arms);
+  // Only Bump has the authors' instance.
+  EXPECT_FALSE(EkEnvironment(EkKind::kChessboard, 1, true).PriorRound().has_value());
 }
 
 TEST(EnvironmentTest, SwitchingEnvironmentChangesItsRewards) {

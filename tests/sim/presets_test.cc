@@ -88,7 +88,16 @@ TEST(PresetsTest, LkTable1HasTheTunedPolicies) {
   auto ref = p->references.find({"medium GP-draw ER n=20", "LK-GP-UCB"});
   ASSERT_NE(ref, p->references.end());
   EXPECT_EQ(ref->second.mean, 627.22);
-  EXPECT_EQ(ref->second.se, 32.98);
+  EXPECT_EQ(ref->second.spread, 32.98);  // a standard error
+  EXPECT_EQ(ref->second.runs, 0);
+  // MM's Table 1 gives standard deviations over 10 runs.
+  const Preset* mm = FindPreset("mm-table1");
+  ASSERT_NE(mm, nullptr);
+  auto sd = mm->references.find({"RBF l=0.5", "Kernel DMM-UCB"});
+  ASSERT_NE(sd, mm->references.end());
+  EXPECT_EQ(sd->second.spread, 20.9);
+  EXPECT_EQ(sd->second.runs, 10);
+  EXPECT_NEAR(sd->second.StandardError(), 20.9 / std::sqrt(10.0), 1e-12);
 }
 
 TEST(PresetsTest, SweepsExpandInOrder) {
@@ -175,6 +184,26 @@ TEST(PresetsTest, MalformedFilesAreRefusedClearly) {
               HasSubstr("the name uses {kors_mu}, which is not set"));
   EXPECT_THAT(ErrorOf(std::string(kValid) + "reference { environment: \"Bump\" policy: \"Z\" }\n"),
               HasSubstr("names no environment or policy"));
+  // A paper's spread is either a standard error or a standard deviation over a number of runs.
+  for (const char* spread : {"", "se: 1 sd: 2 runs: 10"}) {
+    EXPECT_THAT(ErrorOf(std::string(kValid) +
+                        "reference { environment: \"Bump\" policy: \"EK\" "
+                        "mean: 3 " +
+                        spread + " }\n"),
+                HasSubstr("exactly one of se"))
+        << spread;
+  }
+  for (const char* spread : {"sd: 2", "sd: 2 runs: 1", "se: 2 runs: 5", "se: -1"}) {
+    EXPECT_THAT(ErrorOf(std::string(kValid) +
+                        "reference { environment: \"Bump\" policy: \"EK\" "
+                        "mean: 3 " +
+                        spread + " }\n"),
+                HasSubstr("sd goes with runs of at least 2"))
+        << spread;
+  }
+  EXPECT_EQ(ErrorOf(std::string(kValid) +
+                    "reference { environment: \"Bump\" policy: \"EK\" mean: 3 sd: 2 runs: 10 }\n"),
+            "(no error)");
   EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"B\" family: BATCHED "
                                             "ek_beta: 0.1 } }\n"),
               HasSubstr("need ridge"));

@@ -154,29 +154,55 @@ TEST(MarkdownTest, TableWithoutReferences) {
 }
 
 TEST(MarkdownTest, ReferenceVerdicts) {
-  std::vector<Summary> summaries(4);
-  summaries[0] = {"e", "inside", 3, 0, 10, 110, 5, 0.001};  // 100 + 2 * 10 = 120 >= 110
-  summaries[1] = {"e", "better", 3, 0, 10, 40, 5, 0.001};   // below 80: lower, not a match
-  summaries[2] = {"e", "worse", 3, 0, 10, 130, 5, 0.001};   // above 120
+  // Summary: environment, policy, runs, NaN finals, steps, final mean, final SE, seconds per step.
+  std::vector<Summary> summaries(7);
+  summaries[0] = {"e", "inside", 3, 0, 10, 110, 5, 0.001};  // |10| <= 2 sqrt(5^2 + 10^2) = 22.4
+  summaries[1] = {"e", "better", 3, 0, 10, 40, 5, 0.001};   // lower, not a match
+  summaries[2] = {"e", "worse", 3, 0, 10, 130, 5, 0.001};   // 30 > 22.4
   summaries[3] = {"e", "no-ref", 3, 0, 10, 130, 5, 0.001};
+  // Our own SE widens the band: 20 <= 2 sqrt(10^2 + 5^2) = 22.4, beyond 2 SE_paper = 10.
+  summaries[4] = {"e", "our-spread", 3, 0, 10, 120, 10, 0.001};
+  // A paper's SD over 9 runs is an SE of 30 / 3 = 10: 18 <= 22.4 ...
+  summaries[5] = {"e", "sd-inside", 3, 0, 10, 118, 5, 0.001};
+  // ... while 50 is beyond it, though within 2 SD = 60 (the SD is not the mean's error).
+  summaries[6] = {"e", "sd-outside", 3, 0, 10, 150, 5, 0.001};
   std::map<std::pair<std::string, std::string>, Reference> refs = {
-      {{"e", "inside"}, {100, 10}}, {{"e", "better"}, {100, 10}}, {{"e", "worse"}, {100, 10}}};
+      {{"e", "inside"}, {100, 10}},       {{"e", "better"}, {100, 10}},
+      {{"e", "worse"}, {100, 10}},        {{"e", "our-spread"}, {100, 5}},
+      {{"e", "sd-inside"}, {100, 30, 9}}, {{"e", "sd-outside"}, {100, 30, 9}}};
   const std::string table = MarkdownTable(summaries, refs);
   const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 9u);
   EXPECT_EQ(lines[0],
-            "| environment | policy | runs | final regret (mean ± SE) | paper (mean ± SE) | "
+            "| environment | policy | runs | final regret (mean ± SE) | paper | "
             "reproduces the paper's number? | time per step (ms) |");
   EXPECT_EQ(lines[2],
-            "| e | inside | 3 | 110.00 ± 5.00 | 100.00 ± 10.00 | yes (within ± 2 SE) | 1.00 |");
+            "| e | inside | 3 | 110.00 ± 5.00 | 100.00 ± 10.00 SE | yes (within 2 SE of the "
+            "difference) | 1.00 |");
   EXPECT_EQ(lines[3],
-            "| e | better | 3 | 40.00 ± 5.00 | 100.00 ± 10.00 | no: 2.50x lower | 1.00 |");
+            "| e | better | 3 | 40.00 ± 5.00 | 100.00 ± 10.00 SE | no: 2.50x lower | 1.00 |");
   EXPECT_EQ(lines[4],
-            "| e | worse | 3 | 130.00 ± 5.00 | 100.00 ± 10.00 | no: 1.30x higher | 1.00 |");
+            "| e | worse | 3 | 130.00 ± 5.00 | 100.00 ± 10.00 SE | no: 1.30x higher | 1.00 |");
   EXPECT_EQ(lines[5], "| e | no-ref | 3 | 130.00 ± 5.00 | – | – | 1.00 |");
+  EXPECT_EQ(lines[6],
+            "| e | our-spread | 3 | 120.00 ± 10.00 | 100.00 ± 5.00 SE | yes (within 2 SE of the "
+            "difference) | 1.00 |");
+  EXPECT_EQ(
+      lines[7],
+      "| e | sd-inside | 3 | 118.00 ± 5.00 | 100.00 ± 30.00 SD (9 runs) | yes (within 2 SE of "
+      "the difference) | 1.00 |");
+  EXPECT_EQ(
+      lines[8],
+      "| e | sd-outside | 3 | 150.00 ± 5.00 | 100.00 ± 30.00 SD (9 runs) | no: 1.50x higher | "
+      "1.00 |");
   // Every row has as many cells as the header.
   for (size_t i = 2; i < lines.size(); ++i) EXPECT_EQ(Count(lines[i], " | "), 6) << lines[i];
   EXPECT_EQ(lines[1], "|---|---|---:|---:|---:|---|---:|");
+}
+
+TEST(ReferenceTest, StandardErrorOfAnSdIsOverTheSquareRootOfTheRuns) {
+  EXPECT_DOUBLE_EQ((Reference{5.0, 2.0}.StandardError()), 2.0);
+  EXPECT_DOUBLE_EQ((Reference{5.0, 12.0, 16}.StandardError()), 3.0);
 }
 
 }  // namespace
