@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -29,7 +30,18 @@ Proto ToProto(const EnumRow<Proto, Core> (&table)[N], Core value) {
   for (const EnumRow<Proto, Core>& row : table) {
     if (row.core == value) return row.proto;
   }
-  return Proto{};  // unreachable while the table is complete (server_test checks both ways)
+  return Proto{};  // unreachable while the table is complete (config_test checks both ways)
+}
+
+// "one of A, B, C": the configuration's names of the table's rows, from the enum's descriptor.
+template <typename Proto, typename Core, size_t N>
+std::string TableNames(const EnumRow<Proto, Core> (&table)[N]) {
+  const google::protobuf::EnumDescriptor* descriptor = google::protobuf::GetEnumDescriptor<Proto>();
+  std::vector<std::string> names;
+  for (const EnumRow<Proto, Core>& row : table) {
+    names.push_back(descriptor->FindValueByNumber(row.proto)->name());
+  }
+  return absl::StrCat("one of ", absl::StrJoin(names, ", "));
 }
 
 // Sets `*out` to core's value of `value`; `unset` for 0 (*_UNSPECIFIED). Any other number
@@ -49,13 +61,27 @@ absl::Status FromProto(const EnumRow<Proto, Core> (&table)[N], Proto value, Core
     }
   }
   const google::protobuf::EnumDescriptor* descriptor = google::protobuf::GetEnumDescriptor<Proto>();
-  std::vector<std::string> names;
-  for (const EnumRow<Proto, Core>& row : table) {
-    names.push_back(descriptor->FindValueByNumber(row.proto)->name());
-  }
   return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown %s %d: it must be one of %s (unset means %s)", field, static_cast<int>(value),
-      absl::StrJoin(names, ", "), descriptor->FindValueByNumber(ToProto(table, unset))->name()));
+      "unknown %s %d: it must be %s (unset means %s)", field, static_cast<int>(value),
+      TableNames(table), descriptor->FindValueByNumber(ToProto(table, unset))->name()));
+}
+
+// FromProto for a field without a default: 0 (*_UNSPECIFIED) is refused as well.
+template <typename Proto, typename Core, size_t N>
+absl::Status RequiredFromProto(const EnumRow<Proto, Core> (&table)[N], Proto value,
+                               absl::string_view field, Core* out) {
+  for (const EnumRow<Proto, Core>& row : table) {
+    if (row.proto == value) {
+      *out = row.core;
+      return absl::OkStatus();
+    }
+  }
+  if (value == Proto{}) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is not set: it must be %s", field, TableNames(table)));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat("unknown %s %d: it must be %s", field,
+                                                    static_cast<int>(value), TableNames(table)));
 }
 
 }  // namespace graphbandit::config

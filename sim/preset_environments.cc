@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "proto/enum_table.h"
 #include "sim/lastfm_environment.h"
 #include "sim/mm_environment.h"
 #include "sim/navigation.h"
@@ -46,6 +47,18 @@ EnvironmentSpec SeededSpec(std::string label, const Options& options) {
   return spec;
 }
 
+constexpr config::EnumRow<pb::LkEnvironment::Reward, RewardKind> kLkRewards[] = {
+    {pb::LkEnvironment::GP_DRAW, RewardKind::kGpDraw},
+    {pb::LkEnvironment::REPRESENTER, RewardKind::kRepresenter},
+    {pb::LkEnvironment::LINEAR_GOB, RewardKind::kLinearGob},
+};
+
+constexpr config::EnumRow<pb::LkEnvironment::Graph, GraphKind> kLkGraphs[] = {
+    {pb::LkEnvironment::ERDOS_RENYI, GraphKind::kErdosRenyi},
+    {pb::LkEnvironment::RBF, GraphKind::kRbf},
+    {pb::LkEnvironment::SBM, GraphKind::kSbm},
+};
+
 // The appendix's exponent (LK F.1.2), the default of LkEnvironment.exponent.
 constexpr double kAppendixExponent = 0.5;
 
@@ -57,32 +70,14 @@ absl::StatusOr<EnvironmentSpec> LkEnvironmentSpec(const pb::LkEnvironment& e) {
   if (e.users() < 1) return absl::InvalidArgumentError("lk.users must be at least 1");
   if (e.switch_round() < 0) return absl::InvalidArgumentError("lk.switch_round is negative");
   RewardKind reward;
-  switch (e.reward()) {
-    case pb::LkEnvironment::GP_DRAW:
-      reward = RewardKind::kGpDraw;
-      break;
-    case pb::LkEnvironment::REPRESENTER:
-      reward = RewardKind::kRepresenter;
-      break;
-    case pb::LkEnvironment::LINEAR_GOB:
-      reward = RewardKind::kLinearGob;
-      break;
-    default:
-      return absl::InvalidArgumentError("lk.reward must be GP_DRAW, REPRESENTER or LINEAR_GOB");
+  if (absl::Status s = config::RequiredFromProto(kLkRewards, e.reward(), "lk.reward", &reward);
+      !s.ok()) {
+    return s;
   }
   GraphKind graph;
-  switch (e.graph()) {
-    case pb::LkEnvironment::ERDOS_RENYI:
-      graph = GraphKind::kErdosRenyi;
-      break;
-    case pb::LkEnvironment::RBF:
-      graph = GraphKind::kRbf;
-      break;
-    case pb::LkEnvironment::SBM:
-      graph = GraphKind::kSbm;
-      break;
-    default:
-      return absl::InvalidArgumentError("lk.graph must be ERDOS_RENYI, RBF or SBM");
+  if (absl::Status s = config::RequiredFromProto(kLkGraphs, e.graph(), "lk.graph", &graph);
+      !s.ok()) {
+    return s;
   }
   EnvironmentOptions options = LkTask(e.level(), e.users(), reward, graph);
   options.exponent = e.has_exponent() ? e.exponent() : kAppendixExponent;

@@ -17,6 +17,7 @@
 #include "core/learner/nystrom_posterior.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/model_config.h"
+#include "proto/model_enums.h"
 #include "proto/text_format.h"
 #include "sim/lastfm_environment.h"
 #include "sim/mm_environment.h"
@@ -32,6 +33,7 @@ namespace graphbandit::sim {
 namespace {
 
 namespace pb = ::graphbandit::sim::v1;
+namespace cfg = ::graphbandit::v1;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
@@ -275,22 +277,11 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   spec.run_stream = true;
   const bool thompson = p.rule() == pb::Policy::THOMPSON;
   if (p.has_exploration()) o.exploration = p.exploration();
-  switch (p.user_kernel()) {
-    case pb::Policy::HEAT:
-      o.user_kernel = UserKernelKind::kHeat;
-      break;
-    case pb::Policy::SPECTRAL_RBF:
-      o.user_kernel = UserKernelKind::kSpectralRbf;
-      break;
-    case pb::Policy::ALL_ONES:
-      o.user_kernel = UserKernelKind::kAllOnes;
-      break;
-    case pb::Policy::IDENTITY:
-      o.user_kernel = UserKernelKind::kIdentity;
-      break;
-    default:
-      o.user_kernel = UserKernelKind::kLaplacianInverse;
-      break;
+  if (absl::Status s =
+          config::FromProto(config::kUserKernels, p.user_kernel(),
+                            UserKernelKind::kLaplacianInverse, "user_kernel", &o.user_kernel);
+      !s.ok()) {
+    return s;
   }
   if (p.has_rho()) o.rho = p.rho();
   spec.pooled = p.pooled();
@@ -323,15 +314,10 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
   if (p.has_omega()) schedule.omega = p.omega();
   if (p.has_xi()) schedule.xi = p.xi();
   schedule.inverse_t_level = p.inverse_t_level();
-  switch (p.width()) {
-    case pb::Policy::GP_UCB_THEOREM:
-      o.exploration_width = ExplorationWidth::kGpUcbTheorem;
-      break;
-    case pb::Policy::BAYES_UCB:
-      o.exploration_width = ExplorationWidth::kBayesUcb;
-      break;
-    default:
-      break;
+  if (absl::Status s = config::FromProto(config::kExplorationWidths, p.width(), o.exploration_width,
+                                         "width", &o.exploration_width);
+      !s.ok()) {
+    return s;
   }
   if (p.has_prior_mean()) o.prior_mean = p.prior_mean();
   switch (p.family()) {
@@ -399,8 +385,12 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
                  : p.semi() == pb::Policy::LIN_TS ? PolicyKind::kLinTs
                                                   : PolicyKind::kSemiGraphTs;
       o.linear_lambda = p.has_linear_lambda() ? p.linear_lambda() : 1.0;
-      o.propensity_rule = p.propensity() == pb::Policy::OWN_DRAW ? PropensityRule::kOwnDraw
-                                                                 : PropensityRule::kMultinomial;
+      if (absl::Status s =
+              config::FromProto(config::kPropensityRules, p.propensity(),
+                                PropensityRule::kMultinomial, "propensity", &o.propensity_rule);
+          !s.ok()) {
+        return s;
+      }
       if (p.has_propensity_draws()) o.propensity_draws = p.propensity_draws();
       o.research.semi_code_gamma = p.code_gamma();
       spec.median_arm_lengthscale = false;  // linear: features as given
@@ -411,10 +401,16 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       spec.median_arm_lengthscale = false;
       spec.mm_paper_parameters = true;
       ConfidenceBoundOptions& c = o.confidence;
-      c.bound = p.bound() == pb::Policy::DMM         ? ConfidenceBound::kDmm
-                : p.bound() == pb::Policy::AY_GP_UCB ? ConfidenceBound::kAyGpUcb
-                : p.bound() == pb::Policy::IGP_UCB   ? ConfidenceBound::kIgpUcb
-                                                     : ConfidenceBound::kAmm;
+      if (absl::Status s = config::FromProto(config::kBounds, p.bound(), ConfidenceBound::kAmm,
+                                             "bound", &c.bound);
+          !s.ok()) {
+        return s;
+      }
+      if (c.bound == ConfidenceBound::kTuned) {
+        return absl::InvalidArgumentError(
+            "KERNEL_UCB: bound TUNED is not a confidence bound; use AMM, DMM, AY_GP_UCB or "
+            "IGP_UCB");
+      }
       c.noise_std = p.has_noise_std() ? p.noise_std() : 0.1;
       c.norm_bound = p.has_norm_bound() ? p.norm_bound() : 10.0;
       c.delta = p.has_delta() ? p.delta() : 0.01;
@@ -424,10 +420,10 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
     case pb::Policy::ROUTE: {
       RoutePolicy route;
       route.independent = p.independent();
-      route.rule = thompson                             ? IndexRule::kThompson
-                   : p.width() == pb::Policy::BAYES_UCB ? IndexRule::kBayesUcb
-                                                        : IndexRule::kUcb;
-      if (p.width() == pb::Policy::STDDEV) {
+      route.rule = thompson                                   ? IndexRule::kThompson
+                   : p.width() == cfg::ModelConfig::BAYES_UCB ? IndexRule::kBayesUcb
+                                                              : IndexRule::kUcb;
+      if (p.width() == cfg::ModelConfig::STDDEV || p.width() == cfg::ModelConfig::AMM) {
         return absl::InvalidArgumentError("ROUTE: width is GP_UCB_THEOREM or BAYES_UCB");
       }
       if (!(std::isfinite(schedule.omega) && schedule.omega > 0.0) ||

@@ -162,7 +162,8 @@ struct ModelOptions {
   double kors_gamma = 1.0;
   int max_dictionary_size = 1000;
   // EK policies: rebuild a full dictionary with a coarser KORS mu (core/fit/refit.h). Off by
-  // default: within 5,000 rounds it cost regret on every robustness task that reached the cap.
+  // default: within 5,000 rounds it had more regret than refusing points on 6 of the 8
+  // robustness tasks (docs/model.md, "When the dictionary is full").
   bool coarsen_full_dictionary = false;
   // EK policies: rewards learned together at most (a LearnOp's batch, core/model/learned_state.h;
   // rank-k updates). 1 learns each reward alone.

@@ -157,6 +157,50 @@ std::string ErrorOf(const std::string& text, const std::string& file = "tiny.tex
   return preset.ok() ? std::string("(no error)") : std::string(preset.status().message());
 }
 
+// The presets' user kernel, exploration width, propensity rule and confidence bound are the
+// configuration's enums (config.proto), read through the server's tables.
+TEST(PresetsTest, PolicyEnumsAreTheConfigurationsOwn) {
+  auto preset = ParsePreset(
+      std::string(kValid) + R"pb(
+        policy { policy { name: "H" family: EK ridge: 1 user_kernel: HEAT width: BAYES_UCB } }
+        policy { policy { name: "S" family: SEMI_PARAMETRIC propensity: OWN_DRAW } }
+        policy { policy { name: "D" family: KERNEL_UCB bound: DMM } }
+        policy { policy { name: "A" family: KERNEL_UCB } }
+      )pb",
+      "tiny.textproto");
+  ASSERT_TRUE(preset.ok()) << preset.status();
+  ASSERT_EQ(preset->policies.size(), 5u);
+  EXPECT_EQ(preset->policies[0].model.user_kernel, UserKernelKind::kLaplacianInverse);  // unset
+  EXPECT_EQ(preset->policies[0].model.exploration_width, ExplorationWidth::kStddev);
+  EXPECT_EQ(preset->policies[1].model.user_kernel, UserKernelKind::kHeat);
+  EXPECT_EQ(preset->policies[1].model.exploration_width, ExplorationWidth::kBayesUcb);
+  EXPECT_EQ(preset->policies[2].model.propensity_rule, PropensityRule::kOwnDraw);
+  EXPECT_EQ(preset->policies[3].model.confidence.bound, ConfidenceBound::kDmm);
+  EXPECT_EQ(preset->policies[4].model.confidence.bound, ConfidenceBound::kAmm);  // unset
+
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"T\" family: KERNEL_UCB "
+                                            "bound: TUNED } }\n"),
+              HasSubstr("bound TUNED is not a confidence bound"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"W\" family: EK ridge: 1 "
+                                            "width: 9 } }\n"),
+              HasSubstr("unknown width 9: it must be one of STDDEV, AMM, GP_UCB_THEOREM, "
+                        "BAYES_UCB (unset means STDDEV)"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"U\" family: EK ridge: 1 "
+                                            "user_kernel: 17 } }\n"),
+              HasSubstr("unknown user_kernel 17"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "policy { policy { name: \"R\" family: ROUTE "
+                                            "width: STDDEV } }\n"),
+              HasSubstr("ROUTE: width is GP_UCB_THEOREM or BAYES_UCB"));
+  // The LK environment's reward and graph have no default.
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "environment { lk { level: \"easy\" users: 2 "
+                                            "graph: SBM } }\n"),
+              HasSubstr("lk.reward is not set: it must be one of GP_DRAW, REPRESENTER, "
+                        "LINEAR_GOB"));
+  EXPECT_THAT(ErrorOf(std::string(kValid) + "environment { lk { level: \"easy\" users: 2 "
+                                            "reward: GP_DRAW graph: 7 } }\n"),
+              HasSubstr("unknown lk.graph 7: it must be one of ERDOS_RENYI, RBF, SBM"));
+}
+
 TEST(PresetsTest, MalformedFilesAreRefusedClearly) {
   ASSERT_EQ(ErrorOf(kValid), "(no error)");
   EXPECT_THAT(ErrorOf(std::string(kValid) + "rounds: \"many\"\n"),
