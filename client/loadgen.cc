@@ -129,7 +129,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace v1 = ::graphbandit::v1;
 using loadtest::Generator;
-using loadtest::JsonNumber;
 using loadtest::JsonSummary;
 using loadtest::PrintSummary;
 using loadtest::Summarise;
@@ -415,7 +414,7 @@ int Run() {
   const double server_cpu_per_select = report.server_cpu_per_select();
 
   // The same decisions over Personalizer's REST API, measured the same way, after the gRPC run.
-  std::string http_json = "null";
+  json::Value http_json = json::Null();
   bool http_failed = false;
   if (const std::string target = absl::GetFlag(FLAGS_http_target); !target.empty()) {
     const Workload workload = loadtest::BuildWorkload(options, 512);  // the gRPC run's ring
@@ -485,14 +484,15 @@ int Run() {
                                              : "-",
         std::isfinite(over_grpc) ? absl::StrFormat("%.2f", over_grpc) : "-",
         select.throughput > 0 ? rank.throughput / select.throughput : NAN);
-    const auto num = JsonNumber;
-    http_json = absl::StrFormat(
-        "{\"rank\": %s, \"reward\": %s, \"server_cpu_ms_per_rank\": %s, "
-        "\"loadgen_cpu_ms_per_rank\": %s, \"server_cpu_rank_over_select\": %s, "
-        "\"throughput_rank_over_select\": %s}",
-        JsonSummary(rank), rank_rewards.calls > 0 ? JsonSummary(rank_rewards) : "null",
-        num(1e3 * server_per_rank), num(1e3 * own_per_rank), num(over_grpc),
-        num(select.throughput > 0 ? rank.throughput / select.throughput : NAN));
+    http_json = json::Object({
+        {"rank", JsonSummary(rank)},
+        {"reward", rank_rewards.calls > 0 ? JsonSummary(rank_rewards) : json::Null()},
+        {"server_cpu_ms_per_rank", json::Number(1e3 * server_per_rank)},
+        {"loadgen_cpu_ms_per_rank", json::Number(1e3 * own_per_rank)},
+        {"server_cpu_rank_over_select", json::Number(over_grpc)},
+        {"throughput_rank_over_select",
+         json::Number(select.throughput > 0 ? rank.throughput / select.throughput : NAN)},
+    });
     http_failed = rank.errors > 0 || rank_rewards.errors > 0 || rank.calls == 0;
   }
 

@@ -20,6 +20,8 @@
 #include "absl/time/time.h"
 #include "core/model/state_directory.h"
 #include "core/storage/log_reader.h"
+#include "proto/json.h"
+#include "sim/dsjson.pb.h"
 
 namespace graphbandit::replay {
 namespace {
@@ -156,56 +158,16 @@ absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
 
 namespace {
 
-// Shortest text that reads back as the same double (JSON has no infinities or NaN: null).
-std::string Number(double v) {
-  if (!std::isfinite(v)) return "null";
-  for (int digits = 15; digits <= 17; ++digits) {
-    std::string text = absl::StrFormat("%.*g", digits, v);
-    if (std::strtod(text.c_str(), nullptr) == v) return text;
-  }
-  return absl::StrFormat("%.17g", v);
-}
-
-void AppendVector(std::string* out, const std::vector<double>& values) {
-  out->push_back('{');
+// {"0": v_0, "1": v_1, ...}: a vector as DSJSON features (a value that is not finite is null).
+Struct VectorFeatures(const std::vector<double>& values) {
+  Struct out;
   for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out->push_back(',');
-    absl::StrAppend(out, "\"", i, "\":", Number(values[i]));
+    (*out.mutable_fields())[absl::StrCat(i)] = json::Number(values[i]);
   }
-  out->push_back('}');
+  return out;
 }
 
 }  // namespace
-
-void AppendQuoted(std::string* out, absl::string_view text) {
-  out->push_back('"');
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned>(c));
-        } else {
-          out->push_back(c);
-        }
-    }
-  }
-  out->push_back('"');
-}
 
 std::string ToDsjsonLine(const LoggedEvent& event) {
   const int n = static_cast<int>(event.ids.size());
@@ -213,52 +175,38 @@ std::string ToDsjsonLine(const LoggedEvent& event) {
   for (int i = 0; i < n; ++i) {
     if (i != event.chosen) order.push_back(i);
   }
-  std::string line = "{";
-  absl::StrAppend(&line, "\"_label_cost\":", Number(-event.reward),
-                  ",\"_label_probability\":", Number(event.probabilities[event.chosen]),
-                  ",\"_label_Action\":", event.chosen + 1, ",\"_labelIndex\":", event.chosen);
-  if (event.baseline >= 0) absl::StrAppend(&line, ",\"_ba\":[", event.baseline + 1, "]");
-  line.append(event.explored ? ",\"_explored\":true" : ",\"_explored\":false");
-  if (event.weight != 1.0) {
-    absl::StrAppend(&line, ",\"pdrop\":", Number(1.0 - 1.0 / event.weight));
+  sim::dsjson::Event line;
+  // A figure that is not known (not finite) is left out.
+  if (std::isfinite(event.reward)) line.set_label_cost(-event.reward);
+  if (std::isfinite(event.probabilities[event.chosen])) {
+    line.set_label_probability(event.probabilities[event.chosen]);
   }
-  line.append(",\"Timestamp\":");
-  AppendQuoted(&line,
-               absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(event.created_micros),
-                                absl::UTCTimeZone()));
-  line.append(",\"EventId\":");
-  AppendQuoted(&line, event.event_id);
-  line.append(",\"a\":[");
-  for (size_t j = 0; j < order.size(); ++j) {
-    absl::StrAppend(&line, j > 0 ? "," : "", order[j] + 1);
-  }
-  line.append("],\"c\":{\"user\":");
-  AppendQuoted(&line, event.user);
-  line.append(",\"x\":");
-  AppendVector(&line, event.context);
-  line.append(",\"_multi\":[");
+  line.set_label_action(event.chosen + 1);
+  line.set_label_index(event.chosen);
+  if (event.baseline >= 0) line.add_baseline_action(event.baseline + 1);
+  line.set_explored(event.explored);
+  if (event.weight != 1.0 && std::isfinite(event.weight)) line.set_pdrop(1.0 - 1.0 / event.weight);
+  line.set_timestamp(absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixMicros(event.created_micros), absl::UTCTimeZone()));
+  line.set_event_id(event.event_id);
+  for (const int i : order) line.add_actions(i + 1);
+  sim::dsjson::Context& context = *line.mutable_context();
+  context.set_user(event.user);
+  *context.mutable_context() = VectorFeatures(event.context);
   for (int i = 0; i < n; ++i) {
-    line.append(i > 0 ? ",{\"id\":" : "{\"id\":");
-    AppendQuoted(&line, event.ids[i]);
-    line.append(",\"f\":");
-    AppendVector(&line, event.features[i]);
+    sim::dsjson::Action& action = *context.add_multi();
+    action.set_id(event.ids[i]);
+    *action.mutable_features() = VectorFeatures(event.features[i]);
     if (i < static_cast<int>(event.means.size()) && std::isfinite(event.means[i])) {
-      absl::StrAppend(&line, ",\"_q\":", Number(event.means[i]));
+      action.set_mean(event.means[i]);
     }
-    line.push_back('}');
   }
-  line.append("]}");
   const bool all_known = std::all_of(event.probabilities.begin(), event.probabilities.end(),
                                      [](double p) { return std::isfinite(p); });
   if (all_known) {
-    line.append(",\"p\":[");
-    for (size_t j = 0; j < order.size(); ++j) {
-      absl::StrAppend(&line, j > 0 ? "," : "", Number(event.probabilities[order[j]]));
-    }
-    line.push_back(']');
+    for (const int i : order) line.add_probabilities(event.probabilities[i]);
   }
-  line.push_back('}');
-  return line;
+  return json::Print(line);
 }
 
 absl::Status WriteDsjson(const LoggedHistory& history, const std::string& path) {

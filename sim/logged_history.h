@@ -100,9 +100,6 @@ struct LoggedHistory {
 absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
                                                  const std::string& model);
 
-// Appends `text` as a JSON string (quoted, escaped).
-void AppendQuoted(std::string* out, absl::string_view text);
-
 // One DSJSON line for an event (see the top of this file).
 std::string ToDsjsonLine(const LoggedEvent& event);
 // Writes every event, one line each.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/random.h"
 #include "core/policy/decision_step.h"
+#include "proto/json.h"
 #include "sim/environment.h"
 #include "sim/plot_axis.h"
 #include "sim/policy_spec.h"
@@ -255,49 +256,46 @@ std::string FormatTable(const ReplayReport& report) {
 
 namespace {
 
-std::string JsonString(absl::string_view s) {
-  std::string out;
-  AppendQuoted(&out, s);
-  return out;
-}
-
-std::string JsonNumber(double v) {
-  return std::isfinite(v) ? absl::StrFormat("%.10g", v) : std::string("null");
-}
-
-std::string JsonInterval(const ValueInterval& v) {
-  return absl::StrCat("{\"estimate\":", JsonNumber(v.estimate), ",\"lower\":", JsonNumber(v.lower),
-                      ",\"upper\":", JsonNumber(v.upper), "}");
+json::Value JsonInterval(const ValueInterval& v) {
+  return json::Object({{"estimate", json::Number(v.estimate)},
+                       {"lower", json::Number(v.lower)},
+                       {"upper", json::Number(v.upper)}});
 }
 
 }  // namespace
 
 std::string FormatJson(const ReplayReport& report) {
-  std::string out = absl::StrCat("{\"decisions\":", report.decisions,
-                                 ",\"uniform_decisions\":", report.uniform_decisions,
-                                 ",\"logged\":", JsonInterval(report.logged), ",\"candidates\":[");
-  for (size_t i = 0; i < report.candidates.size(); ++i) {
-    const CandidateValue& c = report.candidates[i];
-    absl::StrAppend(&out, i > 0 ? "," : "", "{\"name\":", JsonString(c.name));
+  json::Value candidates = json::List();
+  for (const CandidateValue& c : report.candidates) {
+    json::Value candidate = json::Object({{"name", json::Text(c.name)}});
     if (!c.error.empty()) {
-      absl::StrAppend(&out, ",\"error\":", JsonString(c.error), "}");
+      json::Set(&candidate, "error", json::Text(c.error));
+      json::Append(&candidates, std::move(candidate));
       continue;
     }
-    absl::StrAppend(&out, ",\"replay\":{\"uniform_decisions\":", c.uniform_decisions,
-                    ",\"kept\":", c.kept);
-    if (c.kept >= kMinKept) absl::StrAppend(&out, ",\"value\":", JsonInterval(c.replay));
+    json::Value replay = json::Object({{"uniform_decisions", json::Integer(c.uniform_decisions)},
+                                       {"kept", json::Integer(c.kept)}});
+    if (c.kept >= kMinKept) json::Set(&replay, "value", JsonInterval(c.replay));
     const PolicyValue& v = c.off_policy;
-    absl::StrAppend(&out, "},\"off_policy\":{\"decisions\":", v.decisions,
-                    ",\"effective_sample_size\":", JsonNumber(v.effective_sample_size),
-                    ",\"valid\":", v.valid ? "true" : "false");
+    json::Value off_policy =
+        json::Object({{"decisions", json::Integer(v.decisions)},
+                      {"effective_sample_size", json::Number(v.effective_sample_size)},
+                      {"valid", json::Bool(v.valid)}});
     if (v.valid) {
-      absl::StrAppend(&out, ",\"ips\":", JsonInterval(v.ips), ",\"snips\":", JsonInterval(v.snips),
-                      ",\"dr\":", JsonInterval(v.dr));
+      json::Set(&off_policy, "ips", JsonInterval(v.ips));
+      json::Set(&off_policy, "snips", JsonInterval(v.snips));
+      json::Set(&off_policy, "dr", JsonInterval(v.dr));
     }
-    out.append("}}");
+    json::Set(&candidate, "replay", std::move(replay));
+    json::Set(&candidate, "off_policy", std::move(off_policy));
+    json::Append(&candidates, std::move(candidate));
   }
-  out.append("]}\n");
-  return out;
+  const json::Value out =
+      json::Object({{"decisions", json::Integer(report.decisions)},
+                    {"uniform_decisions", json::Integer(report.uniform_decisions)},
+                    {"logged", JsonInterval(report.logged)},
+                    {"candidates", std::move(candidates)}});
+  return json::Print(out) + "\n";
 }
 
 std::string FormatSvg(const ReplayReport& report) {

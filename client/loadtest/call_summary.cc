@@ -35,8 +35,6 @@ Summary Summarise(const std::string& rpc, Tally tally, double seconds) {
 
 std::string Ms(double seconds) { return absl::StrFormat("%.3f", seconds * 1e3); }
 
-std::string JsonNumber(double x) { return std::isfinite(x) ? absl::StrFormat("%.9g", x) : "null"; }
-
 void PrintSummary(const Summary& s) {
   std::printf(
       "%-40s %9lld calls %7lld errors %10.1f/s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s ms\n",
@@ -48,18 +46,24 @@ void PrintSummary(const Summary& s) {
   }
 }
 
-std::string JsonSummary(const Summary& s) {
-  std::string codes;
-  for (const auto& [code, n] : s.codes) {
-    absl::StrAppend(&codes, codes.empty() ? "" : ", ", "\"", code, "\": ", n);
-  }
-  const auto num = JsonNumber;
-  return absl::StrFormat(
-      "{\"rpc\": \"%s\", \"seconds\": %s, \"calls\": %d, \"errors\": %d, \"late_sends\": %d, "
-      "\"throughput_per_second\": %s, \"latency_seconds\": {\"p50\": %s, \"p90\": %s, \"p99\": %s, "
-      "\"p99_9\": %s, \"max\": %s, \"mean\": %s}, \"codes\": {%s}}",
-      s.rpc, num(s.seconds), s.calls, s.errors, s.late_sends, num(s.throughput), num(s.p50),
-      num(s.p90), num(s.p99), num(s.p999), num(s.max), num(s.mean), codes);
+json::Value JsonSummary(const Summary& s) {
+  json::Value codes = json::Object({});
+  for (const auto& [code, n] : s.codes) json::Set(&codes, code, json::Integer(n));
+  return json::Object({
+      {"rpc", json::Text(s.rpc)},
+      {"seconds", json::Number(s.seconds)},
+      {"calls", json::Integer(s.calls)},
+      {"errors", json::Integer(s.errors)},
+      {"late_sends", json::Integer(s.late_sends)},
+      {"throughput_per_second", json::Number(s.throughput)},
+      {"latency_seconds", json::Object({{"p50", json::Number(s.p50)},
+                                        {"p90", json::Number(s.p90)},
+                                        {"p99", json::Number(s.p99)},
+                                        {"p99_9", json::Number(s.p999)},
+                                        {"max", json::Number(s.max)},
+                                        {"mean", json::Number(s.mean)}})},
+      {"codes", std::move(codes)},
+  });
 }
 
 }  // namespace graphbandit::loadtest

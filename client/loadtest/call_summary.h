@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "proto/json.h"
+
 namespace graphbandit::loadtest {
 
 // One RPC kind's measurements in one phase.
@@ -48,13 +50,13 @@ Summary Summarise(const std::string& rpc, Tally tally, double seconds);
 // Seconds as milliseconds with three decimals.
 std::string Ms(double seconds);
 
-// A number for a JSON report: %.9g, or null when it is not finite.
-std::string JsonNumber(double x);
-
 // One line (and one more per status code other than OK) on stdout.
 void PrintSummary(const Summary& s);
 
-std::string JsonSummary(const Summary& s);
+// The summary as a JSON object (rpc, seconds, calls, errors, late_sends,
+// throughput_per_second, latency_seconds {p50, p90, p99, p99_9, max, mean}, codes); a figure
+// that is not defined (no calls) is null.
+json::Value JsonSummary(const Summary& s);
 
 }  // namespace graphbandit::loadtest
 

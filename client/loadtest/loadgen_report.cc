@@ -119,39 +119,50 @@ void PrintLoadgenReport(const LoadgenReport& r) {
   }
 }
 
-void WriteLoadgenJson(const std::string& path, const LoadgenReport& r,
-                      const std::string& http_json) {
+void WriteLoadgenJson(const std::string& path, const LoadgenReport& r, const json::Value& http) {
   std::ofstream out(path);
-  const auto num = JsonNumber;
   const Summary& baseline = r.baseline;
-  out << absl::StrFormat(
-      "{\"mode\": \"%s\", \"concurrency\": %d, \"rate\": %s, \"baseline_rate\": %s, "
-      "\"channels\": %d, \"candidates\": "
-      "%d, "
-      "\"dim\": %d, \"slate_size\": %d, \"reward_ratio\": %s, \"reward_delay_ms\": %s, "
-      "\"model\": \"%s\", \"policy\": \"%s\", \"dictionary_size\": %d, "
-      "\"baseline\": %s, \"select\": %s, \"reward\": %s, \"accepted_rewards\": %d, "
-      "\"learned_rewards\": %d, \"freshness_p99_seconds_at_most\": %s, "
-      "\"select_over_health\": %s, \"flops_per_request\": %s, \"product_flops_per_second\": %s, "
-      "\"roofline_rpc_per_second\": %s, \"select_over_roofline\": %s, "
-      "\"server_cpu_seconds\": %s, \"loadgen_cpu_seconds\": %s, "
-      "\"server_cpu_ms_per_select\": %s, \"loadgen_cpu_ms_per_select\": %s, "
-      "\"baseline_server_cpu_ms_per_call\": %s, \"baseline_loadgen_cpu_ms_per_call\": %s, "
-      "\"server_cpu_ms_per_select_learned\": %s, \"server_cpu_select_over_health\": %s, "
-      "\"http\": %s}\n",
-      r.mode, r.concurrency, num(r.rate), num(r.baseline_rate), r.channels, r.c, r.d, r.slate_size,
-      num(r.reward_ratio), num(r.reward_delay_ms), r.model, r.policy, r.m,
-      baseline.calls > 0 ? JsonSummary(baseline) : "null", JsonSummary(r.select),
-      r.rewards.calls > 0 ? JsonSummary(r.rewards) : "null", r.accepted, r.learned,
-      num(r.fresh_p99), num(r.q0 > 0 ? r.select.throughput / r.q0 : NAN), num(r.flops),
-      num(r.product), num(r.roofline),
-      num(std::isfinite(r.roofline) ? r.select.throughput / r.roofline : NAN), num(r.server_cpu),
-      num(r.own_cpu), num(1e3 * r.server_cpu_per_select()), num(1e3 * r.own_cpu_per_select()),
-      num(baseline.calls > 0 ? 1e3 * r.baseline_server_cpu / static_cast<double>(baseline.calls)
-                             : NAN),
-      num(baseline.calls > 0 ? 1e3 * r.baseline_own_cpu / static_cast<double>(baseline.calls)
-                             : NAN),
-      num(1e3 * r.learned_cpu_per_select()), num(r.cpu_ratio()), http_json);
+  const auto num = json::Number;
+  const auto per_baseline_call = [&baseline](double seconds) {
+    return baseline.calls > 0 ? 1e3 * seconds / static_cast<double>(baseline.calls) : NAN;
+  };
+  const json::Value report = json::Object({
+      {"mode", json::Text(r.mode)},
+      {"concurrency", json::Integer(r.concurrency)},
+      {"rate", num(r.rate)},
+      {"baseline_rate", num(r.baseline_rate)},
+      {"channels", json::Integer(r.channels)},
+      {"candidates", json::Integer(r.c)},
+      {"dim", json::Integer(r.d)},
+      {"slate_size", json::Integer(r.slate_size)},
+      {"reward_ratio", num(r.reward_ratio)},
+      {"reward_delay_ms", num(r.reward_delay_ms)},
+      {"model", json::Text(r.model)},
+      {"policy", json::Text(r.policy)},
+      {"dictionary_size", json::Integer(r.m)},
+      {"baseline", baseline.calls > 0 ? JsonSummary(baseline) : json::Null()},
+      {"select", JsonSummary(r.select)},
+      {"reward", r.rewards.calls > 0 ? JsonSummary(r.rewards) : json::Null()},
+      {"accepted_rewards", json::Integer(r.accepted)},
+      {"learned_rewards", json::Integer(r.learned)},
+      {"freshness_p99_seconds_at_most", num(r.fresh_p99)},
+      {"select_over_health", num(r.q0 > 0 ? r.select.throughput / r.q0 : NAN)},
+      {"flops_per_request", num(r.flops)},
+      {"product_flops_per_second", num(r.product)},
+      {"roofline_rpc_per_second", num(r.roofline)},
+      {"select_over_roofline",
+       num(std::isfinite(r.roofline) ? r.select.throughput / r.roofline : NAN)},
+      {"server_cpu_seconds", num(r.server_cpu)},
+      {"loadgen_cpu_seconds", num(r.own_cpu)},
+      {"server_cpu_ms_per_select", num(1e3 * r.server_cpu_per_select())},
+      {"loadgen_cpu_ms_per_select", num(1e3 * r.own_cpu_per_select())},
+      {"baseline_server_cpu_ms_per_call", num(per_baseline_call(r.baseline_server_cpu))},
+      {"baseline_loadgen_cpu_ms_per_call", num(per_baseline_call(r.baseline_own_cpu))},
+      {"server_cpu_ms_per_select_learned", num(1e3 * r.learned_cpu_per_select())},
+      {"server_cpu_select_over_health", num(r.cpu_ratio())},
+      {"http", http},
+  });
+  out << json::Print(report) << '\n';
 }
 
 void WriteLoadgenCsv(const std::string& path, const LoadgenReport& r) {

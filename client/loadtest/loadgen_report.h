@@ -69,9 +69,9 @@ void AddRoofline(bool measure, LoadgenReport* report);
 // The text report on stdout.
 void PrintLoadgenReport(const LoadgenReport& report);
 
-// The JSON report, one object on one line; `http_json` is the HTTP phase's object or "null".
+// The JSON report, one object on one line; `http` is the HTTP phase's object or null.
 void WriteLoadgenJson(const std::string& path, const LoadgenReport& report,
-                      const std::string& http_json);
+                      const json::Value& http);
 
 // The CSV report: a row per RPC (baseline, SelectArm, ReportReward) that was called.
 void WriteLoadgenCsv(const std::string& path, const LoadgenReport& report);

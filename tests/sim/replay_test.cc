@@ -183,8 +183,11 @@ TEST(DsjsonTest, AnExportedLogReadsBackUnchanged) {
   for (const LoggedEvent& e : history->events) {
     const std::string line = ToDsjsonLine(e);
     text += line + "\n";
-    // Vowpal Wabbit reads the label before the features.
+    // Vowpal Wabbit reads a line as a stream: the label before the features, and the shared
+    // features before the actions.
     EXPECT_LT(line.find("\"_label_cost\""), line.find("\"c\""));
+    EXPECT_LT(line.find("\"x\""), line.find("\"_multi\""));
+    EXPECT_LT(line.find("\"user\""), line.find("\"_multi\""));
     google::protobuf::Struct json;
     ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &json).ok()) << line;
     const auto& f = json.fields();
