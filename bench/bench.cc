@@ -36,7 +36,6 @@
 //
 // Each prints a table; figures come from one run, side by side. The two that time one learner
 // outside the engine, refit and growth, are in bench/learner_bench.cc.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,9 +58,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/learner_bench.h"
+#include "client/loadtest/load_driver.h"
 #include "core/base/command_line.h"
 #include "core/base/log.h"
-#include "core/base/percentile.h"
 #include "core/base/random.h"
 #include "core/ledger/decision_ledger.h"
 #include "core/model/engine.h"
@@ -101,15 +100,12 @@ ABSL_FLAG(std::string, state_dir, "",
 namespace graphbandit {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using loadtest::Clock;
+using loadtest::LatencyStats;
+using loadtest::OpenLoopSchedule;
 
 // CPU seconds used by the whole process so far (all threads).
-double CpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
+double CpuSeconds() { return loadtest::ProcessCpuSeconds(); }
 
 struct Items {
   std::vector<std::string> ids;
@@ -226,12 +222,9 @@ void RewardRate() {
     // are cheap and it can reach its rate) then report, paced to the target rate.
     threads.emplace_back([&] {
       if (!unpaced && rate <= 0) return;
-      const auto start = Clock::now();
+      const OpenLoopSchedule schedule(Clock::now(), unpaced ? 1.0 : rate);
       for (int64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-        if (!unpaced) {
-          const auto due = start + std::chrono::duration<double>(static_cast<double>(i) / rate);
-          std::this_thread::sleep_until(due);
-        }
+        if (!unpaced) schedule.WaitFor(i);
         const std::string user = absl::StrCat("u", i % users);
         const std::string id = absl::StrCat("p", phase_index, "-", i);
         DecisionRequest one = Request(items, user, id);
@@ -249,9 +242,8 @@ void RewardRate() {
     model->WaitForWriter();
     const FreshnessStats fresh_after = model->Stats().freshness;
     const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;
-    const double p50 = Percentile(&latencies, 0.50), p99 = Percentile(&latencies, 0.99);
-    const double max =
-        latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    const LatencyStats latency = loadtest::SummariseLatencies(std::move(latencies));
+    const double p50 = latency.p50, p99 = latency.p99, max = latency.count > 0 ? latency.max : 0;
     std::printf("%-12s %12.0f %12.0f %10.3f %10.3f %10.2f %14.3g %14.3g %8.0f %6lld\n",
                 std::string(rate_text).c_str(), static_cast<double>(rewards.load()) / phase_seconds,
                 decisions_per_s, p50, p99, max,
@@ -319,9 +311,8 @@ void DurabilityCost() {
     for (auto& t : threads) t.join();
     const double syncs = static_cast<double>(model->Stats().log_syncs - syncs_before);
     const double count = static_cast<double>(latencies.size());
-    const double p50 = Percentile(&latencies, 0.5), p99 = Percentile(&latencies, 0.99);
-    const double max =
-        latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
+    const LatencyStats latency = loadtest::SummariseLatencies(std::move(latencies));
+    const double p50 = latency.p50, p99 = latency.p99, max = latency.count > 0 ? latency.max : 0;
     std::printf("%-22s %12.0f %12.3f %12.3f %12.2f %12.0f\n", policy.name, count / phase_seconds,
                 p50, p99, max, syncs / phase_seconds);
     std::fflush(stdout);
@@ -453,6 +444,7 @@ void Aging() {
   size_t checkpoint = 0;
   const int threads = std::max(1, absl::GetFlag(FLAGS_deciders));
   const Clock::time_point start = Clock::now();
+  const OpenLoopSchedule schedule(start, rate > 0 ? rate : 1.0);
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -460,11 +452,7 @@ void Aging() {
       for (;;) {
         const int64_t i = next.fetch_add(1);
         if (i >= events) return;
-        if (rate > 0) {
-          std::this_thread::sleep_until(
-              start + std::chrono::duration_cast<Clock::duration>(
-                          std::chrono::duration<double>(static_cast<double>(i) / rate)));
-        }
+        if (rate > 0) schedule.WaitFor(i);
         DecisionRequest request;
         request.user_id = absl::StrCat("u", rng.UniformInt(users));
         for (int c = 0; c < candidates; ++c) {

@@ -126,7 +126,7 @@ ABSL_FLAG(std::string, http_key_file, "",
 namespace graphbandit::client {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using loadtest::Clock;
 namespace v1 = ::graphbandit::v1;
 using loadtest::Generator;
 using loadtest::JsonSummary;
@@ -135,8 +135,6 @@ using loadtest::Summarise;
 using loadtest::Summary;
 using loadtest::Tally;
 using loadtest::Workload;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The load's shape, from the flags.
 loadtest::LoadOptions LoadOptionsFromFlags() {
@@ -160,13 +158,9 @@ loadtest::LoadOptions LoadOptionsFromFlags() {
   return options;
 }
 
+using loadtest::Seconds;
 // CPU time (user + system) this process has used, in seconds.
-double OwnCpuSeconds() {
-  rusage usage{};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return NAN;
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-}
+double OwnCpuSeconds() { return loadtest::ProcessCpuSeconds(); }
 
 // The freshness histogram of one model: upper bound -> cumulative count (+Inf included).
 std::map<double, double> FreshnessBuckets(const loadtest::MetricsPage& page,

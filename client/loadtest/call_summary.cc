@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/base/percentile.h"
+#include "client/loadtest/load_driver.h"
 
 namespace graphbandit::loadtest {
 
@@ -17,19 +18,14 @@ Summary Summarise(const std::string& rpc, Tally tally, double seconds) {
   s.errors = tally.errors();
   s.late_sends = tally.late_sends;
   s.codes = tally.codes;
-  std::sort(tally.latencies.begin(), tally.latencies.end());
-  const auto& l = tally.latencies;
-  s.throughput = seconds > 0 ? static_cast<double>(l.size()) / seconds : 0;
-  if (!l.empty()) {
-    s.p50 = PercentileOfSorted(l, 0.5);
-    s.p90 = PercentileOfSorted(l, 0.9);
-    s.p99 = PercentileOfSorted(l, 0.99);
-    s.p999 = PercentileOfSorted(l, 0.999);
-    s.max = l.back();
-    double sum = 0;
-    for (double x : l) sum += x;
-    s.mean = sum / static_cast<double>(l.size());
-  }
+  const LatencyStats latency = SummariseLatencies(std::move(tally.latencies));
+  s.throughput = seconds > 0 ? static_cast<double>(latency.count) / seconds : 0;
+  s.p50 = latency.p50;
+  s.p90 = latency.p90;
+  s.p99 = latency.p99;
+  s.p999 = latency.p999;
+  s.max = latency.max;
+  s.mean = latency.mean;
   return s;
 }
 

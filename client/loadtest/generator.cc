@@ -11,11 +11,8 @@ namespace graphbandit::loadtest {
 namespace {
 
 namespace v1 = ::graphbandit::v1;
-using Clock = std::chrono::steady_clock;
 using client::NameModel;
 using client::StatusCodeName;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
 
@@ -101,12 +98,12 @@ Summary Generator::Baseline(int concurrency, double seconds, double rate) {
   const auto end = start + ToDuration(seconds);
   Flight flight;
   if (rate > 0) {
+    const OpenLoopSchedule schedule(start, rate);
     for (int64_t i = 0;; ++i) {
-      const auto intended = start + ToDuration(static_cast<double>(i) / rate);
-      if (intended >= end) break;
-      std::this_thread::sleep_until(intended);
+      if (schedule.Due(i) >= end) break;
+      const auto intended = schedule.WaitFor(i);
       flight.WaitBelow(concurrency);
-      if (Clock::now() - intended > std::chrono::milliseconds(1)) {
+      if (OpenLoopSchedule::Late(intended)) {
         std::lock_guard<std::mutex> lock(tally.mu);
         ++tally.tally.late_sends;
       }
@@ -135,13 +132,13 @@ void Generator::RunPhase(double seconds, int64_t max_requests, bool measure) {
   if (open) {
     // The schedule: request i is due at start + i / rate. A request that finds `concurrency`
     // calls in flight waits for one to finish; its latency still counts from when it was due.
+    const OpenLoopSchedule schedule(phase.start, rate);
     for (int64_t i = 0;; ++i) {
       if (max_requests > 0 && i >= max_requests) break;
-      const auto intended = phase.start + ToDuration(static_cast<double>(i) / rate);
-      if (intended >= phase.end) break;
-      std::this_thread::sleep_until(intended);
+      if (schedule.Due(i) >= phase.end) break;
+      const auto intended = schedule.WaitFor(i);
       phase.flight.WaitBelow(concurrency);
-      if (Clock::now() - intended > std::chrono::milliseconds(1)) {
+      if (OpenLoopSchedule::Late(intended)) {
         std::lock_guard<std::mutex> lock(phase.select.mu);
         ++phase.select.tally.late_sends;
       }

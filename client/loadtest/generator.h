@@ -24,6 +24,7 @@
 #include "client/connection.h"
 #include "client/loadtest/call_summary.h"
 #include "client/loadtest/completion_threads.h"
+#include "client/loadtest/load_driver.h"
 #include "graphbandit/v1/bandit.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
@@ -147,10 +148,6 @@ class Generator {
   std::chrono::milliseconds Deadline() const {
     return std::chrono::milliseconds(options_.deadline_ms);
   }
-  static Clock::duration ToDuration(double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  }
-
   void Record(SharedTally* shared, const grpc::Status& status, double latency);
 
   // One health call, its latency counted from `due`; once it is answered, the caller's next

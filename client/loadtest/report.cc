@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/base/percentile.h"
+#include "client/loadtest/load_driver.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace graphbandit::loadtest {
@@ -26,19 +26,15 @@ void SetFinite(Message* message, void (Message::*set)(double), double value) {
 double OrNan(bool has, double value) { return has ? value : NAN; }
 
 Percentiles Summarise(std::vector<double> values) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
-               values.end());
+  const LatencyStats stats = SummariseLatencies(std::move(values));
   Percentiles p;
-  p.set_count(static_cast<int64_t>(values.size()));
-  if (values.empty()) return p;
-  std::sort(values.begin(), values.end());
-  p.set_p50(PercentileOfSorted(values, 0.50));
-  p.set_p90(PercentileOfSorted(values, 0.90));
-  p.set_p99(PercentileOfSorted(values, 0.99));
-  p.set_max(values.back());
-  double sum = 0.0;
-  for (double v : values) sum += v;
-  p.set_mean(sum / static_cast<double>(values.size()));
+  p.set_count(stats.count);
+  if (stats.count == 0) return p;
+  p.set_p50(stats.p50);
+  p.set_p90(stats.p90);
+  p.set_p99(stats.p99);
+  p.set_max(stats.max);
+  p.set_mean(stats.mean);
   return p;
 }
 

@@ -155,13 +155,15 @@ grep -q "open loop at 200 calls/s; sent more than 1 ms after their scheduled tim
   || fail "a CPU ratio against an open-loop health call"
 
 # A rate one caller cannot keep: calls leave late, and their latency counts from when they were
-# due (20,000/s for 0.25 s with one call in flight: a gRPC round trip takes more than 50 us).
+# due (100,000/s for 0.25 s with one call in flight: 25,000 calls, which take at least 0.5 s if
+# a gRPC round trip on loopback takes 20 us or more; about 60 us here, so the last ones are
+# seconds late). 20,000/s was too close to what a fast machine keeps up with.
 "$loadgen" --target="$target" --metrics_url="$url" --mode=closed --concurrency=1 --candidates=10 \
-  --dim=8 --warmup_seconds=0 --baseline_seconds=0.25 --baseline_rate=20000 --duration_seconds=0.2 \
+  --dim=8 --warmup_seconds=0 --baseline_seconds=0.25 --baseline_rate=100000 --duration_seconds=0.2 \
   --reward_ratio=0 --progress=false --report_json="$work/late-baseline.json" \
   >"$work/late-baseline.out" 2>&1 \
   || fail "late open-loop baseline exited with $?: $(cat "$work/late-baseline.out")"
-[[ $(json "$work/late-baseline.json" 'r["baseline"]["calls"] == 5000 and r["baseline"]["late_sends"] > 1000 and r["baseline"]["latency_seconds"]["max"] > 0.1') == True ]] \
+[[ $(json "$work/late-baseline.json" 'r["baseline"]["calls"] == 25000 and r["baseline"]["late_sends"] > 5000 and r["baseline"]["latency_seconds"]["max"] > 0.1') == True ]] \
   || fail "an overloaded open-loop baseline: $(json "$work/late-baseline.json" 'r["baseline"]')"
 
 # Bad flags are refused before anything is sent.

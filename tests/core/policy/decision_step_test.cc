@@ -1,0 +1,202 @@
+// core/policy/decision_step.h, the decision and learning steps the model and the simulator
+// share: candidate points, the slate with the drifting baseline and the exploration width, the
+// failures that leave everything as it was, and learning with the baseline taken out (one
+// reward at a time and in a batch, which must agree).
+#include "core/policy/decision_step.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "core/learner/posterior.h"
+
+namespace graphbandit {
+namespace {
+
+// Scores every column with fixed means and standard deviations, whoever the user.
+class FixedScorer : public Scorer {
+ public:
+  FixedScorer(Eigen::VectorXd mean, Eigen::VectorXd stddev)
+      : mean_(std::move(mean)), stddev_(std::move(stddev)) {}
+  void Score(int32_t /*user*/, const Eigen::Ref<const Eigen::MatrixXd>& points,
+             Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const override {
+    *mean = mean_.head(points.cols());
+    *stddev = stddev_.head(points.cols());
+  }
+
+ private:
+  Eigen::VectorXd mean_, stddev_;
+};
+
+// Predicts `prediction` everywhere and records what it is asked to learn.
+class RecordingLearner : public Learner {
+ public:
+  explicit RecordingLearner(double prediction) : prediction_(prediction) {}
+  void Score(int32_t /*user*/, const Eigen::Ref<const Eigen::MatrixXd>& points,
+             Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const override {
+    *mean = Eigen::VectorXd::Constant(points.cols(), prediction_);
+    *stddev = Eigen::VectorXd::Ones(points.cols());
+  }
+  absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
+                       double reward) override {
+    if (absl::Status s = CheckObservation(user, point, reward, 2); !s.ok()) return s;
+    users.push_back(user);
+    targets.push_back(reward);
+    return absl::OkStatus();
+  }
+  absl::Status SetGraph(const UserGraph& /*graph*/,
+                        std::shared_ptr<const UserKernel> /*kernel*/) override {
+    return absl::OkStatus();
+  }
+  std::shared_ptr<const Scorer> Freeze() const override {
+    return std::make_shared<FixedScorer>(Eigen::VectorXd::Constant(64, prediction_),
+                                         Eigen::VectorXd::Ones(64));
+  }
+  int64_t history_size() const override { return static_cast<int64_t>(targets.size()); }
+  int64_t dictionary_size() const override { return 0; }
+
+  std::vector<int32_t> users;
+  std::vector<double> targets;
+
+ private:
+  double prediction_;
+};
+
+TEST(DecisionStepTest, CandidatePointsAreScaledAndTakeTheIntercept) {
+  FeatureScaling scaling;
+  scaling.context_dim = 1;
+  scaling.arm_dim = 2;
+  scaling.context_lengthscale = 2.0;
+  scaling.arm_lengthscale = 0.5;
+  const double context[] = {4.0};
+  const double a[] = {1.0, 2.0}, b[] = {3.0, 4.0};
+  const std::vector<const double*> arms = {a, b};
+  Eigen::MatrixXd points;
+  CandidatePoints(scaling, context, arms, /*intercept=*/true, &points);
+  Eigen::MatrixXd expected(4, 2);
+  expected << 2, 2, 2, 6, 4, 8, 1, 1;
+  EXPECT_EQ(points, expected);
+  CandidatePoints(scaling, context, arms, /*intercept=*/false, &points);
+  EXPECT_EQ(points, expected.topRows(3));
+}
+
+TEST(DecisionStepTest, UcbRanksByMeanPlusExplorationTimesWidthAndAddsTheBaseline) {
+  Eigen::VectorXd mean(3), stddev(3);
+  mean << 1.0, 0.5, 0.9;
+  stddev << 0.0, 1.0, 0.2;
+  const FixedScorer scorer(mean, stddev);
+  const Eigen::MatrixXd points = Eigen::MatrixXd::Zero(2, 3);
+  DecisionRule rule;
+  rule.rule = SelectionRule::kUcb;
+  rule.exploration = 0.5;
+  rule.width = 2.0;  // index = mean + 1.0 * stddev: 1.0, 1.5, 1.1
+  Rng rng(7);
+  ScoredSlate out;
+  ASSERT_TRUE(DecideSlate(scorer, 0, points, rule, 2, rng, false, &out).ok());
+  ASSERT_EQ(out.slate.size(), 2u);
+  EXPECT_EQ(out.slate[0].candidate, 1);
+  EXPECT_EQ(out.slate[1].candidate, 2);
+  EXPECT_DOUBLE_EQ(out.slate[0].score, 1.5);
+  EXPECT_EQ(out.mean, mean);
+  EXPECT_EQ(out.propensities.size(), 0);
+
+  // A baseline shifts every mean and score alike: the same slate.
+  rule.baseline = 10.0;
+  ScoredSlate shifted;
+  ASSERT_TRUE(DecideSlate(scorer, 0, points, rule, 2, rng, false, &shifted).ok());
+  EXPECT_EQ(shifted.mean, (mean.array() + 10.0).matrix());
+  EXPECT_EQ(shifted.slate[0].candidate, 1);
+  EXPECT_EQ(shifted.slate[1].candidate, 2);
+  EXPECT_DOUBLE_EQ(shifted.slate[0].score, 11.5);
+
+  // Without the width the greedy mean wins.
+  rule.width = 0.0;
+  ASSERT_TRUE(DecideSlate(scorer, 0, points, rule, 1, rng, false, &out).ok());
+  EXPECT_EQ(out.slate[0].candidate, 0);
+}
+
+TEST(DecisionStepTest, FailuresComeBeforeAnyChoiceAndLeaveTheStreamAlone) {
+  Eigen::VectorXd mean(3), stddev(3);
+  mean << 1.0, NAN, 0.9;
+  stddev << 0.1, 0.1, 0.1;
+  const Eigen::MatrixXd points = Eigen::MatrixXd::Zero(2, 3);
+  DecisionRule rule;
+  Rng rng(11), untouched(11);
+  ScoredSlate out;
+  absl::Status s = DecideSlate(FixedScorer(mean, stddev), 0, points, rule, 1, rng, false, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(rng.NextU64(), untouched.NextU64());
+
+  mean(1) = 0.0;
+  const FixedScorer finite(mean, stddev);
+  EXPECT_EQ(DecideSlate(finite, 0, points, rule, 4, rng, false, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecideSlate(finite, 0, points, rule, 0, rng, false, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  rule.rule = SelectionRule::kSampledParameter;
+  // One arm per decision, and a scorer that can draw parameters.
+  EXPECT_EQ(DecideSlate(finite, 0, points, rule, 2, rng, false, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecideSlate(finite, 0, points, rule, 1, rng, false, &out).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(rng.NextU64(), untouched.NextU64());
+}
+
+TEST(DecisionStepTest, LearningTakesTheBaselineOutAndMovesItOnlyWhenLearned) {
+  RecordingLearner learner(/*prediction=*/0.1);
+  BaselineTracker baseline(/*half_life=*/1.0);  // each error moves it halfway
+  baseline.set_value(0.3);
+  const Eigen::Vector2d point(1.0, 2.0);
+  ASSERT_TRUE(LearnReward(learner, baseline, 4, point, 1.0).ok());
+  ASSERT_EQ(learner.targets.size(), 1u);
+  EXPECT_DOUBLE_EQ(learner.targets[0], 0.7);  // 1.0 - 0.3
+  EXPECT_DOUBLE_EQ(baseline.value(), 0.3 + 0.5 * (0.7 - 0.1));
+
+  // A reward the learner refuses (no registered user) moves nothing.
+  const double before = baseline.value();
+  EXPECT_EQ(LearnReward(learner, baseline, -1, point, 5.0).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(baseline.value(), before);
+  EXPECT_EQ(learner.targets.size(), 1u);
+
+  // Tracking off: the reward is learned as it is.
+  BaselineTracker off;
+  ASSERT_TRUE(LearnReward(learner, off, 4, point, 2.5).ok());
+  EXPECT_EQ(learner.targets.back(), 2.5);
+}
+
+TEST(DecisionStepTest, ABatchLearnsWhatOneRewardAtATimeLearns) {
+  const std::vector<int32_t> users = {0, 3, 1, 3};
+  const std::vector<Eigen::VectorXd> points = {Eigen::Vector2d(0, 1), Eigen::Vector2d(1, 0),
+                                               Eigen::Vector2d(2, 2), Eigen::Vector2d(-1, 3)};
+  const std::vector<double> rewards = {1.0, -0.5, 0.25, 2.0};
+
+  RecordingLearner one(0.2), batch(0.2);
+  BaselineTracker one_baseline(3.0), batch_baseline(3.0);
+  for (size_t i = 0; i < users.size(); ++i) {
+    ASSERT_TRUE(LearnReward(one, one_baseline, users[i], points[i], rewards[i]).ok());
+  }
+  ASSERT_TRUE(LearnRewards(batch, batch_baseline, users, points, rewards).ok());
+  EXPECT_EQ(batch.users, one.users);
+  ASSERT_EQ(batch.targets.size(), one.targets.size());
+  for (size_t i = 0; i < one.targets.size(); ++i) {
+    EXPECT_DOUBLE_EQ(batch.targets[i], one.targets[i]) << i;
+  }
+  EXPECT_DOUBLE_EQ(batch_baseline.value(), one_baseline.value());
+  EXPECT_NE(batch_baseline.value(), 0.0);
+
+  // A batch with a bad observation fails, and the baseline stays where it was.
+  std::vector<int32_t> bad_users = users;
+  bad_users[2] = -1;
+  const double before = batch_baseline.value();
+  EXPECT_FALSE(LearnRewards(batch, batch_baseline, bad_users, points, rewards).ok());
+  EXPECT_EQ(batch_baseline.value(), before);
+  // Shapes are checked first.
+  EXPECT_EQ(LearnRewards(batch, batch_baseline, users, points, {1.0}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace graphbandit
