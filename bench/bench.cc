@@ -104,9 +104,6 @@ using loadtest::Clock;
 using loadtest::LatencyStats;
 using loadtest::OpenLoopSchedule;
 
-// CPU seconds used by the whole process so far (all threads).
-double CpuSeconds() { return loadtest::ProcessCpuSeconds(); }
-
 struct Items {
   std::vector<std::string> ids;
   std::vector<std::vector<double>> features;
@@ -202,7 +199,7 @@ void RewardRate() {
     std::vector<double> latencies;
     std::atomic<int64_t> rewards{0};
     const FreshnessStats fresh_before = model->Stats().freshness;
-    const double cpu_before = CpuSeconds();
+    const double cpu_before = loadtest::ProcessCpuSeconds();
     std::vector<std::thread> threads;
     for (int t = 0; t < deciders; ++t) {
       threads.emplace_back([&, t] {
@@ -238,7 +235,7 @@ void RewardRate() {
     std::this_thread::sleep_for(std::chrono::duration<double>(phase_seconds));
     stop = true;
     for (auto& t : threads) t.join();
-    const double cpu_percent = 100.0 * (CpuSeconds() - cpu_before) / phase_seconds;
+    const double cpu_percent = 100.0 * (loadtest::ProcessCpuSeconds() - cpu_before) / phase_seconds;
     model->WaitForWriter();
     const FreshnessStats fresh_after = model->Stats().freshness;
     const double decisions_per_s = static_cast<double>(latencies.size()) / phase_seconds;

@@ -40,7 +40,6 @@
 // This file holds the flags and the run; the gRPC load is client/loadtest/generator.h, the
 // summaries of calls client/loadtest/call_summary.h, the report and the roofline
 // client/loadtest/loadgen_report.h, and the reading of /metrics client/loadtest/metrics_scrape.h.
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -127,6 +126,8 @@ namespace graphbandit::client {
 namespace {
 
 using loadtest::Clock;
+using loadtest::ProcessCpuSeconds;
+using loadtest::Seconds;
 namespace v1 = ::graphbandit::v1;
 using loadtest::Generator;
 using loadtest::JsonSummary;
@@ -157,10 +158,6 @@ loadtest::LoadOptions LoadOptionsFromFlags() {
   options.named_features = absl::GetFlag(FLAGS_features) == "named";
   return options;
 }
-
-using loadtest::Seconds;
-// CPU time (user + system) this process has used, in seconds.
-double OwnCpuSeconds() { return loadtest::ProcessCpuSeconds(); }
 
 // The freshness histogram of one model: upper bound -> cumulative count (+Inf included).
 std::map<double, double> FreshnessBuckets(const loadtest::MetricsPage& page,
@@ -284,10 +281,10 @@ int Run() {
   if (absl::GetFlag(FLAGS_baseline_seconds) > 0) {
     const double rate = absl::GetFlag(FLAGS_baseline_rate);
     generator.Baseline(absl::GetFlag(FLAGS_concurrency), 0.5, rate);  // warm-up
-    const double server_before = server_cpu_now(), own_before = OwnCpuSeconds();
+    const double server_before = server_cpu_now(), own_before = ProcessCpuSeconds();
     baseline = generator.Baseline(absl::GetFlag(FLAGS_concurrency),
                                   absl::GetFlag(FLAGS_baseline_seconds), rate);
-    baseline_own_cpu = OwnCpuSeconds() - own_before;
+    baseline_own_cpu = ProcessCpuSeconds() - own_before;
     baseline_server_cpu = server_cpu_now() - server_before;
   }
   std::atomic<bool> running{true};
@@ -308,12 +305,12 @@ int Run() {
       server_cpu_before = page->Value("process_cpu_seconds_total");
     }
   }
-  const double own_cpu_before = OwnCpuSeconds();
+  const double own_cpu_before = ProcessCpuSeconds();
   const int64_t accepted_before = generator.accepted_total();
   const absl::StatusOr<v1::ModelDescription> measured_from = generator.Describe();
   generator.RunPhase(absl::GetFlag(FLAGS_duration_seconds), absl::GetFlag(FLAGS_requests), true);
   generator.StopRewards();  // sends every reward still due
-  const double own_cpu = OwnCpuSeconds() - own_cpu_before;
+  const double own_cpu = ProcessCpuSeconds() - own_cpu_before;
   double server_cpu = NAN;
   if (!metrics_url.empty() && std::isfinite(server_cpu_before)) {
     if (auto page = loadtest::ScrapeMetrics(metrics_url); page.ok()) {
@@ -445,13 +442,13 @@ int Run() {
       }
     }
     http.seconds = absl::GetFlag(FLAGS_duration_seconds);
-    const double server_before = server_cpu_now(), own_before = OwnCpuSeconds();
+    const double server_before = server_cpu_now(), own_before = ProcessCpuSeconds();
     absl::StatusOr<loadtest::HttpPhaseResult> run = loadtest::RunHttpPhase(http, bodies, reward_of);
     if (!run.ok()) {
       std::fprintf(stderr, "%s\n", std::string(run.status().message()).c_str());
       return 64;
     }
-    const double http_own_cpu = OwnCpuSeconds() - own_before;
+    const double http_own_cpu = ProcessCpuSeconds() - own_before;
     const double http_server_cpu = server_cpu_now() - server_before;
     const auto summary = [&run](const char* name, const loadtest::HttpCalls& calls) {
       Tally tally;

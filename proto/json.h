@@ -20,8 +20,8 @@ namespace graphbandit::json {
 using Value = google::protobuf::Value;
 
 Value Null();
-Value Number(double v);  // null unless finite
-Value Integer(int64_t v);
+Value Number(double v);    // null unless finite
+Value Integer(int64_t v);  // a JSON number: exact up to 2^53 (counts, sizes), rounded beyond
 Value Text(absl::string_view s);
 Value Bool(bool b);
 // An object of (key, value) pairs; a later pair replaces an earlier one with the same key.

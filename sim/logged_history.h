@@ -100,7 +100,9 @@ struct LoggedHistory {
 absl::StatusOr<LoggedHistory> ReadStateDirectory(const std::string& state_dir,
                                                  const std::string& model);
 
-// One DSJSON line for an event (see the top of this file).
+// One DSJSON line for an event (see the top of this file). A figure that is not finite (a
+// reward, a probability or a weight that is not known) is left out of the line rather than
+// written as null (ParseDsjson reads a line without "_label_cost" as a decision not rewarded).
 std::string ToDsjsonLine(const LoggedEvent& event);
 // Writes every event, one line each.
 absl::Status WriteDsjson(const LoggedHistory& history, const std::string& path);

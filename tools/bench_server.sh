@@ -65,7 +65,8 @@ bench_start_warm_server() {
       --metrics_url="" --mode=closed --concurrency=8 --candidates=20 --dim=16 \
       --warmup_seconds=0 --baseline_seconds=0 --duration_seconds=10 --reward_ratio=1 \
       --roofline=false --progress=false
-    dictionary=$(sed -n 's/.*"dictionary_size": \([0-9]*\).*/\1/p' "$work/warm.json")
+    dictionary=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["dictionary_size"]))' \
+      "$work/warm.json" 2>/dev/null || echo 0)
     [[ "${dictionary:-0}" -ge "$m" ]] && break
   done
   if [[ "${dictionary:-0}" -lt "$m" ]]; then

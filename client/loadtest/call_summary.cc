@@ -1,10 +1,8 @@
 #include "client/loadtest/call_summary.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/loadtest/load_driver.h"
 

@@ -1,8 +1,10 @@
 // What the three load drivers share: graphbandit-loadtest (an environment played against a
 // server), graphbandit-loadgen (the performance load on a server) and graphbandit-bench (the
-// engine in-process). Each paces requests with the same open-loop schedule and reports
-// latencies with the same statistics (nearest-rank percentiles, core/base/percentile.h), so
-// that their figures mean the same thing.
+// engine in-process). All three report latencies with the same statistics (nearest-rank
+// percentiles, core/base/percentile.h); the two that pace requests in an open loop
+// (graphbandit-loadgen's open mode and baseline, graphbandit-bench's reward stream and aging
+// callers) use the same schedule; graphbandit-loadgen and graphbandit-bench read the same
+// process CPU clock. So their figures mean the same thing.
 #ifndef GRAPHBANDIT_CLIENT_LOADTEST_LOAD_DRIVER_H_
 #define GRAPHBANDIT_CLIENT_LOADTEST_LOAD_DRIVER_H_
 

@@ -30,15 +30,18 @@ class FixedScorer : public Scorer {
   Eigen::VectorXd mean_, stddev_;
 };
 
-// Predicts `prediction` everywhere and records what it is asked to learn.
+// Predicts `prediction` plus `drift` times the rewards learned so far, everywhere, and records
+// what it is asked to learn (drift 0: a prediction that never moves).
 class RecordingLearner : public Learner {
  public:
-  explicit RecordingLearner(double prediction) : prediction_(prediction) {}
+  explicit RecordingLearner(double prediction, double drift = 0.0)
+      : prediction_(prediction), drift_(drift) {}
   void Score(int32_t /*user*/, const Eigen::Ref<const Eigen::MatrixXd>& points,
              Eigen::VectorXd* mean, Eigen::VectorXd* stddev) const override {
-    *mean = Eigen::VectorXd::Constant(points.cols(), prediction_);
+    *mean = Eigen::VectorXd::Constant(points.cols(), Now());
     *stddev = Eigen::VectorXd::Ones(points.cols());
   }
+  double Now() const { return prediction_ + drift_ * static_cast<double>(targets.size()); }
   absl::Status Observe(int32_t user, const Eigen::Ref<const Eigen::VectorXd>& point,
                        double reward) override {
     if (absl::Status s = CheckObservation(user, point, reward, 2); !s.ok()) return s;
@@ -62,6 +65,7 @@ class RecordingLearner : public Learner {
 
  private:
   double prediction_;
+  double drift_;
 };
 
 TEST(DecisionStepTest, CandidatePointsAreScaledAndTakeTheIntercept) {
@@ -167,6 +171,8 @@ TEST(DecisionStepTest, LearningTakesTheBaselineOutAndMovesItOnlyWhenLearned) {
   EXPECT_EQ(learner.targets.back(), 2.5);
 }
 
+// A batch takes every reward's prediction before the batch, and moves the baseline through the
+// batch in order; with predictions that do not move, that is what one reward at a time learns.
 TEST(DecisionStepTest, ABatchLearnsWhatOneRewardAtATimeLearns) {
   const std::vector<int32_t> users = {0, 3, 1, 3};
   const std::vector<Eigen::VectorXd> points = {Eigen::Vector2d(0, 1), Eigen::Vector2d(1, 0),
@@ -187,12 +193,29 @@ TEST(DecisionStepTest, ABatchLearnsWhatOneRewardAtATimeLearns) {
   EXPECT_DOUBLE_EQ(batch_baseline.value(), one_baseline.value());
   EXPECT_NE(batch_baseline.value(), 0.0);
 
-  // A batch with a bad observation fails, and the baseline stays where it was.
+  // A learner whose prediction moves as it learns: one reward at a time sees each new
+  // prediction, the batch sees the one from before the batch for every reward.
+  RecordingLearner moving(0.2, /*drift=*/0.5);
+  BaselineTracker moving_baseline(1.0);  // rate 1/2
+  ASSERT_TRUE(LearnRewards(moving, moving_baseline, users, points, rewards).ok());
+  double value = 0.0;
+  for (size_t i = 0; i < rewards.size(); ++i) {
+    const double target = rewards[i] - value;
+    EXPECT_DOUBLE_EQ(moving.targets[i], target) << i;
+    value += 0.5 * (target - 0.2);  // the prediction before the batch, 0.2, for every reward
+  }
+  EXPECT_DOUBLE_EQ(moving_baseline.value(), value);
+
+  // A batch with a bad observation fails, and the baseline stays where it was. (A learner
+  // without batch learning, like this one, still learns the valid rewards of the batch: the
+  // default ObserveBatch; a learner that LearnsInBatches learns none of them.)
   std::vector<int32_t> bad_users = users;
   bad_users[2] = -1;
   const double before = batch_baseline.value();
+  const size_t learned_before = batch.targets.size();
   EXPECT_FALSE(LearnRewards(batch, batch_baseline, bad_users, points, rewards).ok());
   EXPECT_EQ(batch_baseline.value(), before);
+  EXPECT_EQ(batch.targets.size(), learned_before + 3);
   // Shapes are checked first.
   EXPECT_EQ(LearnRewards(batch, batch_baseline, users, points, {1.0}).code(),
             absl::StatusCode::kInvalidArgument);
