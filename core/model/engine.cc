@@ -1,7 +1,6 @@
 #include "core/model/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 
 #include "absl/container/flat_hash_set.h"
@@ -13,32 +12,10 @@
 #include "absl/time/clock.h"
 #include "core/base/random.h"
 #include "core/base/thread_priority.h"
+#include "core/model/request_validation.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
-namespace {
-
-// More per-arm rewards than any decision can have returned (slates are at most
-// limits.max_candidates, itself at most this).
-constexpr size_t kMaxArmRewards = 10'000;
-
-absl::Status CheckEventId(absl::string_view id) {
-  if (id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
-  if (id.size() > kMaxEventIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("event_id must be 1..%d printable ASCII characters, got %d bytes",
-                        kMaxEventIdBytes, id.size()));
-  }
-  for (char c : id) {
-    if (c < 0x20 || c > 0x7e) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("event_id %s contains a byte outside printable ASCII", QuoteId(id)));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 uint64_t RequestFingerprint(const DecisionRequest& request) {
   storage::Encoder encoder;
@@ -397,42 +374,9 @@ bool Engine::TryReportRewardWithoutWaiting(const RewardRequest& request, absl::T
 
 absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::Time now,
                                            absl::Time deadline) {
+  // The event id routes the report, so it is checked first; the rest of the report is checked
+  // by the model that owns it (Model::Reward, ValidateRewardRequest), against its own bound.
   if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
-  if (request.reward.has_value() == !request.arm_rewards.empty()) {
-    return absl::InvalidArgumentError(
-        request.reward.has_value()
-            ? "set either reward or arm_rewards, not both"
-            : "no reward given: set reward (single-arm decisions) or arm_rewards");
-  }
-  if (request.reward.has_value() && !std::isfinite(*request.reward)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("reward is %s", std::isnan(*request.reward) ? "NaN" : "infinite"));
-  }
-  if (request.arm_rewards.size() > kMaxArmRewards) {
-    return absl::InvalidArgumentError(absl::StrFormat("arm_rewards has %d entries; the limit is %d",
-                                                      request.arm_rewards.size(), kMaxArmRewards));
-  }
-  absl::flat_hash_set<absl::string_view> reported;
-  for (size_t i = 0; i < request.arm_rewards.size(); ++i) {
-    const auto& [arm_id, reward] = request.arm_rewards[i];
-    if (arm_id.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("arm_rewards[%d].arm_id must not be empty", i));
-    }
-    if (arm_id.size() > kMaxIdBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("arm_rewards[%d].arm_id is %d bytes long; the limit is %d", i,
-                          arm_id.size(), kMaxIdBytes));
-    }
-    if (!std::isfinite(reward)) {
-      return absl::InvalidArgumentError(absl::StrFormat("arm_rewards[%d].reward is %s", i,
-                                                        std::isnan(reward) ? "NaN" : "infinite"));
-    }
-    if (!reported.insert(arm_id).second) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
-    }
-  }
   if (now >= deadline)
     return absl::DeadlineExceededError("the call's deadline passed before it started");
 
@@ -470,7 +414,12 @@ absl::StatusOr<Model*> Engine::RewardOwner(const RewardRequest& request, absl::T
           absl::StrFormat("event_id %s exists in models %s; set model to say which one",
                           QuoteId(request.event_id), absl::StrJoin(names, ", ")));
     }
-    if (owners.empty()) return nullptr;  // unknown event
+    if (owners.empty()) {
+      // An unknown event: the report is still checked (no model's bound applies), so that a
+      // malformed one is refused whichever node or model it reaches.
+      if (absl::Status s = ValidateRewardRequest(request, nullptr); !s.ok()) return s;
+      return nullptr;
+    }
     owner = owners.front();
   }
   return owner;

@@ -95,8 +95,9 @@ class Engine {
  private:
   Engine() = default;
   void SweeperLoop(absl::Duration period);
-  // Checks a reward request and finds the model whose event it is: null when no model knows
-  // the event (several models, none with it: UNKNOWN_EVENT without a model to ask).
+  // Finds the model whose event a reward report is, checking the event id it routes by (the
+  // owner checks the rest): null when no model knows the event (several models, none with it:
+  // UNKNOWN_EVENT without a model to ask, once the report itself is found well-formed).
   absl::StatusOr<Model*> RewardOwner(const RewardRequest& request, absl::Time now,
                                      absl::Time deadline);
   // The challengers of `leader` (empty for most models).

@@ -1,7 +1,6 @@
 #include "core/model/ledger_records.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -115,15 +114,6 @@ JudgedReport JudgeReport(const RewardJoin& join, const RewardRequest& request,
         "arm %s was not returned by event_id %s (it returned %s)", QuoteId(join.unknown_arm),
         QuoteId(request.event_id), absl::StrJoin(returned, ", ")));
     return judged;
-  }
-  for (const RewardJoin::Report& report : join.reports) {
-    if (std::abs(report.reward) > options.reward_bound) {
-      judged.error = absl::InvalidArgumentError(absl::StrFormat(
-          "reward %g for arm %s is outside [-%g, %g] (model \"%s\" limits.reward_bound)",
-          report.reward, QuoteId(entry.arms[report.arm].arm_id), options.reward_bound,
-          options.reward_bound, options.name));
-      return judged;
-    }
   }
   for (const RewardJoin::Report& report : join.reports) {
     result.arm_outcomes.emplace_back(

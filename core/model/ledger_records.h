@@ -35,11 +35,11 @@ ObserveOp ObservationOf(const LedgerEntry& entry, int arm, double reward);
 std::vector<ObserveOp> ClosingObservations(const LedgerEntry& entry, const ModelOptions& options);
 
 // What a reward report joined with the ledger (DecisionLedger::JoinReward) amounts to, before
-// anything is logged. Pure: the same join gives the same judgement on every replica.
+// anything is logged. Pure: the same join gives the same judgement on every replica. The report's
+// own values were checked before the join (ValidateRewardRequest).
 struct JudgedReport {
   // INVALID_ARGUMENT when the report does not fit its open decision (a single reward for a
-  // slate, an arm the decision did not return, a reward beyond limits.reward_bound): nothing
-  // is recorded then.
+  // slate, an arm the decision did not return): nothing is recorded then.
   absl::Status error;
   // The answer: outcome and each arm's outcome (model_version is the caller's to set, from
   // where the records land). An unknown event's answer names no model.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "core/model/ledger_records.h"
 #include "core/model/model.h"
+#include "core/model/request_validation.h"
 
 namespace graphbandit {
 namespace {
@@ -23,6 +24,7 @@ bool Joined(const absl::StatusOr<RewardResult>& result) {
 absl::StatusOr<RewardResult> Model::Reward(const RewardRequest& request, absl::Time now,
                                            absl::Time deadline, bool* joined) {
   if (joined != nullptr) *joined = false;
+  if (absl::Status s = ValidateRewardRequest(request, &options_); !s.ok()) return s;
   if (replicated()) return ReplicatedReward(request, now, deadline);
   // A DUPLICATE or LATE answer says "already recorded": it waits until everything logged so far
   // (the original report or close included) is durable, like the first answer did.
@@ -52,6 +54,10 @@ bool Model::TryRewardWithoutWaiting(const RewardRequest& request, absl::Time now
                                     RewardCallback* done, bool* joined) {
   if (joined != nullptr) *joined = false;
   if (replicated()) return false;
+  if (absl::Status s = ValidateRewardRequest(request, &options_); !s.ok()) {
+    std::move (*done)(std::move(s));
+    return true;
+  }
   uint64_t wait_for = 0;
   absl::StatusOr<RewardResult> result;
   {

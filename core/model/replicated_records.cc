@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "core/model/ledger_records.h"
+#include "core/model/request_validation.h"
 #include "core/storage/coding.h"
 
 namespace graphbandit {
@@ -113,6 +114,12 @@ Resolution ResolveDecision(const DecideOp& op, const ModelOptions& options,
 Resolution ResolveReport(const ReportOp& op, const ModelOptions& options, DecisionLedger& ledger,
                          const RewardCapacity& capacity) {
   Resolution out;
+  // The submitting node checked the report with its options; this replica checks it with its own
+  // (and so judges a report logged under another bound, or by an older version, as it did then).
+  if (absl::Status s = ValidateRewardRequest(op.request, &options); !s.ok()) {
+    out.status = std::move(s);
+    return out;
+  }
   const RewardJoin join = ledger.JoinReward(op.request);
   if (join.event == RewardJoin::Event::kOpen &&
       absl::FromUnixMicros(op.received_micros) > join.entry->created + options.reward_window) {

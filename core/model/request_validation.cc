@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,6 +29,76 @@ absl::Status CheckFinite(absl::Span<const double> values, absl::string_view fiel
       return absl::InvalidArgumentError(
           absl::StrFormat("%s[%d] is %g; feature values must lie in [-%g, %g] (rescale them)",
                           field, i, values[i], kMaxFeatureMagnitude, kMaxFeatureMagnitude));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// More per-arm rewards than any decision can have returned (slates are at most
+// limits.max_candidates, itself at most this).
+constexpr size_t kMaxArmRewards = 10'000;
+
+// A reported reward: finite and within the model's bound. `field` names it ("reward",
+// "arm_rewards[2].reward").
+absl::Status CheckReward(double reward, absl::string_view field, const ModelOptions* options) {
+  if (!std::isfinite(reward)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s is %s", field, std::isnan(reward) ? "NaN" : "infinite"));
+  }
+  if (options != nullptr && std::abs(reward) > options->reward_bound) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s %g is outside [-%g, %g] (model \"%s\" limits.reward_bound)", field,
+                        reward, options->reward_bound, options->reward_bound, options->name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckEventId(absl::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("event_id must not be empty");
+  if (id.size() > kMaxEventIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("event_id must be 1..%d printable ASCII characters, got %d bytes",
+                        kMaxEventIdBytes, id.size()));
+  }
+  for (char c : id) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("event_id %s contains a byte outside printable ASCII", QuoteId(id)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRewardRequest(const RewardRequest& request, const ModelOptions* options) {
+  if (absl::Status s = CheckEventId(request.event_id); !s.ok()) return s;
+  if (request.reward.has_value() == !request.arm_rewards.empty()) {
+    return absl::InvalidArgumentError(
+        request.reward.has_value()
+            ? "set either reward or arm_rewards, not both"
+            : "no reward given: set reward (single-arm decisions) or arm_rewards");
+  }
+  if (request.reward.has_value()) return CheckReward(*request.reward, "reward", options);
+  if (request.arm_rewards.size() > kMaxArmRewards) {
+    return absl::InvalidArgumentError(absl::StrFormat("arm_rewards has %d entries; the limit is %d",
+                                                      request.arm_rewards.size(), kMaxArmRewards));
+  }
+  absl::flat_hash_set<absl::string_view> reported;
+  for (size_t i = 0; i < request.arm_rewards.size(); ++i) {
+    const auto& [arm_id, reward] = request.arm_rewards[i];
+    if (absl::Status s = CheckId(arm_id, absl::StrFormat("arm_rewards[%d].arm_id", i)); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckReward(reward, absl::StrFormat("arm_rewards[%d].reward", i), options);
+        !s.ok()) {
+      return s;
+    }
+    if (!reported.insert(arm_id).second) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("arm %s is reported twice in arm_rewards", QuoteId(arm_id)));
     }
   }
   return absl::OkStatus();

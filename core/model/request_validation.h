@@ -1,6 +1,7 @@
 // Checks of what callers send a model, before anything is logged: decision requests against the
-// model's limits and (once fixed) its dimensions, and graph edits. Pure functions of the request
-// and the configuration; every error is INVALID_ARGUMENT with a message naming the field.
+// model's limits and (once fixed) its dimensions, reward reports, and graph edits. Pure functions
+// of the request and the configuration; every error is INVALID_ARGUMENT with a message naming the
+// field.
 #ifndef GRAPHBANDIT_CORE_MODEL_REQUEST_VALIDATION_H_
 #define GRAPHBANDIT_CORE_MODEL_REQUEST_VALIDATION_H_
 
@@ -37,6 +38,21 @@ struct Dimensions {
 absl::Status CheckId(absl::string_view id, absl::string_view field);
 // Every value finite and within kMaxFeatureMagnitude.
 absl::Status CheckFinite(absl::Span<const double> values, absl::string_view field);
+
+// An event id: 1..kMaxEventIdBytes printable ASCII characters.
+absl::Status CheckEventId(absl::string_view id);
+
+// A reward report, before it is joined with its decision. This is where a reported reward's
+// values are checked, once: the event id; exactly one of reward and arm_rewards; per-arm ids that
+// are valid and distinct; every reward finite and, when `options` is given, within its
+// limits.reward_bound. Model::Reward runs it on every report before anything is logged, and a
+// replica runs it again on a logged report with its own options (ResolveReport), so that a log
+// written with another bound means the same on every replica. `options` is null only where no
+// model is known to own the event (Engine: several models, none holding it): the bound is then
+// not checked. What the join decides (an arm the decision did not return, a single reward for a
+// slate) is JudgeReport's; the learners' CheckObservation guards their own inputs' shape and is
+// not a check of what callers send.
+absl::Status ValidateRewardRequest(const RewardRequest& request, const ModelOptions* options);
 
 // A decision request: ids, the candidate count and slate size within the model's limits,
 // distinct arm ids, and features of the fixed dimensions (or, before they are fixed, of one

@@ -4,6 +4,7 @@
 // the state after a restart from a snapshot.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -492,6 +493,32 @@ TEST(ClusterModeTest, VersionsAndRewardsThatANodeCannotPlaceAreRefusedPrecisely)
   EXPECT_EQ(model.WaitForVersion(last + 5, absl::Now() + absl::Seconds(5)).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(model.WaitForVersion(last, absl::Now() + absl::Seconds(5)).ok());
+}
+
+// A report refused for its values never reaches the shared log: the node that receives it
+// answers at once, with the model's own bound.
+TEST(ClusterModeTest, AReportRefusedForItsValuesIsNotLogged) {
+  auto log = std::make_shared<MemorySharedLog>();
+  ModelOptions model = ClusterModel();
+  model.reward_bound = 5.0;
+  auto a = OpenNode("a", log, "", model), b = OpenNode("b", log, "", model);
+  ASSERT_TRUE(a && b);
+  auto decision = a->SelectArm(ThreeArms("user0").View());
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  const size_t records = log->Records().size();
+  for (const RewardRequest& bad :
+       {RewardRequest{decision->event_id, 6.0, {}, ""},
+        RewardRequest{decision->event_id, std::numeric_limits<double>::quiet_NaN(), {}, ""},
+        RewardRequest{"nobody", -7.0, {}, ""},
+        RewardRequest{decision->event_id, std::nullopt, {{"a", 1.0}, {"a", 1.0}}, ""}}) {
+    auto refused = b->ReportReward(bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  }
+  EXPECT_EQ(log->Records().size(), records);
+  auto accepted = b->ReportReward({decision->event_id, 5.0, {}, ""});
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  EXPECT_EQ(accepted->outcome, RewardOutcome::kAccepted);
+  EXPECT_GT(log->Records().size(), records);
 }
 
 TEST(ClusterModeTest, StateThatDoesNotBelongToTheSharedLogIsRefused) {

@@ -104,6 +104,38 @@ TEST(EngineTest, DefaultRewardIsLearnedForDecisionsThatGetNone) {
   EXPECT_EQ(late->outcome, RewardOutcome::kLate);
 }
 
+// A report's values are checked before its decision is looked up, whatever became of the
+// decision: a reward beyond the bound is refused for a closed decision too, and a NaN for an
+// event that no model of several knows.
+TEST(EngineTest, AReportIsCheckedBeforeItsDecisionIsLookedUp) {
+  ModelOptions options;
+  options.reward_window = absl::Seconds(10);
+  options.reward_bound = 2.0;
+  auto engine = ManualClockEngine(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'000'000);
+  ASSERT_TRUE(engine->SelectArmAt(OneArm("e").View(), t0, absl::InfiniteFuture()).ok());
+  EXPECT_EQ(engine->ExpireDue(t0 + absl::Seconds(10)), 1);
+  auto beyond =
+      engine->ReportRewardAt({"e", 3.0, {}, ""}, t0 + absl::Seconds(11), absl::InfiniteFuture());
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kInvalidArgument) << beyond.status();
+  EXPECT_THAT(beyond.status().message(), HasSubstr("limits.reward_bound"));
+  auto within =
+      engine->ReportRewardAt({"e", 2.0, {}, ""}, t0 + absl::Seconds(11), absl::InfiniteFuture());
+  ASSERT_TRUE(within.ok()) << within.status();
+  EXPECT_EQ(within->outcome, RewardOutcome::kLate);
+
+  ModelOptions news, ads;
+  news.name = "news";
+  ads.name = "ads";
+  auto two = OpenEngine({news, ads});
+  auto nan = two->ReportReward({"nobody", std::nan(""), {}, ""});
+  EXPECT_EQ(nan.status().code(), absl::StatusCode::kInvalidArgument) << nan.status();
+  EXPECT_THAT(nan.status().message(), HasSubstr("reward is NaN"));
+  auto unknown = two->ReportReward({"nobody", 1e12, {}, ""});  // no model's bound applies
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->outcome, RewardOutcome::kUnknownEvent);
+}
+
 TEST(EngineTest, SlatesGetPerSlotRewardsAndDefaultsForTheSilentSlots) {
   ModelOptions options;
   options.reward_window = absl::Seconds(10);

@@ -350,6 +350,11 @@ TEST(ReplicatedRecordsTest, InvalidReportsAndCapacityRefusalsChangeNothing) {
   ASSERT_TRUE(replica.Apply(Decide("e2", "bob", kT0)).status.ok());
   Resolution beyond = replica.Apply(Report("e1", 6.0, kT0));
   EXPECT_EQ(beyond.status.code(), absl::StatusCode::kInvalidArgument);
+  // A report's own values are judged before the join, with this replica's bound: the same for
+  // an event it does not know.
+  Resolution beyond_unknown = replica.Apply(Report("nobody", -6.0, kT0));
+  EXPECT_EQ(beyond_unknown.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(beyond_unknown.status.message().find("limits.reward_bound"), absl::string_view::npos);
   ReportOp wrong_arm;
   wrong_arm.request.event_id = "e1";
   wrong_arm.request.arm_rewards = {{"zzz", 1.0}};
