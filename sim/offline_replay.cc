@@ -111,13 +111,13 @@ absl::Status Pass(const LoggedHistory& history, const LoggedEnvironment& env,
     const int32_t user = policy.pooled ? 0 : env.UserOf(event.user);
     CandidatePoints(policy.scaling, event.context.data(), arms, policy.intercept, &points);
     const DecisionRule rule = sim::DecisionRuleOf(policy, learned);
-    Rng rng(StableHash(event.event_id, seed ^ kReplayStream));
+    Rng rng = DecisionStream(event.event_id, seed ^ kReplayStream);
     if (absl::Status s = DecideSlate(*policy.learner, user, points, rule, 1, rng,
                                      /*probabilities=*/true, &scored);
         !s.ok()) {
       return s;
     }
-    Rng coin(StableHash(event.event_id, seed ^ kReplayStream ^ kEvaluationStream));
+    Rng coin = EvaluationCoin(event.event_id, seed ^ kReplayStream);
     MixUniformShare(epsilon, rule, 1, coin, rng, &scored, &every);
     const int chosen = scored.slate[0].candidate;
     bool learn = true;

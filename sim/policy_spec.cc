@@ -30,15 +30,15 @@ InlineRefitter::InlineRefitter(const RefitOptions& options, const KernelShape& s
 
 absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* scaling) {
   ++learned_;
-  if (max_dictionary_size_ > 0 && learner->dictionary_size() >= max_dictionary_size_) {
-    if (const double coarser = CoarserKorsMuFactor(kors_mu_factor_); coarser > 0.0) {
-      if (absl::Status s = ApplyHyperparameters(values_, shape_, coarser, *graph_, scaling,
-                                                &user_kernel_, learner);
-          !s.ok()) {
-        return s;
-      }
-      kors_mu_factor_ = coarser;
+  if (const double coarser =
+          CoarseningFactorFor(learner->dictionary_size(), max_dictionary_size_, kors_mu_factor_);
+      coarser > 0.0) {
+    if (absl::Status s = ApplyHyperparameters(values_, shape_, coarser, *graph_, scaling,
+                                              &user_kernel_, learner);
+        !s.ok()) {
+      return s;
     }
+    kors_mu_factor_ = coarser;
   }
   if (learned_ < next_fit_) return absl::OkStatus();
   next_fit_ = NextFitAfter(learned_, options_);
@@ -57,10 +57,7 @@ absl::Status InlineRefitter::AfterObservation(Learner* learner, FeatureScaling* 
     }
     return absl::OkStatus();
   }
-  if (!FitImproves(*fit, options_) ||
-      !MateriallyDifferent(values_, fit->values, options_.min_change)) {
-    return absl::OkStatus();
-  }
+  if (!FitWorthApplying(*fit, values_, options_)) return absl::OkStatus();
   if (absl::Status s = ApplyHyperparameters(fit->values, shape_, kors_mu_factor_, *graph_, scaling,
                                             &user_kernel_, learner);
       !s.ok()) {
@@ -86,23 +83,9 @@ double MedianDistance(const Eigen::MatrixXd& points) {
 std::string SimEventId(int64_t t) { return absl::StrCat("round-", t); }
 
 DecisionRule DecisionRuleOf(const RunPolicy& policy, int64_t rewards_learned) {
-  DecisionRule rule;
-  rule.rule = policy.rule;
-  rule.exploration = policy.exploration;
-  if (policy.width != ExplorationWidth::kStddev) {
-    WidthInputs inputs;
-    inputs.schedule = policy.index_schedule;
-    inputs.rewards_learned = rewards_learned;
-    if (policy.width == ExplorationWidth::kAmm) {
-      inputs.information_gain = policy.learner->InformationGain();
-      inputs.mean_norm_squared = policy.learner->MeanNormSquared();
-    }
-    rule.width = ExplorationWidthFor(policy.width, inputs);
-  }
-  rule.baseline = policy.baseline.value();
-  rule.propensity = policy.propensity;
-  rule.propensity_draws = policy.propensity_draws;
-  return rule;
+  return RuleOf(policy.decision,
+                ExplorationWidthOf(policy.decision, *policy.learner, rewards_learned),
+                policy.baseline.value());
 }
 
 namespace {
@@ -185,12 +168,7 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
 
   RunPolicy run;
-  run.rule = SelectionRuleFor(options);
-  run.exploration = options.exploration;
-  run.width = options.exploration_width;
-  run.index_schedule = options.index_schedule;
-  run.propensity = options.propensity_rule;
-  run.propensity_draws = options.propensity_draws;
+  run.decision = DecisionSetupOf(options);
   run.baseline = BaselineTracker(options.effective_baseline_half_life());
   run.pooled = spec.pooled;
   // One constant feature, whether the spec adds it (the papers' baselines) or the model does.
@@ -228,11 +206,8 @@ absl::StatusOr<RunPolicy> MakeRunPolicy(const PolicySpec& spec, const SimEnviron
     shape.context_dim = options.context_dim;
     shape.arm_dim = options.arm_dim;
     shape.fixed_kors_mu = options.kors_mu;
-    const bool coarsen =
-        options.coarsen_full_dictionary && options.kors_mu == 0.0 &&
-        (options.policy == PolicyKind::kEkUcb || options.policy == PolicyKind::kEkTs);
     run.refitter = std::make_unique<InlineRefitter>(options.refit, shape, values, graph, *kernel,
-                                                    coarsen ? options.max_dictionary_size : 0);
+                                                    CoarseningCap(options));
   }
   return run;
 }

@@ -66,8 +66,9 @@ struct PolicySpec {
 // of its log; the simulator applies it at the observation that made it due).
 class InlineRefitter {
  public:
-  // max_dictionary_size > 0: a Nystrom learner's full dictionary is rebuilt with a coarser
-  // KORS mu, as the server does (core/fit/refit.h).
+  // max_dictionary_size > 0 (CoarseningCap): a Nystrom learner's full dictionary is rebuilt with
+  // a coarser KORS mu at the point the server rebuilds it (CoarseningFactorFor). A fit is applied
+  // when FitWorthApplying says so, as the server's are.
   InlineRefitter(const RefitOptions& options, const KernelShape& shape,
                  const Hyperparameters& initial, std::shared_ptr<const UserGraph> graph,
                  std::shared_ptr<const UserKernel> user_kernel, int max_dictionary_size = 0);
@@ -90,25 +91,20 @@ class InlineRefitter {
 struct RunPolicy {
   std::unique_ptr<Learner> learner;
   FeatureScaling scaling;
-  SelectionRule rule = SelectionRule::kUcb;
-  double exploration = 1.0;
-  ExplorationWidth width = ExplorationWidth::kStddev;
-  IndexSchedule index_schedule;                              // kGpUcbTheorem and kBayesUcb widths
-  PropensityRule propensity = PropensityRule::kMultinomial;  // kSampledParameter rules
-  int propensity_draws = kDefaultPropensityDraws;
+  DecisionSetup decision;  // the model's (DecisionSetupOf)
   bool pooled = false;
   bool intercept = false;                    // points get a trailing constant 1
   std::unique_ptr<InlineRefitter> refitter;  // null: no refits
   BaselineTracker baseline;
-  // Each decision draws from a stream seeded with this and the event id (DecisionSeed), as a
+  // Each decision draws from a stream seeded with this and the event id (DecisionStream), as a
   // model does; unset: the run's shared stream (PolicySpec::run_stream).
   std::optional<uint64_t> model_seed;
   // Whether learner->dictionary_size() means something (Nystrom learners).
   bool has_dictionary = false;
 };
 
-// The rule a policy decides by after `rewards_learned` rewards: its selection rule, exploration
-// and width (ExplorationWidthFor), and its drifting baseline.
+// The rule a policy decides by after `rewards_learned` rewards, as a model's (RuleOf at
+// ExplorationWidthOf, with the policy's drifting baseline).
 DecisionRule DecisionRuleOf(const RunPolicy& policy, int64_t rewards_learned);
 
 // The event id the simulator gives round `t` (what a test sends to a model to replay a run).

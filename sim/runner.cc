@@ -130,7 +130,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     // (unless the policy shares the run's stream).
     std::optional<Rng> decision_rng;
     if (policy->model_seed.has_value()) {
-      decision_rng.emplace(StableHash(SimEventId(t), *policy->model_seed));
+      decision_rng.emplace(DecisionStream(SimEventId(t), *policy->model_seed));
     }
     Rng& decide_rng = decision_rng.has_value() ? *decision_rng : rng;
     absl::Status status = DecideSlate(*policy->learner, user, points, rule, slate_size, decide_rng,
@@ -139,7 +139,7 @@ RunOutput Run(const RunSpec& spec, std::atomic<int64_t>* steps_done) {
     if (status.ok() && evaluate) {
       // The model's evaluation share (core/model/model_decide.cc), with every candidate's
       // probability for the truth.
-      Rng coin(StableHash(SimEventId(t), spec.seed ^ kEvaluationStream));
+      Rng coin = EvaluationCoin(SimEventId(t), spec.seed);
       explored = MixUniformShare(spec.evaluation_epsilon, rule, slate_size, coin, decide_rng,
                                  &scored, &every_probability);
     }

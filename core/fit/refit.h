@@ -45,6 +45,16 @@ inline double CoarserKorsMuFactor(double current) {
   return current * 2.0 <= kMaxKorsMuFactor ? current * 2.0 : 0.0;
 }
 
+// The factor a dictionary of `dictionary_size` points is rebuilt with when its cap is
+// `max_dictionary_size`: coarser than `current` once it is full, 0 while it has room (or a cap
+// of 0: none) and when `current` is the coarsest already. The model and the simulator both
+// coarsen at this point (FitScheduler, sim's InlineRefitter).
+inline double CoarseningFactorFor(int64_t dictionary_size, int64_t max_dictionary_size,
+                                  double current) {
+  if (max_dictionary_size <= 0 || dictionary_size < max_dictionary_size) return 0.0;
+  return CoarserKorsMuFactor(current);
+}
+
 // Above this many joint input dimensions, length-scales are fitted per group (context, arm
 // features) rather than per dimension.
 inline constexpr int kMaxPerDimensionLengthscales = 32;
@@ -171,6 +181,14 @@ bool FitImproves(const FitResult& fit, const RefitOptions& options);
 // scale for positive values; the prior mean relative to the noise's standard deviation).
 bool MateriallyDifferent(const Hyperparameters& old_values, const Hyperparameters& new_values,
                          double min_change);
+
+// Whether a finished fit replaces `in_use`: it improves on them (FitImproves) and moves them
+// materially (MateriallyDifferent with options.min_change). The one judgement of a fit, for the
+// model (FitScheduler) and the simulator (InlineRefitter).
+inline bool FitWorthApplying(const FitResult& fit, const Hyperparameters& in_use,
+                             const RefitOptions& options) {
+  return FitImproves(fit, options) && MateriallyDifferent(in_use, fit.values, options.min_change);
+}
 
 // The FitUsers for a fit of a model with this graph and user kernel.
 FitUsers MakeFitUsers(const KernelShape& shape, const RefitOptions& options, const UserGraph& graph,

@@ -12,6 +12,7 @@
 #include "core/graph/user_kernel.h"
 #include "core/learner/posterior.h"
 #include "core/model/model_options.h"
+#include "core/policy/decision_step.h"
 #include "core/policy/selection.h"
 
 namespace graphbandit {
@@ -35,6 +36,30 @@ Hyperparameters ConfiguredHyperparameters(const ModelOptions& options);
 inline SelectionRule SelectionRuleFor(const ModelOptions& options) {
   if (options.samples_parameters()) return SelectionRule::kSampledParameter;
   return options.thompson() ? SelectionRule::kThompson : SelectionRule::kUcb;
+}
+
+// The dictionary size at which a model with these options rebuilds its full Nystrom dictionary
+// with a coarser KORS mu (CoarseningFactorFor, core/fit/refit.h): max_dictionary_size for the EK
+// policies when coarsen_full_dictionary is on and mu follows the noise variance; 0 (never)
+// otherwise.
+inline int64_t CoarseningCap(const ModelOptions& options) {
+  const bool nystrom = options.policy == PolicyKind::kEkUcb || options.policy == PolicyKind::kEkTs;
+  return nystrom && options.coarsen_full_dictionary && options.kors_mu == 0.0
+             ? options.max_dictionary_size
+             : 0;
+}
+
+// What a model with these options fixes about its decisions (core/policy/decision_step.h): the
+// one place the configuration becomes a decision rule, for the model and for the simulator.
+inline DecisionSetup DecisionSetupOf(const ModelOptions& options) {
+  DecisionSetup setup;
+  setup.rule = SelectionRuleFor(options);
+  setup.exploration = options.exploration;
+  setup.width = options.exploration_width;
+  setup.index_schedule = options.index_schedule;
+  setup.propensity = options.propensity_rule;
+  setup.propensity_draws = options.propensity_draws;
+  return setup;
 }
 
 }  // namespace graphbandit

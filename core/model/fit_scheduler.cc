@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/base/log.h"
 #include "core/fit/refit.h"
+#include "core/learner/learner_factory.h"
 
 namespace graphbandit {
 
@@ -66,20 +67,17 @@ bool FitScheduler::Queue(HyperparametersOp op) {
 
 void FitScheduler::DecideFits(LearnedState* state) {
   // A full Nystrom dictionary is rebuilt with a coarser KORS mu (core/fit/refit.h), logged like a
-  // fit so that replay rebuilds at the same place. Only when mu follows the noise variance.
-  const bool nystrom =
-      options_.policy == PolicyKind::kEkUcb || options_.policy == PolicyKind::kEkTs;
-  if (nystrom && options_.coarsen_full_dictionary && options_.kors_mu == 0.0 &&
-      state->learner()->dictionary_size() >= options_.max_dictionary_size) {
-    const double coarser = CoarserKorsMuFactor(state->kors_mu_factor());
-    if (coarser > 0.0) {
-      HyperparametersOp op;
-      op.reason = HyperparametersOp::Reason::kDictionaryFull;
-      op.values = state->hyperparameters();
-      op.kors_mu_factor = coarser;
-      op.fitted_at = state->last_fit_rewards();
-      if (Queue(std::move(op))) return;
-    }
+  // fit so that replay rebuilds at the same place (CoarseningCap says when; the simulator's
+  // InlineRefitter rebuilds at the same point).
+  if (const double coarser = CoarseningFactorFor(state->learner()->dictionary_size(),
+                                                 CoarseningCap(options_), state->kors_mu_factor());
+      coarser > 0.0) {
+    HyperparametersOp op;
+    op.reason = HyperparametersOp::Reason::kDictionaryFull;
+    op.values = state->hyperparameters();
+    op.kors_mu_factor = coarser;
+    op.fitted_at = state->last_fit_rewards();
+    if (Queue(std::move(op))) return;
   }
   if (fitter_ == nullptr) return;
   std::optional<FitWorker::Outcome> outcome = fitter_->Take();
@@ -160,8 +158,7 @@ void FitScheduler::FinishFit(const LearnedState& state, FitWorker::Outcome outco
   {
     MutexLock lock(&stats_mu_);
     stats_.seconds += fit.seconds;
-    if (!FitImproves(fit, options_.refit) ||
-        !MateriallyDifferent(state.hyperparameters(), fit.values, options_.refit.min_change)) {
+    if (!FitWorthApplying(fit, state.hyperparameters(), options_.refit)) {
       ++stats_.unchanged;
       stats_.last = FitOutcome::kUnchanged;
       return;

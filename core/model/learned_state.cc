@@ -372,16 +372,8 @@ std::shared_ptr<ModelView> LearnedState::BuildView(uint64_t version) const {
       h.signal_to_noise = snr_;
       view->hyperparameters = std::move(h);
     }
-    if (options_.exploration_width != ExplorationWidth::kStddev) {
-      WidthInputs inputs;
-      inputs.schedule = options_.index_schedule;
-      inputs.rewards_learned = rewards_learned_;
-      if (options_.exploration_width == ExplorationWidth::kAmm) {
-        inputs.information_gain = learner_->InformationGain();
-        inputs.mean_norm_squared = learner_->MeanNormSquared();
-      }
-      view->exploration_width = ExplorationWidthFor(options_.exploration_width, inputs);
-    }
+    view->exploration_width =
+        ExplorationWidthOf(DecisionSetupOf(options_), *learner_, rewards_learned_);
   }
   view->rewards_learned = rewards_learned_;
   view->rewards_staged = staged();

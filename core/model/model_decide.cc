@@ -83,14 +83,9 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
   for (size_t i = 0; i < arms.size(); ++i) arms[i] = request.candidates[i].features.data();
   Eigen::MatrixXd points;
   CandidatePoints(view->scaling, request.context.data(), arms, options_.intercept(), &points);
-  DecisionRule rule;
-  rule.rule = SelectionRuleFor(options_);
-  rule.exploration = options_.exploration;
-  rule.width = view->exploration_width;
-  rule.baseline = view->baseline;
-  rule.propensity = options_.propensity_rule;
-  rule.propensity_draws = options_.propensity_draws;
-  Rng rng(StableHash(event_id, options_.seed));
+  const DecisionRule rule =
+      RuleOf(DecisionSetupOf(options_), view->exploration_width, view->baseline);
+  Rng rng = DecisionStream(event_id, options_.seed);
   ScoredSlate scored;
   const int32_t user = registry_->Find(request.user_id);
   if (absl::Status s = DecideSlate(*view->scorer, user, points, rule, request.slate_size, rng,
@@ -119,7 +114,7 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
           "candidate's logging probability",
           options_.name, n));
     }
-    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    Rng coin = EvaluationCoin(event_id, options_.seed);
     MixUniformShare(options_.evaluation_epsilon, rule, 1, coin, rng, &scored, &own_rule);
     RankedChoice choice;
     choice.candidate = shadow->chosen;
@@ -143,11 +138,11 @@ absl::StatusOr<Decision> Model::Decide(const DecisionRequest& request, const std
       Rng unused(0);
       MixUniformShare(0.0, rule, 1, unused, rng, &scored, &own_rule);
     }
-    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    Rng coin = EvaluationCoin(event_id, options_.seed);
     explored = ServeBaseline(options_.evaluation_epsilon, request.baseline, request.slate_size,
                              coin, &scored, log_every ? &every : nullptr);
   } else if (options_.evaluation_epsilon > 0.0) {
-    Rng coin(StableHash(event_id, options_.seed ^ kEvaluationStream));
+    Rng coin = EvaluationCoin(event_id, options_.seed);
     explored = MixUniformShare(options_.evaluation_epsilon, rule, request.slate_size, coin, rng,
                                &scored, log_every ? &every : nullptr);
   }

@@ -3,8 +3,41 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "core/policy/evaluation.h"
 
 namespace graphbandit {
+
+double ExplorationWidthOf(const DecisionSetup& setup, const Learner& learner,
+                          int64_t rewards_learned) {
+  if (setup.width == ExplorationWidth::kStddev) return 1.0;
+  WidthInputs inputs;
+  inputs.schedule = setup.index_schedule;
+  inputs.rewards_learned = rewards_learned;
+  if (setup.width == ExplorationWidth::kAmm) {
+    inputs.information_gain = learner.InformationGain();
+    inputs.mean_norm_squared = learner.MeanNormSquared();
+  }
+  return ExplorationWidthFor(setup.width, inputs);
+}
+
+DecisionRule RuleOf(const DecisionSetup& setup, double width, double baseline) {
+  DecisionRule rule;
+  rule.rule = setup.rule;
+  rule.exploration = setup.exploration;
+  rule.width = width;
+  rule.baseline = baseline;
+  rule.propensity = setup.propensity;
+  rule.propensity_draws = setup.propensity_draws;
+  return rule;
+}
+
+Rng DecisionStream(absl::string_view event_id, uint64_t seed) {
+  return Rng(StableHash(event_id, seed));
+}
+
+Rng EvaluationCoin(absl::string_view event_id, uint64_t seed) {
+  return Rng(StableHash(event_id, seed ^ kEvaluationStream));
+}
 
 void CandidatePoints(const FeatureScaling& scaling, const double* context,
                      absl::Span<const double* const> arms, bool intercept,

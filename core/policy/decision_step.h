@@ -1,6 +1,9 @@
 // The two steps every policy goes through, written once and used by the model (what the server
 // serves, core/model/) and by the simulator's runner (sim/runner.cc), so that what the simulator
 // measures is what the server serves:
+//  * setting up a decision: its rule, exploration width and random streams, from what the
+//    configuration fixes (DecisionSetup; the model's options make one with DecisionSetupOf,
+//    core/learner/learner_factory.h);
 //  * deciding: the candidates' joint points, the posterior at them, the drifting baseline added
 //    to every mean, and a slate by the selection rule (core/policy/selection.h);
 //  * learning: one reward at one point, with the drifting baseline taken out first
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/base/random.h"
 #include "core/kernel/arm_kernel.h"
@@ -32,6 +36,32 @@ struct DecisionRule {
   PropensityRule propensity = PropensityRule::kMultinomial;
   int propensity_draws = kDefaultPropensityDraws;  // M
 };
+
+// What a policy's configuration fixes about every decision it makes: the selection rule, its
+// exploration weight, how the width follows the learner's state, and the propensity settings.
+struct DecisionSetup {
+  SelectionRule rule = SelectionRule::kUcb;
+  double exploration = 1.0;
+  ExplorationWidth width = ExplorationWidth::kStddev;
+  IndexSchedule index_schedule;  // kGpUcbTheorem and kBayesUcb widths
+  PropensityRule propensity = PropensityRule::kMultinomial;
+  int propensity_draws = kDefaultPropensityDraws;
+};
+
+// The width multiplier once `learner` has learned `rewards_learned` rewards: 1 for the stddev,
+// else ExplorationWidthFor with the learner's information gain and mean norm (AMM) or the round
+// (the index schedules).
+double ExplorationWidthOf(const DecisionSetup& setup, const Learner& learner,
+                          int64_t rewards_learned);
+
+// The rule of one decision: the setup's, at this width and drifting baseline.
+DecisionRule RuleOf(const DecisionSetup& setup, double width, double baseline);
+
+// The random streams of decision `event_id` by a policy seeded with `seed`: the one its draws and
+// tie-breaks consume, and the coin of its evaluation share (core/policy/evaluation.h). Functions
+// of the id, so that a retried or replicated decision draws the same.
+Rng DecisionStream(absl::string_view event_id, uint64_t seed);
+Rng EvaluationCoin(absl::string_view event_id, uint64_t seed);
 
 // Writes the learner's joint point of each candidate into the columns of *points:
 // scaling.Apply(context, arms[i]), then (with `intercept`) a trailing constant 1.

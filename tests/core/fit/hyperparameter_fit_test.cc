@@ -414,5 +414,31 @@ TEST(RefitSchedule, MaterialChange) {
   EXPECT_TRUE(MateriallyDifferent(a, b, 0.05));
 }
 
+// A fit replaces the values in use only when it both improves the likelihood enough and moves
+// the values materially (the judgement the model and the simulator share).
+TEST(RefitSchedule, AFitIsAppliedOnlyWhenItImprovesAndMoves) {
+  RefitOptions options;
+  Hyperparameters in_use;
+  in_use.lengthscales = Eigen::Vector2d(1.0, 2.0);
+  FitResult fit;
+  fit.values = in_use;
+  fit.values.lengthscales(1) = 3.0;
+  fit.points = 100;
+  fit.free_parameters = 4;
+  fit.log_likelihood_start = -1.0;
+  // A gain of 100 * 0.1 = 10 nats over 4 parameters.
+  fit.log_likelihood = -0.9;
+  ASSERT_TRUE(FitImproves(fit, options));
+  EXPECT_TRUE(FitWorthApplying(fit, in_use, options));
+  // The same gain for values that hardly moved.
+  FitResult still = fit;
+  still.values = in_use;
+  EXPECT_FALSE(FitWorthApplying(still, in_use, options));
+  // Values that moved, for a gain below 1 nat per parameter (0.03 * 100 = 3 < 4).
+  FitResult flat = fit;
+  flat.log_likelihood = -0.97;
+  EXPECT_FALSE(FitWorthApplying(flat, in_use, options));
+}
+
 }  // namespace
 }  // namespace graphbandit

@@ -413,6 +413,11 @@ TEST(DictionaryCap, FullDictionaryKeepsLearningAndACoarserMuFreesRoom) {
   EXPECT_LT(learner.dictionary_size(), 15);
   EXPECT_EQ(CoarserKorsMuFactor(1.0), 2.0);
   EXPECT_EQ(CoarserKorsMuFactor(kMaxKorsMuFactor), 0.0);
+  // Only a full dictionary with a cap is rebuilt, and never beyond the coarsest factor.
+  EXPECT_EQ(CoarseningFactorFor(299, 300, 4.0), 0.0);
+  EXPECT_EQ(CoarseningFactorFor(300, 300, 4.0), 8.0);
+  EXPECT_EQ(CoarseningFactorFor(5000, 0, 1.0), 0.0);
+  EXPECT_EQ(CoarseningFactorFor(300, 300, kMaxKorsMuFactor), 0.0);
 }
 
 }  // namespace

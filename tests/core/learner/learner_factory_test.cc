@@ -108,5 +108,39 @@ TEST(LearnerFactoryTest, TheRidgeOfEachExactKindIsTheOneItsOptionsName) {
   }
 }
 
+// The configuration's decision settings reach the rule the model and the simulator decide by,
+// and only the EK policies with mu following the noise coarsen a full dictionary.
+TEST(LearnerFactoryTest, TheOptionsFixTheDecisionSetupAndWhenADictionaryCoarsens) {
+  ModelOptions options;
+  options.policy = PolicyKind::kEkTs;
+  options.exploration = 0.3;
+  options.exploration_width = ExplorationWidth::kAmm;
+  options.index_schedule.arm_count = 17.0;
+  options.propensity_rule = PropensityRule::kOwnDraw;
+  options.propensity_draws = 9;
+  const DecisionSetup setup = DecisionSetupOf(options);
+  EXPECT_EQ(setup.rule, SelectionRule::kThompson);
+  EXPECT_EQ(setup.exploration, 0.3);
+  EXPECT_EQ(setup.width, ExplorationWidth::kAmm);
+  EXPECT_EQ(setup.index_schedule.arm_count, 17.0);
+  EXPECT_EQ(setup.propensity, PropensityRule::kOwnDraw);
+  EXPECT_EQ(setup.propensity_draws, 9);
+  options.policy = PolicyKind::kEkUcb;
+  EXPECT_EQ(DecisionSetupOf(options).rule, SelectionRule::kUcb);
+
+  options.max_dictionary_size = 300;
+  options.coarsen_full_dictionary = true;
+  options.kors_mu = 0.0;
+  EXPECT_EQ(CoarseningCap(options), 300);
+  options.kors_mu = 0.5;  // a fixed mu stays fixed
+  EXPECT_EQ(CoarseningCap(options), 0);
+  options.kors_mu = 0.0;
+  options.coarsen_full_dictionary = false;
+  EXPECT_EQ(CoarseningCap(options), 0);
+  options.coarsen_full_dictionary = true;
+  options.policy = PolicyKind::kGpUcb;  // no dictionary
+  EXPECT_EQ(CoarseningCap(options), 0);
+}
+
 }  // namespace
 }  // namespace graphbandit

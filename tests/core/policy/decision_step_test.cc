@@ -221,5 +221,62 @@ TEST(DecisionStepTest, ABatchLearnsWhatOneRewardAtATimeLearns) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Reports fixed information gain and mean norm, which the AMM width reads.
+class GainLearner : public RecordingLearner {
+ public:
+  GainLearner() : RecordingLearner(0.0) {}
+  double InformationGain() const override { return 3.0; }
+  double MeanNormSquared() const override { return 2.0; }
+};
+
+TEST(DecisionStepTest, TheSetupGivesTheRuleAndTheWidthFromTheLearnersState) {
+  GainLearner learner;
+  DecisionSetup setup;
+  setup.rule = SelectionRule::kThompson;
+  setup.exploration = 0.7;
+  setup.propensity = PropensityRule::kOwnDraw;
+  setup.propensity_draws = 12;
+  EXPECT_EQ(ExplorationWidthOf(setup, learner, 500), 1.0);  // the stddev
+  setup.width = ExplorationWidth::kAmm;
+  WidthInputs amm;
+  amm.information_gain = 3.0;
+  amm.mean_norm_squared = 2.0;
+  EXPECT_EQ(ExplorationWidthOf(setup, learner, 500),
+            ExplorationWidthFor(ExplorationWidth::kAmm, amm));
+  EXPECT_GT(ExplorationWidthOf(setup, learner, 500), std::sqrt(5.0));
+  // The theorem's schedule widens with the rewards learned, whatever the learner.
+  setup.width = ExplorationWidth::kGpUcbTheorem;
+  EXPECT_LT(ExplorationWidthOf(setup, learner, 10), ExplorationWidthOf(setup, learner, 1000));
+  setup.index_schedule.arm_count = 10.0;
+  WidthInputs theorem;
+  theorem.schedule = setup.index_schedule;
+  theorem.rewards_learned = 10;
+  EXPECT_EQ(ExplorationWidthOf(setup, learner, 10),
+            ExplorationWidthFor(ExplorationWidth::kGpUcbTheorem, theorem));
+
+  const DecisionRule rule = RuleOf(setup, 2.5, -0.25);
+  EXPECT_EQ(rule.rule, SelectionRule::kThompson);
+  EXPECT_EQ(rule.exploration, 0.7);
+  EXPECT_EQ(rule.width, 2.5);
+  EXPECT_EQ(rule.baseline, -0.25);
+  EXPECT_EQ(rule.propensity, PropensityRule::kOwnDraw);
+  EXPECT_EQ(rule.propensity_draws, 12);
+}
+
+TEST(DecisionStepTest, EachDecisionHasItsOwnStreamsFromItsIdAndSeed) {
+  auto draws = [](Rng rng) {
+    std::vector<uint64_t> out;
+    for (int i = 0; i < 4; ++i) out.push_back(rng.NextU64());
+    return out;
+  };
+  const auto decision = draws(DecisionStream("e-1", 7));
+  EXPECT_EQ(draws(DecisionStream("e-1", 7)), decision);  // a retry or a replica draws the same
+  EXPECT_NE(draws(DecisionStream("e-2", 7)), decision);
+  EXPECT_NE(draws(DecisionStream("e-1", 8)), decision);
+  // The evaluation coin is another stream of the same decision.
+  EXPECT_EQ(draws(EvaluationCoin("e-1", 7)), draws(EvaluationCoin("e-1", 7)));
+  EXPECT_NE(draws(EvaluationCoin("e-1", 7)), decision);
+}
+
 }  // namespace
 }  // namespace graphbandit
