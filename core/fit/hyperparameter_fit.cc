@@ -112,6 +112,41 @@ std::string Hyperparameters::DebugString() const {
       absl::StrJoin(l, ","), noise_variance, rho, prior_mean);
 }
 
+namespace {
+
+// The free parameters of a fit with `spec` (a profiled prior mean counts as one).
+int FreeParameters(const FitSpec& spec, const FitUsers& users) {
+  const bool laplacian = users.graph != nullptr;
+  const Layout layout = Layout::Of(spec, laplacian, laplacian && spec.community_dims > 0);
+  return static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
+}
+
+// The observations a fit of this many free parameters waits for
+// (FitSpec::min_points_per_parameter, at most max_points).
+int64_t PointsNeeded(int free_parameters, const FitSpec& spec) {
+  int64_t needed = static_cast<int64_t>(spec.min_points_per_parameter) * free_parameters;
+  if (spec.max_points > 0) needed = std::min<int64_t>(needed, spec.max_points);
+  return needed;
+}
+
+// Whether the dimensions of each group have one and the same length-scale.
+bool SharedWithinGroups(const Eigen::VectorXd& lengthscales, const std::vector<int>& group) {
+  if (lengthscales.size() != static_cast<Eigen::Index>(group.size())) return false;
+  std::vector<int> first(group.size(), -1);  // a group's first dimension
+  for (size_t d = 0; d < group.size(); ++d) {
+    const int g = group[d];
+    if (g < 0 || g >= static_cast<int>(group.size())) return false;
+    if (first[g] < 0) {
+      first[g] = static_cast<int>(d);
+    } else if (lengthscales(first[g]) != lengthscales(static_cast<Eigen::Index>(d))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& start, const FitSpec& spec) {
   const auto started = std::chrono::steady_clock::now();
@@ -119,6 +154,20 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   if (absl::Status s = CheckStart(start, dim); !s.ok()) return s;
   const int n = static_cast<int>(data.y.size());
   if (n < 2) return absl::FailedPreconditionError("a fit needs at least 2 observations");
+  if (!spec.coarse_lengthscale_group.empty() &&
+      n < PointsNeeded(FreeParameters(spec, users), spec) &&
+      SharedWithinGroups(start.lengthscales, spec.coarse_lengthscale_group)) {
+    // Too few for a length-scale per dimension: one per group of the coarser grouping, decided
+    // before any work on the data. Only when the values in use have one length-scale per group
+    // (the start values, or those of an earlier such fit), so that the fit starts from, and
+    // judges its gain against, exactly the values in use.
+    FitSpec coarse = spec;
+    coarse.lengthscale_group = std::move(coarse.coarse_lengthscale_group);
+    coarse.fit_lengthscale = std::move(coarse.coarse_fit_lengthscale);
+    coarse.coarse_lengthscale_group.clear();
+    coarse.coarse_fit_lengthscale.clear();
+    return FitHyperparameters(data, users, start, coarse);
+  }
   Likelihood likelihood;
   if (absl::Status s = likelihood.Init(data, users, spec); !s.ok()) return s;
   const double y_mean = data.y.mean();
@@ -195,8 +244,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
   FitResult result;
   result.points = n;
   result.free_parameters = static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
-  int64_t needed = static_cast<int64_t>(spec.min_points_per_parameter) * result.free_parameters;
-  if (spec.max_points > 0) needed = std::min<int64_t>(needed, spec.max_points);
+  const int64_t needed = PointsNeeded(result.free_parameters, spec);
   if (n < needed) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%d observations are too few to fit %d parameters (%d needed)", n,

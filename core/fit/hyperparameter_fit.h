@@ -93,6 +93,13 @@ struct FitSpec {
   bool fit_linear_variance = true;  // ignored (kept 0) for the linear kernel
   bool fit_user_variance = true;
   std::vector<bool> fit_lengthscale;  // per group
+  // When not empty, a coarser grouping (same form as lengthscale_group and fit_lengthscale) that
+  // a fit uses instead when it has too few observations for the one above
+  // (min_points_per_parameter) and the start values have one length-scale per coarse group: a
+  // per-dimension fit falls back to one length-scale per input kind rather than waiting for ten
+  // observations per dimension.
+  std::vector<int> coarse_lengthscale_group;
+  std::vector<bool> coarse_fit_lengthscale;
   bool fit_noise_variance = true;
   bool fit_rho = true;  // only with `graph` (the Green's function user kernel)
   // The community part w S: S from a spectral embedding of `graph` in this many dimensions
@@ -138,8 +145,9 @@ struct FitUsers {
 
 // Maximises the log marginal likelihood from `start` (and from data-derived values; the better
 // optimum wins). Fails with InvalidArgument on inconsistent inputs and FailedPrecondition with
-// fewer than 2 observations (or fewer than spec.min_points_per_parameter per free parameter),
-// rewards without variance or every observation at one input.
+// fewer than 2 observations (or fewer than spec.min_points_per_parameter per free parameter, after
+// falling back to spec.coarse_lengthscale_group where that applies), rewards without variance or
+// every observation at one input.
 absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers& users,
                                              const Hyperparameters& start, const FitSpec& spec);
 

@@ -63,26 +63,36 @@ FitSpec MakeFitSpec(const RefitOptions& options, const KernelShape& shape) {
   spec.kernel = shape.kernel;
   const int dim = shape.context_dim + shape.arm_dim;
   const bool per_dimension = options.per_dimension && dim <= kMaxPerDimensionLengthscales;
-  spec.lengthscale_group.resize(dim);
   // The linear kernel's overall length-scale only rescales its variance: fit it only per
   // dimension (relative relevance), never as one shared value.
   const bool linear = shape.kernel == KernelType::kLinear;
+  // One length-scale for the context and one for the arm features.
+  auto grouped = [&shape, &options, dim, linear](std::vector<int>* group, std::vector<bool>* fit) {
+    group->assign(dim, -1);
+    fit->clear();
+    int groups = 0;
+    const int context_group = shape.context_dim > 0 ? groups++ : -1;
+    const int arm_group = shape.arm_dim > 0 ? groups++ : -1;
+    for (int d = 0; d < dim; ++d) (*group)[d] = d < shape.context_dim ? context_group : arm_group;
+    if (context_group >= 0) fit->push_back(options.fit_context_lengthscale && !linear);
+    if (arm_group >= 0) fit->push_back(options.fit_arm_lengthscale && !linear);
+  };
   if (per_dimension) {
+    spec.lengthscale_group.resize(dim);
     for (int d = 0; d < dim; ++d) {
       spec.lengthscale_group[d] = d;
       spec.fit_lengthscale.push_back(d < shape.context_dim ? options.fit_context_lengthscale
                                                            : options.fit_arm_lengthscale);
     }
-  } else {
-    int groups = 0;
-    const int context_group = shape.context_dim > 0 ? groups++ : -1;
-    const int arm_group = shape.arm_dim > 0 ? groups++ : -1;
-    for (int d = 0; d < dim; ++d) {
-      spec.lengthscale_group[d] = d < shape.context_dim ? context_group : arm_group;
+    // Too few observations for a length-scale per dimension: the fit falls back to these (when
+    // they are fewer).
+    grouped(&spec.coarse_lengthscale_group, &spec.coarse_fit_lengthscale);
+    if (spec.coarse_fit_lengthscale.size() == spec.fit_lengthscale.size()) {
+      spec.coarse_lengthscale_group.clear();
+      spec.coarse_fit_lengthscale.clear();
     }
-    if (context_group >= 0) spec.fit_lengthscale.push_back(options.fit_context_lengthscale);
-    if (arm_group >= 0) spec.fit_lengthscale.push_back(options.fit_arm_lengthscale && !linear);
-    if (linear && context_group >= 0) spec.fit_lengthscale[context_group] = false;
+  } else {
+    grouped(&spec.lengthscale_group, &spec.fit_lengthscale);
   }
   spec.fit_signal_variance = options.fit_signal_variance;
   spec.fit_offset_variance = options.fit_offset_variance;

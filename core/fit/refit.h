@@ -96,10 +96,12 @@ struct RefitOptions {
   int max_points = 800;
   int max_evaluations = 80;
   // A fit waits until it has this many observations per free parameter, or max_points (FitSpec):
-  // with fewer,
-  // maximising the likelihood over a dozen parameters fits the noise of a few dozen rewards
-  // (seen: per-dimension length-scales that made unrelated arms look alike, after which the
-  // policy kept one arm for good). Not in the configuration.
+  // with fewer, maximising the likelihood over a dozen parameters fits the noise of a few dozen
+  // rewards (seen: per-dimension length-scales that made unrelated arms look alike, after which
+  // the policy kept one arm for good). Until there are enough for a length-scale per dimension,
+  // a per-dimension fit uses one per input kind (FitSpec::coarse_lengthscale_group), which needs
+  // fewer: waiting for the full count kept the start values in service for hundreds of rewards
+  // and cost regret on most simulated tasks (docs/results.md). Not in the configuration.
   int min_points_per_parameter = kMinPointsPerParameter;
   double min_change = 0.05;
   // Fitted values replace the current ones only when, on the fit's own observations, they

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 
+#include "absl/strings/str_format.h"
 #include "core/fit/refit.h"
 #include "core/graph/green_function.h"
 #include "core/graph/user_kernel.h"
@@ -168,6 +169,73 @@ TEST(FitHyperparameters, RefusesWhatCannotBeFitted) {
   cancelled.cancel = &cancel;
   EXPECT_EQ(FitHyperparameters(RandomData(50, 2, 8, rng), users, start, cancelled).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+// With too few observations for a length-scale per dimension but enough for one per input kind
+// (context, arm features), a fit uses the latter instead of waiting; with too few even for that,
+// it is refused.
+TEST(FitHyperparameters, FallsBackToOneLengthscalePerKindWhenTooFewForEach) {
+  Rng rng(17);
+  UserGraph graph = SmallGraph();
+  FitUsers users;
+  users.graph = &graph;
+  constexpr int kContext = 1, kArm = 4, kDim = kContext + kArm;
+  FitSpec spec = GroupedSpec(KernelType::kRbf, kContext, kArm, /*per_dimension=*/true);
+  ASSERT_EQ(spec.groups(), kDim);
+  ASSERT_EQ(spec.coarse_lengthscale_group, (std::vector<int>{0, 1, 1, 1, 1}));
+  // One length-scale for the context and one for the arm features, as a model starts.
+  Hyperparameters start = Values(kDim, rng);
+  start.lengthscales.tail(kArm).setConstant(1.3);
+  const FitData data = RandomData(200, kDim, 8, rng);
+  // The number of free parameters of each parameterisation, from fits with no minimum.
+  const absl::StatusOr<FitResult> fine = FitHyperparameters(data, users, start, spec);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  FitSpec grouped_only = GroupedSpec(KernelType::kRbf, kContext, kArm, /*per_dimension=*/false);
+  EXPECT_TRUE(grouped_only.coarse_lengthscale_group.empty());
+  const absl::StatusOr<FitResult> coarse = FitHyperparameters(data, users, start, grouped_only);
+  ASSERT_TRUE(coarse.ok()) << coarse.status();
+  ASSERT_EQ(fine->free_parameters - coarse->free_parameters, kDim - 2);
+
+  spec.min_points_per_parameter = 10;
+  auto first = [&data](int n) {
+    FitData d;
+    d.x = data.x.leftCols(n);
+    d.users.assign(data.users.begin(), data.users.begin() + n);
+    d.y = data.y.head(n);
+    return d;
+  };
+  // Enough for each dimension: one length-scale per dimension.
+  const int per_dimension = 10 * fine->free_parameters;
+  absl::StatusOr<FitResult> enough = FitHyperparameters(first(per_dimension), users, start, spec);
+  ASSERT_TRUE(enough.ok()) << enough.status();
+  EXPECT_EQ(enough->free_parameters, fine->free_parameters);
+  // One short of that: one length-scale for the context, one shared by the arm features.
+  const absl::StatusOr<FitResult> fewer =
+      FitHyperparameters(first(per_dimension - 1), users, start, spec);
+  ASSERT_TRUE(fewer.ok()) << fewer.status();
+  EXPECT_EQ(fewer->free_parameters, coarse->free_parameters);
+  ASSERT_EQ(fewer->values.lengthscales.size(), kDim);
+  for (int d = kContext + 1; d < kDim; ++d) {
+    EXPECT_EQ(fewer->values.lengthscales(d), fewer->values.lengthscales(kContext)) << d;
+  }
+  EXPECT_TRUE(fewer->values.InRange(kDim));
+  // Values in use that one length-scale per kind cannot represent (an earlier per-dimension
+  // fit) are not coarsened: the fit waits for enough observations for them.
+  Hyperparameters per_dimension_start = start;
+  per_dimension_start.lengthscales(kDim - 1) = 2.0;
+  EXPECT_EQ(FitHyperparameters(first(per_dimension - 1), users, per_dimension_start, spec)
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Too few even for that: refused, naming the coarser count.
+  const int per_kind = 10 * coarse->free_parameters;
+  EXPECT_TRUE(FitHyperparameters(first(per_kind), users, start, spec).ok());
+  const absl::StatusOr<FitResult> refused =
+      FitHyperparameters(first(per_kind - 1), users, start, spec);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr(absl::StrFormat("too few to fit %d parameters (%d needed)",
+                                                   coarse->free_parameters, per_kind)));
 }
 
 // A bandit repeats the arm it prefers: most observations share one value in an arm dimension,
