@@ -114,11 +114,13 @@ std::string Hyperparameters::DebugString() const {
 
 namespace {
 
-// The free parameters of a fit with `spec` (a profiled prior mean counts as one).
+// The free parameters of a fit with `spec` and `layout` (a profiled prior mean counts as one).
+int FreeParameters(const Layout& layout, const FitSpec& spec) {
+  return static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
+}
 int FreeParameters(const FitSpec& spec, const FitUsers& users) {
   const bool laplacian = users.graph != nullptr;
-  const Layout layout = Layout::Of(spec, laplacian, laplacian && spec.community_dims > 0);
-  return static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
+  return FreeParameters(Layout::Of(spec, laplacian, laplacian && spec.community_dims > 0), spec);
 }
 
 // The observations a fit of this many free parameters waits for
@@ -243,7 +245,7 @@ absl::StatusOr<FitResult> FitHyperparameters(const FitData& data, const FitUsers
                   ToFull(start, spec), centre, 1.0 / (spec.prior_log_sd * spec.prior_log_sd)};
   FitResult result;
   result.points = n;
-  result.free_parameters = static_cast<int>(layout.free.size()) + (spec.fit_prior_mean ? 1 : 0);
+  result.free_parameters = FreeParameters(layout, spec);
   const int64_t needed = PointsNeeded(result.free_parameters, spec);
   if (n < needed) {
     return absl::FailedPreconditionError(
