@@ -43,7 +43,9 @@ std::string ReadAll(const std::string& path) {
 }
 
 // A served model with the evaluation share, `rounds` decisions for three users (two of them
-// friends), each rewarded; the model is closed when this returns.
+// friends), each rewarded; the model is closed when this returns. Each reward is learned, and
+// any fit it starts finished, before the next decision, so the decisions do not depend on how
+// the writer and fit threads are scheduled (the checks on them are statistical).
 struct Served {
   std::vector<Decision> decisions;
   std::vector<double> rewards;
@@ -75,6 +77,7 @@ Served Serve(const std::string& state_dir, int rounds, double epsilon,
     if (!decision.ok()) return served;
     const double reward = Expected(decision->arms[0].arm_id.back() - '0') + 0.1 * noise.Normal();
     EXPECT_TRUE(engine->ReportReward({decision->event_id, reward, {}, ""}).ok());
+    model->WaitForFits();
     served.decisions.push_back(*decision);
     served.rewards.push_back(reward);
   }
