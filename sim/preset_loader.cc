@@ -381,9 +381,16 @@ absl::StatusOr<PolicySpec> ToPolicySpec(const pb::Policy& p) {
       break;
     }
     case pb::Policy::SEMI_PARAMETRIC:
-      o.policy = p.semi() == pb::Policy::SEMI_TS  ? PolicyKind::kSemiTs
-                 : p.semi() == pb::Policy::LIN_TS ? PolicyKind::kLinTs
-                                                  : PolicyKind::kSemiGraphTs;
+      o.policy = p.semi() == pb::Policy::SEMI_TS           ? PolicyKind::kSemiTs
+                 : p.semi() == pb::Policy::LIN_TS          ? PolicyKind::kLinTs
+                 : p.semi() == pb::Policy::GRAPH_UCB_LOCAL ? PolicyKind::kGraphUcbLocal
+                                                           : PolicyKind::kSemiGraphTs;
+      if (o.policy == PolicyKind::kGraphUcbLocal &&
+          (p.has_propensity_draws() || p.propensity() != 0 || p.code_gamma() || p.pooled())) {
+        return absl::InvalidArgumentError(
+            "semi GRAPH_UCB_LOCAL chooses by UCB on the graph: propensity, propensity_draws, "
+            "code_gamma and pooled do not apply");
+      }
       o.linear_lambda = p.has_linear_lambda() ? p.linear_lambda() : 1.0;
       if (absl::Status s =
               config::FromProto(config::kPropensityRules, p.propensity(),

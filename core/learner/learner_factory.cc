@@ -95,12 +95,15 @@ absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const ModelOptions& options
     }
     case PolicyKind::kSemiGraphTs:
     case PolicyKind::kSemiTs:
-    case PolicyKind::kLinTs: {
+    case PolicyKind::kLinTs:
+    case PolicyKind::kGraphUcbLocal: {
+      const bool local_ucb = options.policy == PolicyKind::kGraphUcbLocal;
       SemiParametricOptions semi;
-      semi.centred = options.policy != PolicyKind::kLinTs;
-      semi.graph = options.policy == PolicyKind::kSemiGraphTs;
+      semi.centred = options.policy != PolicyKind::kLinTs && !local_ucb;
+      semi.graph = options.policy == PolicyKind::kSemiGraphTs || local_ucb;
       semi.lambda = options.linear_lambda;
-      semi.code_gamma = options.research.semi_code_gamma;
+      // GraphUCB-Local's width matrix has the extra lambda I (semi_parametric_ts.h).
+      semi.code_gamma = options.research.semi_code_gamma || local_ucb;
       if (absl::Status s = semi.Validate(); !s.ok()) return s;
       learner = std::make_unique<SemiParametricTs>(dim, semi);
       break;

@@ -29,7 +29,7 @@ Sampling SamplingFor(int32_t user, const SemiParametricOptions& options,
   Sampling out;
   out.centre = own.mu_bar;
   Eigen::MatrixXd gamma = own.b;
-  const bool graph = options.centred && options.graph && neighbours != nullptr && user >= 0 &&
+  const bool graph = options.graph && neighbours != nullptr && user >= 0 &&
                      user < static_cast<int32_t>(neighbours->size()) &&
                      !(*neighbours)[user].empty();
   if (graph) {

@@ -18,7 +18,19 @@
 //    Without it (SemiTS-Ind; SemiTS-Sin is the same learner with every user served as one),
 //    mu_hat_j = mu_bar_j and Gamma_j = B_j. A user without neighbours is a user without it.
 //  * Uncentred (LinTS, Agrawal & Goyal 2013): B_j += b b^T, y_j += r b on the chosen point only;
-//    Observe works, and the graph is not used.
+//    Observe works. LinTS does not use the graph.
+//  * Uncentred with the graph terms is GraphUCB-Local (Yang et al. 2020, the local version of
+//    Laplacian-regularised LinUCB that the SG paper compares with, docs/algorithms.md §5.8),
+//    chosen by UCB on Score rather than by sampling. Its mean is one Jacobi step of the
+//    regularised normal equations: with G_j = sum b b^T and B_j = lambda I + G_j,
+//      mu_hat_j = B_j^-1 (y_j + lambda sum_{k != j} (w_jk / deg_j) mu_bar_k),
+//    the user's ridge solution pulled towards the average of its neighbours' estimates (the
+//    formula above, since l_jj = 1 makes lambda I the diagonal of lambda L). Its width is
+//    sqrt(b^T Gamma_j^-1 b) with Gamma_j including the extra lambda I (code_gamma): Yang et al.'s
+//    local confidence matrix G_j + 2 lambda l_jj I + lambda^2 sum_{k != j} l_jk^2 B_k^-1, where
+//    their code uses a separate small ridge for the neighbours' inverses. The confidence
+//    multiplier is the policy's exploration constant, tuned like LinUCB's, not their
+//    data-dependent beta.
 //
 // Every B_j starts at lambda I. A new user with friends starts from their estimates (the graph
 // term); one without starts from 0 with spread v^2 / lambda.
@@ -44,7 +56,7 @@ namespace graphbandit {
 
 struct SemiParametricOptions {
   bool centred = true;  // false: LinTS
-  bool graph = true;    // SemiGraphTS's graph terms (centred only)
+  bool graph = true;    // the graph terms (SemiGraphTS centred, GraphUCB-Local uncentred)
   double lambda = 1.0;  // B_j(1) = lambda I; the graph terms' weight
   // Gamma_j gets an extra lambda I, as the SG authors' code computes it (docs/algorithms.md §5.4).
   bool code_gamma = false;

@@ -40,6 +40,8 @@ absl::string_view PolicyName(PolicyKind policy) {
       return "LK_GP_TS";
     case PolicyKind::kRandom:
       return "RANDOM";
+    case PolicyKind::kGraphUcbLocal:
+      return "GRAPH_UCB_LOCAL";
   }
   return "UNKNOWN";
 }

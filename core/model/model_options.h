@@ -51,6 +51,10 @@ enum class PolicyKind {
   kLkGpUcb,  // exact GP with the LK paper's lambda schedule and grid phase (research.lk)
   kLkGpTs,   // the same with Thompson sampling
   kRandom,   // a uniformly random choice
+  // GraphUCB-Local (Yang et al. 2020; the SG paper's GraphUCB): per-user ridge statistics pulled
+  // towards the graph neighbours' estimates, chosen by UCB (core/learner/semi_parametric_ts.h).
+  // Its cost per decision grows with the user's degree, not with the graph's size.
+  kGraphUcbLocal,
 };
 
 // The largest nystrom.max_learn_batch a model accepts (a batch's work and memory grow with it).
@@ -254,7 +258,8 @@ struct ModelOptions {
   bool intercept() const {
     const bool linear = policy == PolicyKind::kLinUcbPerUser ||
                         policy == PolicyKind::kLinUcbPooled || policy == PolicyKind::kGraphUcb ||
-                        policy == PolicyKind::kGobLin || policy == PolicyKind::kLinTs;
+                        policy == PolicyKind::kGobLin || policy == PolicyKind::kLinTs ||
+                        policy == PolicyKind::kGraphUcbLocal;
     return linear_intercept && linear;
   }
   // Draws a parameter per decision and records every candidate's selection probability.
@@ -271,7 +276,7 @@ struct ModelOptions {
   // The kinds a model can be configured with (not the papers' baselines).
   bool servable() const {
     return policy != PolicyKind::kLkGpUcb && policy != PolicyKind::kLkGpTs &&
-           policy != PolicyKind::kRandom;
+           policy != PolicyKind::kRandom && policy != PolicyKind::kGraphUcbLocal;
   }
   // KORS mu before any fit (core/fit/refit.h, KorsMu).
   double effective_kors_mu() const { return KorsMu(kors_mu, refit.kors_mu_factor, ridge); }

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "core/learner/learner_factory.h"
 #include "sim/preset_loader.h"
 
 namespace graphbandit::sim {
@@ -199,6 +200,42 @@ TEST(PresetsTest, PolicyEnumsAreTheConfigurationsOwn) {
   EXPECT_THAT(ErrorOf(std::string(kValid) + "environment { lk { level: \"easy\" users: 2 "
                                             "reward: GP_DRAW graph: 7 } }\n"),
               HasSubstr("unknown lk.graph 7: it must be one of ERDOS_RENYI, RBF, SBM"));
+}
+
+// GraphUCB-Local is the semi-parametric family's uncentred graph learner chosen by UCB: its
+// own policy kind (not served), with an intercept when asked, and without the sampling fields.
+TEST(PresetsTest, GraphUcbLocalIsAUcbPolicyOnTheGraph) {
+  auto preset = ParsePreset(std::string(kValid) + R"pb(
+                              policy {
+                                policy {
+                                  name: "G"
+                                  family: SEMI_PARAMETRIC
+                                  semi: GRAPH_UCB_LOCAL
+                                  exploration: 0.1
+                                  linear_lambda: 5
+                                  intercept: true
+                                }
+                              }
+                            )pb",
+                            "tiny.textproto");
+  ASSERT_TRUE(preset.ok()) << preset.status();
+  const ModelOptions& o = preset->policies[1].model;
+  EXPECT_EQ(o.policy, PolicyKind::kGraphUcbLocal);
+  EXPECT_FALSE(o.servable());
+  EXPECT_FALSE(o.samples_parameters());
+  EXPECT_EQ(SelectionRuleFor(o), SelectionRule::kUcb);
+  EXPECT_EQ(o.exploration, 0.1);
+  EXPECT_EQ(o.linear_lambda, 5.0);
+  EXPECT_TRUE(preset->policies[1].intercept);
+  for (const char* field :
+       {"propensity: OWN_DRAW", "propensity_draws: 10", "code_gamma: true", "pooled: true"}) {
+    SCOPED_TRACE(field);
+    EXPECT_THAT(ErrorOf(std::string(kValid) +
+                        "policy { policy { name: \"G\" family: SEMI_PARAMETRIC "
+                        "semi: GRAPH_UCB_LOCAL " +
+                        field + " } }\n"),
+                HasSubstr("semi GRAPH_UCB_LOCAL chooses by UCB on the graph"));
+  }
 }
 
 TEST(PresetsTest, MalformedFilesAreRefusedClearly) {

@@ -14,11 +14,12 @@ namespace graphbandit {
 namespace {
 
 constexpr PolicyKind kEveryKind[] = {
-    PolicyKind::kEkUcb,       PolicyKind::kEkTs,          PolicyKind::kGpUcb,
-    PolicyKind::kGpTs,        PolicyKind::kLinUcbPerUser, PolicyKind::kLinUcbPooled,
-    PolicyKind::kGraphUcb,    PolicyKind::kGobLin,        PolicyKind::kBatchedNystromUcb,
-    PolicyKind::kLkGpUcb,     PolicyKind::kLkGpTs,        PolicyKind::kRandom,
-    PolicyKind::kSemiGraphTs, PolicyKind::kSemiTs,        PolicyKind::kLinTs,
+    PolicyKind::kEkUcb,         PolicyKind::kEkTs,          PolicyKind::kGpUcb,
+    PolicyKind::kGpTs,          PolicyKind::kLinUcbPerUser, PolicyKind::kLinUcbPooled,
+    PolicyKind::kGraphUcb,      PolicyKind::kGobLin,        PolicyKind::kBatchedNystromUcb,
+    PolicyKind::kLkGpUcb,       PolicyKind::kLkGpTs,        PolicyKind::kRandom,
+    PolicyKind::kSemiGraphTs,   PolicyKind::kSemiTs,        PolicyKind::kLinTs,
+    PolicyKind::kGraphUcbLocal,
 };
 
 struct OneUser {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/base/random.h"
 #include "core/graph/user_graph.h"
@@ -151,6 +152,71 @@ TEST(SemiParametricTsTest, GraphAdjustmentIsEquationsSevenAndEight) {
       EXPECT_NEAR(stddev(i), std::sqrt(probe.col(i).dot(gamma_inverse * probe.col(i))), 1e-8);
     }
   }
+}
+
+// GraphUCB-Local (uncentred with the graph terms and the extra lambda I in Gamma) from the raw
+// observations: its mean is one Jacobi step of the Laplacian-regularised normal equations,
+// B_j^-1 (y_j + lambda sum_k (w_jk / deg_j) mu_bar_k), and its width is Yang et al.'s local
+// confidence matrix G_j + 2 lambda I + lambda^2 sum_k (w_jk / deg_j)^2 B_k^-1.
+TEST(SemiParametricTsTest, GraphUcbLocalIsOneJacobiStepWithYangsWidth) {
+  const int dim = 3, users = 5;
+  const double lambda = 0.6;
+  const UserGraph graph = SmallGraph();
+  SemiParametricOptions options = Options(false, true, lambda);
+  options.code_gamma = true;
+  SemiParametricTs learner(dim, options);
+  ASSERT_TRUE(learner.SetGraph(graph, nullptr).ok());
+  std::vector<Eigen::MatrixXd> gram(users, Eigen::MatrixXd::Zero(dim, dim));
+  std::vector<Eigen::VectorXd> y(users, Eigen::VectorXd::Zero(dim));
+  Rng rng(17);
+  for (int t = 0; t < 60; ++t) {
+    const int32_t user = static_cast<int32_t>(t % 3);  // users 3 and 4 never report
+    const Eigen::VectorXd x = RandomPoints(rng, dim, 1).col(0);
+    const double r = rng.Normal();
+    ASSERT_TRUE(learner.Observe(user, x, r).ok());
+    gram[user] += x * x.transpose();
+    y[user] += r * x;
+  }
+  const Eigen::MatrixXd identity = Eigen::MatrixXd::Identity(dim, dim);
+  auto b = [&](int k) -> Eigen::MatrixXd { return lambda * identity + gram[k]; };
+  auto mu_bar = [&](int k) -> Eigen::VectorXd { return b(k).inverse() * y[k]; };
+  const Eigen::MatrixXd probe = RandomPoints(rng, dim, 6);
+  for (int32_t j = 0; j < users; ++j) {
+    SCOPED_TRACE(j);
+    Eigen::VectorXd pull = y[j];
+    Eigen::MatrixXd gamma = gram[j] + 2.0 * lambda * identity;
+    const double degree = graph.Degree(j);
+    for (const auto& [k, w] : graph.SortedNeighbours(j)) {
+      pull += lambda * (w / degree) * mu_bar(k);
+      gamma += lambda * lambda * (w / degree) * (w / degree) * b(k).inverse();
+    }
+    const Eigen::VectorXd mu_hat = b(j).inverse() * pull;
+    Eigen::VectorXd mean, stddev;
+    learner.Score(j, probe, &mean, &stddev);
+    const Eigen::MatrixXd gamma_inverse = gamma.inverse();
+    for (int i = 0; i < probe.cols(); ++i) {
+      EXPECT_NEAR(mean(i), probe.col(i).dot(mu_hat), 1e-10);
+      EXPECT_NEAR(stddev(i), std::sqrt(probe.col(i).dot(gamma_inverse * probe.col(i))), 1e-10);
+    }
+  }
+  // A user with no rewards of their own starts from their friends' weighted average: user 3's
+  // one friend is user 1, whose estimate is its own ridge solution (read from a learner without
+  // the graph). A user without edges or data has the prior: mean 0, Gamma = 2 lambda I.
+  SemiParametricTs alone(dim, Options(false, false, lambda));
+  Rng replay(17);
+  for (int t = 0; t < 60; ++t) {
+    const Eigen::VectorXd x = RandomPoints(replay, dim, 1).col(0);
+    ASSERT_TRUE(alone.Observe(static_cast<int32_t>(t % 3), x, replay.Normal()).ok());
+  }
+  Eigen::VectorXd newcomer, friend_estimate, stddev;
+  learner.Score(3, identity, &newcomer, &stddev);
+  alone.Score(1, identity, &friend_estimate, &stddev);
+  EXPECT_GT(friend_estimate.norm(), 0.1);
+  for (int a = 0; a < dim; ++a) EXPECT_NEAR(newcomer(a), friend_estimate(a), 1e-12);
+  Eigen::VectorXd isolated;
+  learner.Score(4, identity, &isolated, &stddev);
+  EXPECT_EQ(isolated, Eigen::VectorXd::Zero(dim));
+  for (int a = 0; a < dim; ++a) EXPECT_NEAR(stddev(a), std::sqrt(1.0 / (2.0 * lambda)), 1e-12);
 }
 
 TEST(SemiParametricTsTest, WithoutEdgesSemiGraphTsIsSemiTs) {
